@@ -1,0 +1,184 @@
+// Listing, statistics, pruning and verification: the maintenance side of Cache.
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "cache/cache.h"
+#include "cache/cache_impl.h"
+#include "cache/schema.h"
+
+namespace mpk::cache {
+namespace {
+
+// SQLite's LIMIT takes -1 for "no limit".
+int64_t sql_limit(size_t limit) { return limit ? int64_t(limit) : -1; }
+
+}  // namespace
+
+std::vector<EntryInfo> Cache::list(size_t limit) {
+  Impl& I = *impl_;
+  std::lock_guard lock(I.mu);
+  std::vector<EntryInfo> out;
+  auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
+                  "ORDER BY k.last_used DESC, k.id DESC LIMIT ?1");
+  s->bind(1, sql_limit(limit));
+  while (s->step()) out.push_back(read_info(s.s));
+  return out;
+}
+
+std::optional<EntryInfo> Cache::info(std::string_view digest) {
+  Impl& I = *impl_;
+  std::lock_guard lock(I.mu);
+  auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
+                  "WHERE k.key = ?1");
+  s->bind(1, digest);
+  if (!s->step()) return std::nullopt;
+  return read_info(s.s);
+}
+
+std::vector<std::string> Cache::find_keys(std::string_view prefix, size_t limit) {
+  std::string lower;
+  for (char c : prefix) {
+    char l = char(std::tolower(static_cast<unsigned char>(c)));
+    MPK_CHECK((l >= '0' && l <= '9') || (l >= 'a' && l <= 'f'), InvalidArgument)
+        << "key prefix '" << prefix << "' is not hexadecimal";
+    lower += l;
+  }
+  Impl& I = *impl_;
+  std::lock_guard lock(I.mu);
+  // Keys are lower-case hex, so every key with this prefix sorts in [prefix, prefix + "g").
+  auto s = I.stmt("SELECT key FROM kernels WHERE key >= ?1 AND key < ?2 ORDER BY key LIMIT ?3");
+  s->bind(1, lower).bind(2, lower + "g").bind(3, sql_limit(limit));
+  std::vector<std::string> keys;
+  while (s->step()) keys.push_back(s->text(0));
+  return keys;
+}
+
+bool Cache::erase(std::string_view digest) {
+  Impl& I = *impl_;
+  MPK_CHECK(!I.read_only, Cache) << "kernel cache " << I.options.path.string() << " is read-only: erase refused";
+  std::lock_guard lock(I.mu);
+  sql::Transaction txn(*I.db);
+  I.stmt("DELETE FROM kernels WHERE key = ?1")->bind(1, digest).run();
+  bool erased = I.db->changes() > 0;
+  txn.commit();
+  return erased;
+}
+
+CacheStats Cache::stats() {
+  Impl& I = *impl_;
+  CacheStats st;
+  st.path = I.options.path.string();
+  st.read_only = I.read_only;
+  st.session = I.counters.snapshot();
+  std::lock_guard lock(I.mu);
+  // One read transaction, so the numbers agree with each other.
+  sql::Transaction txn(*I.db, /*immediate=*/false);
+  st.schema_version = int(I.db->query_int("PRAGMA user_version"));
+  {
+    auto s = I.stmt("SELECT count(*), coalesce(min(last_used), 0), coalesce(max(last_used), 0) FROM kernels");
+    s->step();
+    st.entries = uint64_t(s->int64(0));
+    st.oldest_use = s->int64(1);
+    st.newest_use = s->int64(2);
+  }
+  {
+    auto s = I.stmt("SELECT verification FROM kernels");
+    while (s->step()) st.verified_entries += is_verified(s->text(0));
+  }
+  st.payload_bytes = I.total_bytes_locked();
+  {
+    auto s = I.stmt("SELECT value FROM meta WHERE name = 'corrupt_entries_dropped'");
+    if (s->step()) st.corrupt_entries_dropped_total = uint64_t(s->int64(0));
+  }
+  uint64_t page = uint64_t(I.db->query_int("PRAGMA page_size"));
+  st.file_bytes = page * uint64_t(I.db->query_int("PRAGMA page_count"));
+  st.free_bytes = page * uint64_t(I.db->query_int("PRAGMA freelist_count"));
+  txn.commit();
+  std::error_code ec;
+  auto wal = std::filesystem::file_size(I.options.path.string() + "-wal", ec);
+  st.wal_bytes = ec ? 0 : wal;
+  return st;
+}
+
+PruneResult Cache::Impl::prune_locked(uint64_t max_bytes, std::string_view keep_key) {
+  PruneResult r;
+  {
+    sql::Transaction txn(*db);
+    uint64_t total = total_bytes_locked();
+    std::vector<int64_t> victims;
+    if (total > max_bytes) {
+      auto s = stmt("SELECT id, key, bytes FROM kernels ORDER BY last_used, id");
+      while (total - r.removed_bytes > max_bytes && s->step()) {
+        if (s->text(1) == keep_key) continue;
+        victims.push_back(s->int64(0));
+        r.removed_bytes += uint64_t(s->int64(2));
+      }
+    }
+    for (int64_t id : victims) stmt("DELETE FROM kernels WHERE id = ?1")->bind(1, id).run();
+    r.removed_entries = victims.size();
+    r.remaining_bytes = total_bytes_locked();
+    r.remaining_entries = uint64_t(db->query_int("SELECT count(*) FROM kernels"));
+    txn.commit();
+  }
+  counters.pruned_entries += r.removed_entries;
+  if (r.removed_entries) {
+    // Returns freed pages to the file system (a no-op for files created before v2).
+    try {
+      db->exec("PRAGMA incremental_vacuum");
+    } catch (const sql::SqliteError& e) {
+      log(LogLevel::Debug, "kernel cache: incremental_vacuum failed: {}", e.what());
+    }
+  }
+  return r;
+}
+
+PruneResult Cache::prune(uint64_t max_bytes) {
+  Impl& I = *impl_;
+  MPK_CHECK(!I.read_only, Cache) << "kernel cache " << I.options.path.string() << " is read-only: prune refused";
+  std::lock_guard lock(I.mu);
+  return I.prune_locked(max_bytes, {});
+}
+
+void Cache::Impl::scan_locked(const std::function<void(int64_t id, Entry&&, bool ok)>& visit) {
+  sql::Transaction txn(*db, /*immediate=*/false);
+  {
+    auto s = stmt("SELECT " MPK_CACHE_INFO_COLUMNS ", b.data FROM kernels k "
+                  "LEFT JOIN blobs b ON b.id = k.id ORDER BY k.id");
+    while (s->step()) {
+      Entry e = read_entry(s.s);
+      bool ok = entry_is_intact(e);
+      visit(s->int64(0), std::move(e), ok);
+    }
+  }
+  txn.commit();
+}
+
+VerifyResult Cache::verify() {
+  Impl& I = *impl_;
+  VerifyResult r;
+  std::lock_guard lock(I.mu);
+  std::vector<std::string> bad;
+  std::vector<int64_t> ids;
+  I.scan_locked([&](int64_t id, Entry&& e, bool ok) {
+    ++r.checked;
+    if (ok) return;
+    bad.push_back(e.key);
+    ids.push_back(id);
+  });
+  if (!bad.empty()) {
+    if (!I.read_only) I.drop_locked(ids);
+    I.counters.corrupt_entries_dropped += bad.size();
+    log(LogLevel::Warn, "kernel cache {}: {} of {} entries fail their checksum{}", I.options.path.string(),
+        bad.size(), r.checked, I.read_only ? " (read-only: kept)" : "; dropped");
+  }
+  r.bad_keys = std::move(bad);
+  std::string check = I.db->query_text("PRAGMA quick_check");
+  r.integrity_ok = check == "ok";
+  r.integrity_message = check;
+  return r;
+}
+
+}  // namespace mpk::cache

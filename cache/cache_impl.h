@@ -1,0 +1,77 @@
+// Internals shared by the files that implement Cache (not part of its interface).
+#pragma once
+
+#include <atomic>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cache/cache.h"
+#include "cache/sqlite_db.h"
+
+namespace mpk::cache {
+
+// Metadata columns in the order read_info expects (`k` is kernels, `b` blobs); a query that
+// also wants the cubin selects b.data right after them, as column kInfoColumnCount.
+#define MPK_CACHE_INFO_COLUMNS                                                              \
+  "k.id, k.key, k.key_text, k.checksum, k.params, k.time_us, k.verification, k.host, "      \
+  "k.created, k.mpk_version, k.last_used, k.bytes, length(b.data)"
+inline constexpr int kInfoColumnCount = 13;
+
+struct AtomicCounters {
+  std::atomic<uint64_t> hits{0}, misses{0}, publishes{0}, publishes_kept_existing{0},
+      publish_failures{0}, builds{0}, build_waits{0}, corrupt_entries_dropped{0}, pruned_entries{0};
+  CacheCounters snapshot() const;
+};
+
+enum class Conflict {
+  ReplaceUnlessWorse,  // publish: the newcomer wins ties
+  ReplaceIfBetter,     // import: the existing entry wins ties
+};
+enum class StoreOutcome { Added, Replaced, KeptExisting };
+
+struct Cache::Impl {
+  CacheOptions options;
+  bool read_only = false;
+  AtomicCounters counters;
+
+  std::mutex mu;  // guards db and statements
+  std::unique_ptr<sql::Db> db;
+  std::unordered_map<const char*, std::unique_ptr<sql::Stmt>> statements;
+
+  std::mutex inflight_mu;
+  std::unordered_map<std::string, std::shared_future<Entry>> inflight;
+
+  int64_t now() const;
+  // A prepared statement for a string literal, reset when the returned handle goes away.
+  struct StmtRef {
+    sql::Stmt& s;
+    ~StmtRef() { s.reset(); }
+    sql::Stmt* operator->() { return &s; }
+  };
+  StmtRef stmt(const char* sql);
+
+  // All below expect `mu` held.
+  std::optional<Entry> load_locked(std::string_view key);
+  // Deletes damaged entries by row id (ids are never reused) and counts them in meta.
+  void drop_locked(const std::vector<int64_t>& ids);
+  // Writes one complete entry inside the caller's transaction.
+  StoreOutcome store_locked(const Entry& e, Conflict conflict);
+  uint64_t total_bytes_locked();
+  // Takes `mu` and stores a batch of complete entries in one transaction, counting outcomes.
+  void store_batch(const std::vector<Entry>& batch, Conflict conflict, TransferResult& result);
+  PruneResult prune_locked(uint64_t max_bytes, std::string_view keep_key);
+  // Calls visit(id, entry, ok) for every entry, cubin included, in one read transaction; ok
+  // is false on a checksum or key mismatch (or a missing cubin).
+  void scan_locked(const std::function<void(int64_t id, Entry&&, bool ok)>& visit);
+};
+
+EntryInfo read_info(const sql::Stmt& s);
+// read_info's columns followed by the cubin.
+Entry read_entry(const sql::Stmt& s);
+// The checksum and key of a stored entry match its content.
+bool entry_is_intact(const Entry& e);
+
+}  // namespace mpk::cache

@@ -1,0 +1,50 @@
+#include "cache/paths.h"
+
+#include <cctype>
+#include <cstdlib>
+#include <string>
+
+#include "base/error.h"
+#include "base/log.h"
+
+namespace mpk::cache {
+
+std::filesystem::path default_cache_path() {
+  const char* dir = std::getenv("MPK_CACHE_DIR");
+  if (dir && *dir) return std::filesystem::path(dir) / "kernels.db";
+  const char* home = std::getenv("HOME");
+  MPK_CHECK(home && *home, Cache) << "no kernel cache location: set MPK_CACHE_DIR or HOME";
+  return std::filesystem::path(home) / ".cache" / "mpk" / "kernels.db";
+}
+
+std::optional<uint64_t> parse_byte_size(std::string_view text) {
+  size_t i = 0;
+  uint64_t value = 0;
+  for (; i < text.size() && std::isdigit(static_cast<unsigned char>(text[i])); ++i) {
+    uint64_t digit = uint64_t(text[i] - '0');
+    if (value > (UINT64_MAX - digit) / 10) return std::nullopt;
+    value = value * 10 + digit;
+  }
+  if (i == 0) return std::nullopt;
+  std::string unit;
+  for (; i < text.size(); ++i) unit += char(std::toupper(static_cast<unsigned char>(text[i])));
+  int shift = 0;
+  if (!unit.empty() && unit.find_first_of("KMGT") == 0) {
+    shift = unit[0] == 'K' ? 10 : unit[0] == 'M' ? 20 : unit[0] == 'G' ? 30 : 40;
+    unit.erase(0, 1);
+    if (unit == "I" || unit == "IB") unit.clear();
+  }
+  if (!unit.empty() && unit != "B") return std::nullopt;
+  if (shift && value > (UINT64_MAX >> shift)) return std::nullopt;
+  return value << shift;
+}
+
+uint64_t default_max_bytes() {
+  const char* env = std::getenv("MPK_CACHE_MAX_BYTES");
+  if (!env || !*env) return kDefaultMaxBytes;
+  if (auto v = parse_byte_size(env)) return *v;
+  log(LogLevel::Warn, "MPK_CACHE_MAX_BYTES='{}' is not a size; using {} bytes", env, kDefaultMaxBytes);
+  return kDefaultMaxBytes;
+}
+
+}  // namespace mpk::cache

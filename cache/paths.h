@@ -1,0 +1,24 @@
+// Where the cache lives and how big it may grow by default.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+
+namespace mpk::cache {
+
+inline constexpr uint64_t kDefaultMaxBytes = uint64_t(2) << 30;  // 2 GiB of payload
+
+// $MPK_CACHE_DIR/kernels.db when MPK_CACHE_DIR is set, else ~/.cache/mpk/kernels.db.
+// Throws Error(Cache) when neither MPK_CACHE_DIR nor HOME is set.
+std::filesystem::path default_cache_path();
+
+// "4096", "512K", "64M", "2G", "1T" (binary units, optional trailing "B"/"iB"); nullopt when
+// the text is not such a size or overflows.
+std::optional<uint64_t> parse_byte_size(std::string_view text);
+
+// $MPK_CACHE_MAX_BYTES (parse_byte_size syntax) or kDefaultMaxBytes; warns on a bad value.
+uint64_t default_max_bytes();
+
+}  // namespace mpk::cache

@@ -1,0 +1,256 @@
+#include "cache/schema.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <ctime>
+#include <string>
+#include <system_error>
+
+#include "base/log.h"
+
+namespace mpk::cache {
+namespace fs = std::filesystem;
+
+const char* const kSchemaV1 = R"sql(
+CREATE TABLE kernels (
+  key TEXT PRIMARY KEY NOT NULL,
+  checksum TEXT NOT NULL,
+  params TEXT NOT NULL,
+  time_us REAL,
+  verification TEXT NOT NULL,
+  host TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  mpk_version TEXT NOT NULL,
+  blob BLOB NOT NULL
+);
+)sql";
+
+namespace {
+
+const char* const kMigrateV1ToV2 = R"sql(
+ALTER TABLE kernels RENAME TO kernels_v1;
+CREATE TABLE kernels (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  key TEXT NOT NULL UNIQUE,
+  key_text TEXT NOT NULL,
+  checksum TEXT NOT NULL,
+  params TEXT NOT NULL,
+  time_us REAL,
+  verification TEXT NOT NULL,
+  host TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  mpk_version TEXT NOT NULL,
+  last_used INTEGER NOT NULL,
+  bytes INTEGER NOT NULL
+);
+CREATE INDEX kernels_last_used ON kernels(last_used);
+CREATE TABLE blobs (id INTEGER PRIMARY KEY, data BLOB NOT NULL);
+CREATE TABLE meta (name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
+INSERT INTO kernels (key, key_text, checksum, params, time_us, verification, host, created,
+                     mpk_version, last_used, bytes)
+  SELECT key, '', checksum, params, time_us, verification, host, created, mpk_version, created,
+         length(blob) + length(CAST(params AS BLOB)) + length(CAST(verification AS BLOB))
+  FROM kernels_v1 ORDER BY rowid;
+INSERT INTO blobs (id, data) SELECT k.id, v.blob FROM kernels k JOIN kernels_v1 v ON v.key = k.key;
+DROP TABLE kernels_v1;
+INSERT INTO meta VALUES ('total_bytes', (SELECT coalesce(sum(bytes), 0) FROM kernels)),
+                        ('corrupt_entries_dropped', 0);
+CREATE TRIGGER kernels_insert AFTER INSERT ON kernels BEGIN
+  UPDATE meta SET value = value + NEW.bytes WHERE name = 'total_bytes';
+END;
+CREATE TRIGGER kernels_delete AFTER DELETE ON kernels BEGIN
+  UPDATE meta SET value = value - OLD.bytes WHERE name = 'total_bytes';
+  DELETE FROM blobs WHERE id = OLD.id;
+END;
+CREATE TRIGGER kernels_update_bytes AFTER UPDATE OF bytes ON kernels BEGIN
+  UPDATE meta SET value = value - OLD.bytes + NEW.bytes WHERE name = 'total_bytes';
+END;
+)sql";
+
+// Statements that only prepare against a complete current schema. Row ids are AUTOINCREMENT
+// so that an id names one version of an entry: dropping a damaged row by id cannot delete a
+// good replacement another process wrote meanwhile.
+const char* const kProbeV2 =
+    "SELECT k.id, k.key, k.key_text, k.checksum, k.params, k.time_us, k.verification, k.host, "
+    "k.created, k.mpk_version, k.last_used, k.bytes, b.data, m.value "
+    "FROM kernels k, blobs b, meta m LIMIT 0";
+const char* const kProbeV1 =
+    "SELECT key, checksum, params, time_us, verification, host, created, mpk_version, blob "
+    "FROM kernels LIMIT 0";
+
+enum class State { Empty, Current, Older, Newer, Foreign, Damaged };
+
+struct Probe {
+  State state;
+  int64_t version = 0;
+  std::string detail;
+};
+
+Probe inspect(sql::Db& db) {
+  try {
+    int64_t app = db.query_int("PRAGMA application_id");
+    int64_t version = db.query_int("PRAGMA user_version");
+    int64_t objects = db.query_int("SELECT count(*) FROM sqlite_master");
+    if (app == 0 && version == 0 && objects == 0) return {State::Empty, 0, ""};
+    if (app != kApplicationId)
+      return {State::Foreign, version,
+              fmt::format("application_id {:#x} and {} schema objects: not an mpk kernel cache",
+                          app, objects)};
+    if (version > kSchemaVersion)
+      return {State::Newer, version,
+              fmt::format("schema version {} is newer than this mpk supports ({})", version,
+                          kSchemaVersion)};
+    if (version != 1 && version != kSchemaVersion)
+      return {State::Damaged, version, fmt::format("unknown schema version {}", version)};
+    try {
+      sql::Stmt probe(db, version == 1 ? kProbeV1 : kProbeV2);
+    } catch (const sql::SqliteError& e) {
+      if (e.is_corruption()) throw;
+      return {State::Damaged, version, fmt::format("schema v{} incomplete: {}", version, e.what())};
+    }
+    return {version == kSchemaVersion ? State::Current : State::Older, version, ""};
+  } catch (const sql::SqliteError& e) {
+    if (!e.is_corruption()) throw;
+    return {State::Damaged, 0, e.what()};
+  }
+}
+
+// Applies every migration from the file's version to kSchemaVersion in one transaction.
+// The version is read again inside it: another process may have migrated meanwhile.
+void migrate(sql::Db& db) {
+  sql::Transaction txn(db);
+  int64_t version = db.query_int("PRAGMA user_version");
+  if (version == 0) {
+    db.exec(fmt::format("PRAGMA application_id = {}", kApplicationId));
+    db.exec(kSchemaV1);
+    version = 1;
+  }
+  if (version == 1) {
+    log(LogLevel::Info, "kernel cache {}: migrating schema v1 to v2", db.path().string());
+    db.exec(kMigrateV1ToV2);
+    version = 2;
+  }
+  db.exec(fmt::format("PRAGMA user_version = {}", version));
+  txn.commit();
+}
+
+// Holds an exclusive flock on the database's folder, so that processes that find the same
+// damaged file do not move each other's fresh databases aside.
+class FolderLock {
+ public:
+  explicit FolderLock(const fs::path& folder) {
+    fd_ = ::open(folder.empty() ? "." : folder.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd_ >= 0 && ::flock(fd_, LOCK_EX) != 0) {
+      ::close(fd_);
+      fd_ = -1;
+    }
+  }
+  ~FolderLock() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Re-inspects under the folder lock and moves the file aside only if it is still bad.
+void recover(const fs::path& path, const OpenOptions& options, const std::string& why) {
+  FolderLock lock(path.parent_path());
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;
+  {
+    sql::Db db(path, false, options.busy_timeout_ms);
+    Probe p = inspect(db);
+    if (p.state != State::Damaged && p.state != State::Foreign) return;
+  }
+  fs::path aside = move_aside(path);
+  log(LogLevel::Warn, "kernel cache {} is unusable ({}); moved it to {} and starting a fresh one",
+      path.string(), why, aside.string());
+}
+
+std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions& options) {
+  std::error_code ec;
+  MPK_CHECK(fs::exists(path, ec), NotFound) << "no kernel cache at " << path.string();
+  auto db = std::make_unique<sql::Db>(path, true, options.busy_timeout_ms);
+  Probe p = inspect(*db);
+  switch (p.state) {
+    case State::Current: return db;
+    case State::Empty: MPK_THROW(Cache) << "kernel cache " << path.string() << " is empty: not an mpk kernel cache";
+    case State::Older:
+      MPK_THROW(Cache) << "kernel cache " << path.string() << " has schema v" << p.version
+                       << "; open it read-write once to migrate it to v" << kSchemaVersion;
+    case State::Damaged:
+      MPK_THROW(Cache) << "kernel cache " << path.string() << " is damaged (" << p.detail
+                       << "); open it read-write to move it aside";
+    case State::Foreign:
+    case State::Newer: MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
+  }
+  MPK_THROW(Internal) << "unreachable";
+}
+
+}  // namespace
+
+fs::path move_aside(const fs::path& path) {
+  std::string base = path.string() + ".corrupt-" + std::to_string(std::time(nullptr));
+  fs::path target = base;
+  std::error_code ec;
+  for (int i = 1; fs::exists(target, ec); ++i) target = base + "-" + std::to_string(i);
+  fs::rename(path, target, ec);
+  MPK_CHECK(!ec, Io) << "cannot move damaged kernel cache " << path.string() << " aside: " << ec.message();
+  // A stale WAL or journal would be replayed into the fresh database: it goes with the file.
+  for (const char* suffix : {"-wal", "-journal"}) {
+    fs::path companion = path.string() + suffix;
+    if (fs::exists(companion, ec)) fs::rename(companion, target.string() + suffix, ec);
+  }
+  fs::remove(path.string() + "-shm", ec);
+  return target;
+}
+
+std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& options) {
+  if (options.read_only) return open_read_only(path, options);
+  std::error_code ec;
+  if (path.has_parent_path()) {
+    fs::create_directories(path.parent_path(), ec);
+    MPK_CHECK(!ec, Io) << "cannot create kernel cache folder " << path.parent_path().string() << ": "
+                       << ec.message();
+  }
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    auto db = std::make_unique<sql::Db>(path, false, options.busy_timeout_ms);
+    Probe p = inspect(*db);
+    if (p.state == State::Current && db->is_read_only()) return db;  // write-protected file
+    if (p.state == State::Newer) MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
+    if (p.state == State::Damaged || p.state == State::Foreign) {
+      db.reset();
+      recover(path, options, p.detail);
+      continue;
+    }
+    MPK_CHECK(!db->is_read_only(), Cache) << "kernel cache " << path.string()
+                                          << " is write-protected and needs initialisation or migration";
+    try {
+      if (p.state == State::Empty) {
+        // Only effective before the first table exists; lets pruning return pages to the OS.
+        db->exec("PRAGMA auto_vacuum = INCREMENTAL");
+      }
+      if (p.state != State::Current) migrate(*db);
+      if (db->query_text("PRAGMA journal_mode = WAL") != "wal")
+        log(LogLevel::Warn, "kernel cache {}: WAL mode unavailable, using a rollback journal",
+            path.string());
+    } catch (const sql::SqliteError& e) {
+      if (!e.is_corruption()) throw;
+      db.reset();
+      recover(path, options, e.what());
+      continue;
+    }
+    // WAL keeps committed transactions across a process crash with NORMAL; only a power loss
+    // may drop the last ones, which a cache can afford.
+    db->exec("PRAGMA synchronous = NORMAL");
+    return db;
+  }
+  MPK_THROW(Cache) << "kernel cache " << path.string() << " could not be opened after " << kAttempts
+                   << " recovery attempts";
+}
+
+}  // namespace mpk::cache

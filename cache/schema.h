@@ -1,0 +1,44 @@
+// The cache's on-disk schema, its migrations, and opening a database file safely.
+//
+// Schema history (PRAGMA user_version):
+//   v1  one table kernels(key, blob, checksum, params, time_us, verification, host, created,
+//       mpk_version), the cubin inline.
+//   v2  kernels holds metadata only (+ key_text, last_used, bytes) and the cubins move to
+//       blobs(id, data), so listings and LRU pruning never read the cubins; meta(name, value)
+//       keeps the running payload total (maintained by triggers) and the count of corrupt
+//       entries dropped.
+// Every version carries PRAGMA application_id = kApplicationId. A fresh file is created by
+// running every migration from an empty database, so fresh and migrated schemas are the same.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+
+#include "cache/sqlite_db.h"
+
+namespace mpk::cache {
+
+inline constexpr int kSchemaVersion = 2;
+inline constexpr int32_t kApplicationId = 0x6d706b63;  // "mpkc"
+
+// The v1 schema, kept to test the migration path.
+extern const char* const kSchemaV1;
+
+struct OpenOptions {
+  bool read_only = false;
+  int busy_timeout_ms = 10000;
+};
+
+// Opens the database at `path`, creating or migrating it to kSchemaVersion.
+// Read-write: a file that is not SQLite, is damaged, or belongs to something else is renamed
+// to `<path>.corrupt-<unix time>` with a warning and a fresh database is created; a newer
+// schema throws Error(Cache). Read-only: a missing file throws Error(NotFound), anything but
+// the current schema throws Error(Cache) and nothing on disk is touched.
+// Sets WAL mode (read-write), synchronous=NORMAL, and the busy timeout.
+std::unique_ptr<sql::Db> open_database(const std::filesystem::path& path, const OpenOptions& options);
+
+// Moves a damaged database file (and its -wal/-shm companions) aside; returns the new path.
+std::filesystem::path move_aside(const std::filesystem::path& path);
+
+}  // namespace mpk::cache

@@ -1,0 +1,314 @@
+// The C API: every extern "C" body runs inside MPK_API_BEGIN/END, which turns C++ exceptions
+// into an mpk_status and the thread-local last-error text. Nothing escapes to the host.
+#include <mpk/mpk.h>
+
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "runtime/runtime.h"
+
+struct mpk_runtime {
+  mpk::rt::RuntimeOptions options;
+  bool owns_log_sink = false;
+};
+struct mpk_model {
+  std::shared_ptr<mpk::rt::LoadedModel> impl;
+};
+struct mpk_session {
+  std::unique_ptr<mpk::rt::Session> impl;
+  std::vector<int32_t> scratch;
+};
+
+namespace {
+
+thread_local std::string t_last_error;
+
+mpk_status status_of(mpk::ErrorKind k) {
+  using K = mpk::ErrorKind;
+  switch (k) {
+    case K::InvalidArgument: return MPK_ERROR_INVALID_ARGUMENT;
+    case K::NotFound: return MPK_ERROR_NOT_FOUND;
+    case K::InvalidModel: return MPK_ERROR_INVALID_MODEL;
+    case K::Unsupported: return MPK_ERROR_UNSUPPORTED;
+    case K::NoDevice: return MPK_ERROR_NO_DEVICE;
+    case K::Cuda: return MPK_ERROR_CUDA;
+    case K::Compile: return MPK_ERROR_COMPILE;
+    case K::Cache: return MPK_ERROR_CACHE;
+    case K::Capacity: return MPK_ERROR_CAPACITY;
+    case K::OutOfMemory: return MPK_ERROR_OUT_OF_MEMORY;
+    case K::BadState: return MPK_ERROR_BAD_STATE;
+    case K::Io: return MPK_ERROR_IO;
+    case K::Timeout: return MPK_ERROR_TIMEOUT;
+    case K::Internal: return MPK_ERROR_INTERNAL;
+  }
+  return MPK_ERROR_INTERNAL;
+}
+
+mpk_status fail(mpk_status s, std::string msg) {
+  t_last_error = std::move(msg);
+  return s;
+}
+
+// Checks a config struct's size: callers must have run its *_config_init.
+template <typename T>
+void check_struct(const T* p, const char* what) {
+  MPK_CHECK(p != nullptr, InvalidArgument) << what << " is NULL";
+  MPK_CHECK(p->struct_size >= sizeof(T), InvalidArgument)
+      << what << "->struct_size is " << p->struct_size << ", expected " << sizeof(T)
+      << " (initialise it with its mpk_*_init function)";
+}
+
+mpk::rt::Backend to_backend(mpk_backend b) {
+  switch (b) {
+    case MPK_BACKEND_AUTO: return mpk::rt::Backend::Auto;
+    case MPK_BACKEND_GPU: return mpk::rt::Backend::Gpu;
+    case MPK_BACKEND_REFERENCE: return mpk::rt::Backend::Reference;
+  }
+  MPK_THROW(InvalidArgument) << "unknown backend " << int(b);
+}
+
+mpk_backend from_backend(mpk::rt::Backend b) {
+  switch (b) {
+    case mpk::rt::Backend::Auto: return MPK_BACKEND_AUTO;
+    case mpk::rt::Backend::Gpu: return MPK_BACKEND_GPU;
+    case mpk::rt::Backend::Reference: return MPK_BACKEND_REFERENCE;
+  }
+  return MPK_BACKEND_AUTO;
+}
+
+}  // namespace
+
+#define MPK_API_BEGIN() \
+  t_last_error.clear(); \
+  try {
+#define MPK_API_END()                                                              \
+  }                                                                                \
+  catch (const mpk::Error& e) {                                                    \
+    return fail(status_of(e.kind()), e.what());                                    \
+  }                                                                                \
+  catch (const std::bad_alloc&) {                                                  \
+    return fail(MPK_ERROR_OUT_OF_MEMORY, "out of host memory");                    \
+  }                                                                                \
+  catch (const std::exception& e) {                                                \
+    return fail(MPK_ERROR_INTERNAL, std::string("internal error: ") + e.what());   \
+  }                                                                                \
+  catch (...) {                                                                    \
+    return fail(MPK_ERROR_INTERNAL, "internal error: unknown exception");          \
+  }                                                                                \
+  return MPK_OK;
+#define MPK_NULL_CHECK(p) MPK_CHECK((p) != nullptr, InvalidArgument) << #p " is NULL"
+
+extern "C" {
+
+const char* mpk_status_name(mpk_status s) {
+  switch (s) {
+#define MPK_NAME(S) \
+  case S: return #S;
+    MPK_NAME(MPK_OK) MPK_NAME(MPK_ERROR_INVALID_ARGUMENT) MPK_NAME(MPK_ERROR_NOT_FOUND)
+    MPK_NAME(MPK_ERROR_INVALID_MODEL) MPK_NAME(MPK_ERROR_UNSUPPORTED)
+    MPK_NAME(MPK_ERROR_NO_DEVICE) MPK_NAME(MPK_ERROR_CUDA) MPK_NAME(MPK_ERROR_COMPILE)
+    MPK_NAME(MPK_ERROR_CACHE) MPK_NAME(MPK_ERROR_CAPACITY) MPK_NAME(MPK_ERROR_OUT_OF_MEMORY)
+    MPK_NAME(MPK_ERROR_BAD_STATE) MPK_NAME(MPK_ERROR_IO) MPK_NAME(MPK_ERROR_TIMEOUT)
+    MPK_NAME(MPK_ERROR_INTERNAL)
+#undef MPK_NAME
+  }
+  return "MPK_STATUS_UNKNOWN";
+}
+
+const char* mpk_last_error(void) { return t_last_error.c_str(); }
+
+const char* mpk_version(void) {
+#define MPK_STR2(x) #x
+#define MPK_STR(x) MPK_STR2(x)
+  return MPK_STR(MPK_VERSION_MAJOR) "." MPK_STR(MPK_VERSION_MINOR) "." MPK_STR(MPK_VERSION_PATCH);
+}
+
+void mpk_runtime_config_init(mpk_runtime_config* cfg) {
+  if (!cfg) return;
+  std::memset(cfg, 0, sizeof(*cfg));
+  cfg->struct_size = sizeof(*cfg);
+}
+
+mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(out);
+  *out = nullptr;
+  check_struct(cfg, "cfg");
+  MPK_CHECK(cfg->device >= 0, InvalidArgument) << "device ordinal " << cfg->device << " < 0";
+  MPK_CHECK(cfg->num_threads >= 0, InvalidArgument)
+      << "num_threads " << cfg->num_threads << " < 0";
+  auto rt = std::make_unique<mpk_runtime>();
+  rt->options.device = cfg->device;
+  rt->options.num_threads = cfg->num_threads;
+  rt->options.cache_dir =
+      cfg->cache_dir && *cfg->cache_dir ? std::filesystem::path(cfg->cache_dir)
+                                        : mpk::rt::default_cache_dir();
+  if (cfg->log_callback) {
+    auto cb = cfg->log_callback;
+    void* ud = cfg->log_user_data;
+    mpk::set_log_sink([cb, ud](mpk::LogLevel l, const std::string& m) {
+      cb(static_cast<mpk_log_level>(l), m.c_str(), ud);
+    });
+    rt->owns_log_sink = true;
+  }
+  *out = rt.release();
+  MPK_API_END();
+}
+
+void mpk_runtime_destroy(mpk_runtime* rt) {
+  if (rt && rt->owns_log_sink) mpk::set_log_sink({});
+  delete rt;
+}
+
+void mpk_model_config_init(mpk_model_config* cfg) {
+  if (!cfg) return;
+  std::memset(cfg, 0, sizeof(*cfg));
+  cfg->struct_size = sizeof(*cfg);
+  cfg->backend = MPK_BACKEND_AUTO;
+}
+
+mpk_status mpk_model_load(mpk_runtime* rt, const char* model_dir, const mpk_model_config* cfg,
+                          mpk_model** out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(out);
+  *out = nullptr;
+  MPK_NULL_CHECK(rt);
+  MPK_NULL_CHECK(model_dir);
+  check_struct(cfg, "cfg");
+  auto m = std::make_unique<mpk_model>();
+  m->impl = mpk::rt::LoadedModel::load(rt->options, model_dir, to_backend(cfg->backend));
+  *out = m.release();
+  MPK_API_END();
+}
+
+mpk_status mpk_model_info_get(const mpk_model* model, mpk_model_info* info) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(model);
+  check_struct(info, "info");
+  const auto& m = model->impl->model();
+  const auto& c = m.config;
+  info->family = c.family == mpk::model::Family::Qwen3   ? MPK_FAMILY_QWEN3
+                 : c.family == mpk::model::Family::Qwen2 ? MPK_FAMILY_QWEN2
+                                                         : MPK_FAMILY_LLAMA;
+  std::memset(info->architecture, 0, sizeof(info->architecture));
+  std::strncpy(info->architecture, c.architecture.c_str(), sizeof(info->architecture) - 1);
+  info->num_layers = c.num_layers;
+  info->hidden_size = c.hidden_size;
+  info->intermediate_size = c.intermediate_size;
+  info->num_heads = c.num_heads;
+  info->num_kv_heads = c.num_kv_heads;
+  info->head_dim = c.head_dim;
+  info->vocab_size = c.vocab_size;
+  info->max_position_embeddings = c.max_position_embeddings;
+  info->tied_embeddings = c.tie_word_embeddings ? 1 : 0;
+  info->dtype = m.dtype == mpk::DType::F32   ? MPK_DTYPE_F32
+                : m.dtype == mpk::DType::F16 ? MPK_DTYPE_F16
+                                             : MPK_DTYPE_BF16;
+  info->num_parameters = m.num_parameters;
+  info->backend = from_backend(model->impl->backend());
+  info->num_eos_token_ids = int32_t(c.eos_token_ids.size());
+  for (size_t i = 0; i < 8; ++i)
+    info->eos_token_ids[i] = i < c.eos_token_ids.size() ? c.eos_token_ids[i] : -1;
+  MPK_API_END();
+}
+
+void mpk_model_destroy(mpk_model* model) { delete model; }
+
+mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(model);
+  check_struct(stats, "stats");
+  size_t size = stats->struct_size;
+  std::memset(stats, 0, sizeof(*stats));
+  stats->struct_size = size;
+  const auto& st = model->impl->stats();
+  stats->backend = from_backend(model->impl->backend());
+  stats->host_fallback_ops = st.host_fallback_ops;
+  stats->compile_ms = st.compile_ms;
+  stats->launches = st.launches.load();
+  stats->tokens = st.tokens.load();
+  MPK_API_END();
+}
+
+void mpk_session_config_init(mpk_session_config* cfg) {
+  if (!cfg) return;
+  std::memset(cfg, 0, sizeof(*cfg));
+  cfg->struct_size = sizeof(*cfg);
+  cfg->kv_capacity = 4096;
+}
+
+mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
+                              mpk_session** out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(out);
+  *out = nullptr;
+  MPK_NULL_CHECK(model);
+  check_struct(cfg, "cfg");
+  auto s = std::make_unique<mpk_session>();
+  s->impl = std::make_unique<mpk::rt::Session>(model->impl, cfg->kv_capacity);
+  *out = s.release();
+  MPK_API_END();
+}
+
+mpk_status mpk_session_prefill(mpk_session* s, const int32_t* tokens, size_t n) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  MPK_NULL_CHECK(tokens);
+  s->impl->prefill(tokens, n);
+  MPK_API_END();
+}
+
+mpk_status mpk_session_decode(mpk_session* s, size_t max_tokens, int32_t* out, size_t* n_out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(n_out);
+  *n_out = 0;
+  MPK_NULL_CHECK(s);
+  MPK_CHECK(out != nullptr || max_tokens == 0, InvalidArgument) << "out is NULL";
+  s->scratch.clear();
+  // Tokens decoded before an error are still handed back.
+  struct Flush {
+    mpk_session* s;
+    int32_t* out;
+    size_t* n_out;
+    ~Flush() {
+      std::copy(s->scratch.begin(), s->scratch.end(), out);
+      *n_out = s->scratch.size();
+    }
+  } flush{s, out, n_out};
+  s->impl->decode(max_tokens, s->scratch);
+  MPK_API_END();
+}
+
+mpk_status mpk_session_logits(mpk_session* s, const float** logits, size_t* vocab) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  MPK_NULL_CHECK(logits);
+  MPK_NULL_CHECK(vocab);
+  const auto& l = s->impl->logits();
+  *logits = l.data();
+  *vocab = l.size();
+  MPK_API_END();
+}
+
+mpk_status mpk_session_position(const mpk_session* s, size_t* position) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  MPK_NULL_CHECK(position);
+  *position = s->impl->position();
+  MPK_API_END();
+}
+
+mpk_status mpk_session_reset(mpk_session* s) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  s->impl->reset();
+  MPK_API_END();
+}
+
+void mpk_session_destroy(mpk_session* s) { delete s; }
+
+}  // extern "C"

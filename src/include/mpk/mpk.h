@@ -1,0 +1,211 @@
+/* mpk — a JIT runtime that compiles a decoder LLM's decode step into one persistent GPU
+ * megakernel. This is the whole public interface.
+ *
+ * Conventions (like cuda.h / sqlite3.h):
+ *   - every fallible function returns an mpk_status and writes results through out-params;
+ *   - on failure, mpk_last_error() holds a human-readable message (thread-local);
+ *   - config structs are filled by mpk_*_config_init() before use (sets struct_size);
+ *   - *_destroy(NULL) is a no-op.
+ *
+ * Usage:
+ *   mpk_runtime_config rc; mpk_runtime_config_init(&rc);
+ *   mpk_runtime* rt = NULL;
+ *   if (mpk_runtime_create(&rc, &rt) != MPK_OK) { fprintf(stderr, "%s\n", mpk_last_error()); }
+ *   mpk_model_config mc; mpk_model_config_init(&mc);          // mc.backend = MPK_BACKEND_AUTO
+ *   mpk_model* model = NULL;
+ *   mpk_model_load(rt, "path/to/model_dir", &mc, &model);
+ *   mpk_session_config sc; mpk_session_config_init(&sc);      // sc.kv_capacity = 4096 tokens
+ *   mpk_session* s = NULL;
+ *   mpk_session_create(model, &sc, &s);
+ *   int32_t prompt[3] = {5, 17, 300};
+ *   mpk_session_prefill(s, prompt, 3);
+ *   int32_t out[16]; size_t n = 0;
+ *   mpk_session_decode(s, 16, out, &n);                       // greedy
+ *   mpk_session_destroy(s); mpk_model_destroy(model); mpk_runtime_destroy(rt);
+ */
+#ifndef MPK_MPK_H_
+#define MPK_MPK_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(_WIN32)
+#define MPK_API __declspec(dllexport)
+#else
+#define MPK_API __attribute__((visibility("default")))
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPK_VERSION_MAJOR 0
+#define MPK_VERSION_MINOR 1
+#define MPK_VERSION_PATCH 0
+
+/* ---- status ----------------------------------------------------------------------------- */
+
+typedef enum mpk_status {
+  MPK_OK = 0,
+  MPK_ERROR_INVALID_ARGUMENT = -1, /* NULL handle/pointer, wrong struct_size, bad value */
+  MPK_ERROR_NOT_FOUND = -2,        /* model directory or file missing */
+  MPK_ERROR_INVALID_MODEL = -3,    /* malformed config.json, safetensors or tensor set */
+  MPK_ERROR_UNSUPPORTED = -4,      /* unsupported architecture, dtype or option */
+  MPK_ERROR_NO_DEVICE = -5,        /* no CUDA driver or no usable GPU */
+  MPK_ERROR_CUDA = -6,             /* a CUDA driver call failed */
+  MPK_ERROR_COMPILE = -7,          /* kernel compilation failed */
+  MPK_ERROR_CACHE = -8,            /* kernel cache failure */
+  MPK_ERROR_CAPACITY = -9,         /* KV-cache capacity exceeded */
+  MPK_ERROR_OUT_OF_MEMORY = -10,
+  MPK_ERROR_BAD_STATE = -11,       /* call not valid now (e.g. decode before prefill) */
+  MPK_ERROR_IO = -12,              /* read/write/mmap failure */
+  MPK_ERROR_TIMEOUT = -13,         /* a deadline passed */
+  MPK_ERROR_INTERNAL = -99         /* an mpk bug: please report it */
+} mpk_status;
+
+/// Name of a status, e.g. "MPK_ERROR_NOT_FOUND"; "MPK_STATUS_UNKNOWN" for other values.
+MPK_API const char* mpk_status_name(mpk_status status);
+/// Message of the last failed call on this thread ("" if none). Valid until the next mpk call
+/// on this thread. Works even when a *_create failed and no handle exists.
+MPK_API const char* mpk_last_error(void);
+/// Library version as "MAJOR.MINOR.PATCH"; static storage.
+MPK_API const char* mpk_version(void);
+
+/* ---- runtime ---------------------------------------------------------------------------- */
+
+typedef struct mpk_runtime mpk_runtime;
+typedef struct mpk_model mpk_model;
+typedef struct mpk_session mpk_session;
+
+typedef enum mpk_log_level {
+  MPK_LOG_DEBUG = 0,
+  MPK_LOG_INFO = 1,
+  MPK_LOG_WARN = 2,
+  MPK_LOG_ERROR = 3
+} mpk_log_level;
+
+typedef void (*mpk_log_callback)(mpk_log_level level, const char* message, void* user_data);
+
+typedef enum mpk_backend {
+  MPK_BACKEND_AUTO = 0,      /* the GPU when one is usable, else the CPU reference (logged) */
+  MPK_BACKEND_GPU = 1,       /* the GPU megakernel; MPK_ERROR_NO_DEVICE / UNSUPPORTED if not */
+  MPK_BACKEND_REFERENCE = 2  /* the CPU reference executor (fp32) */
+} mpk_backend;
+
+typedef struct mpk_runtime_config {
+  size_t struct_size;           /* set by mpk_runtime_config_init */
+  int32_t device;               /* CUDA device ordinal (default 0) */
+  const char* cache_dir;        /* kernel cache directory; NULL: $MPK_CACHE_DIR or ~/.cache/mpk */
+  int32_t num_threads;          /* host threads for the reference backend; 0: all cores */
+  mpk_log_callback log_callback;/* NULL: warnings to stderr (level: $MPK_LOG). Process-wide:
+                                   the last runtime created with one receives all messages */
+  void* log_user_data;
+} mpk_runtime_config;
+
+/// Fills defaults and struct_size. `cfg` must not be NULL.
+MPK_API void mpk_runtime_config_init(mpk_runtime_config* cfg);
+/// Creates a runtime. Does not touch the GPU (a machine without one can create it).
+/// Thread-safe handle. Returns MPK_OK or MPK_ERROR_INVALID_ARGUMENT.
+MPK_API mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out);
+/// Destroys a runtime; all its models must be destroyed first. NULL is a no-op.
+MPK_API void mpk_runtime_destroy(mpk_runtime* rt);
+
+/* ---- model ------------------------------------------------------------------------------ */
+
+typedef struct mpk_model_config {
+  size_t struct_size;  /* set by mpk_model_config_init */
+  mpk_backend backend; /* default MPK_BACKEND_AUTO */
+} mpk_model_config;
+
+typedef enum mpk_family {
+  MPK_FAMILY_QWEN3 = 0,
+  MPK_FAMILY_QWEN2 = 1, /* Qwen2 / Qwen2.5: q/k/v bias */
+  MPK_FAMILY_LLAMA = 2  /* Llama 3.x (llama3 rope scaling) */
+} mpk_family;
+
+typedef enum mpk_dtype { MPK_DTYPE_F32 = 0, MPK_DTYPE_F16 = 1, MPK_DTYPE_BF16 = 2 } mpk_dtype;
+
+typedef struct mpk_model_info {
+  size_t struct_size;     /* caller sets sizeof(mpk_model_info) */
+  mpk_family family;
+  char architecture[64];  /* e.g. "Qwen3ForCausalLM" */
+  int32_t num_layers;
+  int32_t hidden_size;
+  int32_t intermediate_size;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_dim;
+  int32_t vocab_size;
+  int32_t max_position_embeddings;
+  int32_t tied_embeddings; /* 1 when the LM head reuses the embedding matrix */
+  mpk_dtype dtype;         /* weight dtype as stored */
+  uint64_t num_parameters; /* unique parameters (a tied matrix counted once) */
+  mpk_backend backend;     /* the backend actually in use (never AUTO) */
+  int32_t num_eos_token_ids;     /* end-of-sequence ids (config + generation_config) */
+  int32_t eos_token_ids[8];      /* the first min(num_eos_token_ids, 8) of them */
+} mpk_model_info;
+
+/// Loads a Hugging Face model directory (config.json + safetensors, optionally sharded).
+/// Weights are memory-mapped. The model is immutable: thread-safe, shared by sessions.
+/// Returns MPK_ERROR_NOT_FOUND, _INVALID_MODEL, _UNSUPPORTED, _NO_DEVICE (backend GPU),
+/// _INVALID_ARGUMENT; on failure *out is set to NULL.
+MPK_API void mpk_model_config_init(mpk_model_config* cfg);
+MPK_API mpk_status mpk_model_load(mpk_runtime* rt, const char* model_dir,
+                                  const mpk_model_config* cfg, mpk_model** out);
+/// Fills `info` (info->struct_size must be set). Thread-safe.
+MPK_API mpk_status mpk_model_info_get(const mpk_model* model, mpk_model_info* info);
+/// Destroys a model; its sessions must be destroyed first. NULL is a no-op.
+MPK_API void mpk_model_destroy(mpk_model* model);
+
+typedef struct mpk_stats {
+  size_t struct_size;       /* caller sets sizeof(mpk_stats) */
+  mpk_backend backend;      /* the backend in use */
+  uint64_t num_tasks;       /* tasks in the decode step (0 on the reference backend) */
+  uint64_t num_kernels;     /* distinct compiled kernels */
+  uint64_t cache_hits;      /* kernels loaded from the kernel cache */
+  uint64_t cache_misses;    /* kernels compiled at load */
+  uint64_t tuned;           /* kernels chosen by the superoptimizer */
+  uint64_t host_fallback_ops;   /* ops run on the host per step (all of them on the reference) */
+  uint64_t host_fallback_bytes; /* bytes moved for host fallback per step */
+  double compile_ms;        /* time spent compiling at load */
+  uint64_t launches;        /* GPU kernel launches so far */
+  uint64_t tokens;          /* tokens processed so far (prefill + decode), all sessions */
+} mpk_stats;
+
+/// Statistics of a model (all its sessions). Thread-safe.
+MPK_API mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats);
+
+/* ---- session ---------------------------------------------------------------------------- */
+
+typedef struct mpk_session_config {
+  size_t struct_size;  /* set by mpk_session_config_init */
+  size_t kv_capacity;  /* tokens the KV cache holds; default 4096; at most max_position_embeddings */
+} mpk_session_config;
+
+/// A session is one sequence with its KV cache. Not thread-safe: use one thread at a time.
+MPK_API void mpk_session_config_init(mpk_session_config* cfg);
+MPK_API mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
+                                      mpk_session** out);
+/// Appends n >= 1 prompt tokens and computes the logits at the last one.
+/// MPK_ERROR_INVALID_ARGUMENT for a token id outside [0, vocab); MPK_ERROR_CAPACITY when the
+/// KV cache cannot hold them. On failure the session is unchanged.
+MPK_API mpk_status mpk_session_prefill(mpk_session* s, const int32_t* tokens, size_t n);
+/// Greedy decoding: up to max_tokens times, picks the argmax of the current logits, writes it
+/// to out, and feeds it. Stops after an end-of-sequence token (which is written). *n_out is the
+/// number written. MPK_ERROR_BAD_STATE before any prefill; MPK_ERROR_CAPACITY when the KV cache
+/// fills before max_tokens (tokens written so far are kept, *n_out says how many).
+MPK_API mpk_status mpk_session_decode(mpk_session* s, size_t max_tokens, int32_t* out,
+                                      size_t* n_out);
+/// The fp32 logits at the last fed position (vocab entries). Owned by the session, valid until
+/// the next call on it. MPK_ERROR_BAD_STATE before any prefill.
+MPK_API mpk_status mpk_session_logits(mpk_session* s, const float** logits, size_t* vocab);
+/// Number of tokens in the KV cache.
+MPK_API mpk_status mpk_session_position(const mpk_session* s, size_t* position);
+/// Empties the KV cache: the session can take a new prompt.
+MPK_API mpk_status mpk_session_reset(mpk_session* s);
+MPK_API void mpk_session_destroy(mpk_session* s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* MPK_MPK_H_ */

@@ -1,0 +1,111 @@
+#include "model/json_util.h"
+
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "base/error.h"
+
+namespace mpk::model::detail {
+
+Json parse_json(std::string_view text, const std::string& origin) {
+  try {
+    return Json::parse(text.begin(), text.end());
+  } catch (const Json::exception& e) {
+    MPK_THROW(InvalidModel) << origin << ": not valid JSON: " << e.what();
+  }
+}
+
+std::string read_text_file(const std::filesystem::path& path) {
+  std::error_code ec;
+  MPK_CHECK(std::filesystem::exists(path, ec), NotFound) << path.string() << ": file not found";
+  MPK_CHECK(!std::filesystem::is_directory(path, ec), InvalidModel)
+      << path.string() << ": is a directory, expected a file";
+  std::ifstream in(path, std::ios::binary);
+  MPK_CHECK(in.is_open(), Io) << path.string() << ": cannot open for reading";
+  std::ostringstream text;
+  text << in.rdbuf();
+  MPK_CHECK(!in.bad(), Io) << path.string() << ": read failed";
+  return text.str();
+}
+
+Json read_json_file(const std::filesystem::path& path) {
+  return parse_json(read_text_file(path), path.string());
+}
+
+std::string describe(const Json& v) {
+  constexpr size_t kMaxChars = 60;
+  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  if (s.size() > kMaxChars) s = s.substr(0, kMaxChars) + "...";
+  return std::string(v.type_name()) + " " + s;
+}
+
+int64_t as_int64(const Json& v, const std::string& origin, const std::string& what) {
+  if (v.is_number_unsigned()) {
+    uint64_t u = v.get<uint64_t>();
+    MPK_CHECK(u <= uint64_t(std::numeric_limits<int64_t>::max()), InvalidModel)
+        << origin << ": " << what << " = " << u << " is out of range";
+    return int64_t(u);
+  }
+  MPK_CHECK(v.is_number_integer(), InvalidModel)
+      << origin << ": " << what << " must be an integer, got " << describe(v);
+  return v.get<int64_t>();
+}
+
+ObjectReader::ObjectReader(const Json& obj, std::string origin, std::string prefix)
+    : obj_(obj), origin_(std::move(origin)), prefix_(std::move(prefix)) {
+  MPK_CHECK(obj_.is_object(), InvalidModel)
+      << origin_ << ": " << (prefix_.empty() ? std::string("top level") : prefix_.substr(0, prefix_.size() - 1))
+      << " must be a JSON object, got " << describe(obj_);
+}
+
+const Json* ObjectReader::get(std::string_view key) const {
+  auto it = obj_.find(key);
+  if (it == obj_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<int> ObjectReader::opt_positive_int(std::string_view key) const {
+  const Json* v = get(key);
+  if (!v) return std::nullopt;
+  std::string quoted = key_name(key);
+  quoted.insert(quoted.begin(), '\'');
+  quoted.push_back('\'');
+  int64_t n = as_int64(*v, origin_, quoted);
+  MPK_CHECK(n > 0 && n <= std::numeric_limits<int>::max(), InvalidModel)
+      << origin_ << ": '" << key_name(key) << "' must be a positive integer, got " << n;
+  return int(n);
+}
+
+int ObjectReader::positive_int(std::string_view key) const {
+  auto n = opt_positive_int(key);
+  MPK_CHECK(n.has_value(), InvalidModel)
+      << origin_ << ": missing required key '" << key_name(key) << "'";
+  return *n;
+}
+
+std::optional<double> ObjectReader::opt_number(std::string_view key) const {
+  const Json* v = get(key);
+  if (!v) return std::nullopt;
+  MPK_CHECK(v->is_number(), InvalidModel)
+      << origin_ << ": '" << key_name(key) << "' must be a number, got " << describe(*v);
+  return v->get<double>();
+}
+
+std::optional<bool> ObjectReader::opt_bool(std::string_view key) const {
+  const Json* v = get(key);
+  if (!v) return std::nullopt;
+  MPK_CHECK(v->is_boolean(), InvalidModel)
+      << origin_ << ": '" << key_name(key) << "' must be true or false, got " << describe(*v);
+  return v->get<bool>();
+}
+
+std::optional<std::string> ObjectReader::opt_string(std::string_view key) const {
+  const Json* v = get(key);
+  if (!v) return std::nullopt;
+  MPK_CHECK(v->is_string(), InvalidModel)
+      << origin_ << ": '" << key_name(key) << "' must be a string, got " << describe(*v);
+  return v->get<std::string>();
+}
+
+}  // namespace mpk::model::detail

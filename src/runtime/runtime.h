@@ -1,0 +1,80 @@
+// The runtime behind the C API: loaded models, backends, sessions.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+#include "model/model.h"
+#include "ref/executor.h"
+
+namespace mpk::rt {
+
+enum class Backend { Auto, Gpu, Reference };
+const char* backend_name(Backend b);
+
+struct RuntimeOptions {
+  int device = 0;
+  std::filesystem::path cache_dir;  // empty: $MPK_CACHE_DIR or ~/.cache/mpk
+  int num_threads = 0;              // reference backend threads; 0: all cores
+};
+
+// Default kernel-cache directory: $MPK_CACHE_DIR, else $HOME/.cache/mpk.
+std::filesystem::path default_cache_dir();
+
+// Counters shared by a model and its sessions (all of them), read by mpk_model_stats.
+struct Stats {
+  std::atomic<uint64_t> tokens{0};
+  std::atomic<uint64_t> launches{0};
+  uint64_t host_fallback_ops = 0;  // ops of one step that run on the host
+  double compile_ms = 0;
+};
+
+// A loaded model with its graph and chosen backend. Immutable after load, except counters.
+class LoadedModel {
+ public:
+  // Loads `dir` and picks the backend. Error(NoDevice) when the GPU backend is requested
+  // and no device is usable.
+  static std::shared_ptr<LoadedModel> load(const RuntimeOptions& rt,
+                                           const std::filesystem::path& dir, Backend requested);
+
+  const model::Model& model() const { return *model_; }
+  const model::Config& config() const { return model_->config; }
+  const ir::Graph& graph() const { return graph_; }
+  Backend backend() const { return backend_; }
+  const RuntimeOptions& options() const { return options_; }
+  Stats& stats() const { return stats_; }
+
+ private:
+  RuntimeOptions options_;
+  std::unique_ptr<model::Model> model_;
+  ir::Graph graph_;
+  Backend backend_ = Backend::Reference;
+  mutable Stats stats_;
+};
+
+// One sequence with its KV cache. Not thread-safe.
+class Session {
+ public:
+  Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity);
+
+  void prefill(const int32_t* tokens, size_t n);
+  // Greedy: appends up to max_tokens argmax tokens to `out`, stopping after an EOS id.
+  // Error(Capacity) when the cache fills first (tokens produced so far stay in `out`).
+  void decode(size_t max_tokens, std::vector<int32_t>& out);
+  const std::vector<float>& logits() const;
+  size_t position() const;
+  void reset();
+
+ private:
+  bool is_eos(int32_t token) const;
+
+  std::shared_ptr<const LoadedModel> model_;
+  std::unique_ptr<ref::Executor> exec_;
+};
+
+}  // namespace mpk::rt

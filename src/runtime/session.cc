@@ -1,0 +1,109 @@
+#include <algorithm>
+#include <cstdlib>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "cuda/driver.h"
+#include "ir/builder.h"
+#include "runtime/runtime.h"
+
+namespace mpk::rt {
+
+const char* backend_name(Backend b) {
+  switch (b) {
+    case Backend::Auto: return "auto";
+    case Backend::Gpu: return "gpu";
+    case Backend::Reference: return "reference";
+  }
+  return "?";
+}
+
+std::filesystem::path default_cache_dir() {
+  if (const char* d = std::getenv("MPK_CACHE_DIR"); d && *d) return d;
+  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache/mpk";
+  return std::filesystem::temp_directory_path() / "mpk-cache";
+}
+
+std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
+                                               const std::filesystem::path& dir,
+                                               Backend requested) {
+  auto m = std::shared_ptr<LoadedModel>(new LoadedModel());
+  m->options_ = rt;
+  m->model_ = model::load(dir);
+  m->graph_ = ir::build(m->model_->config);
+
+  // The GPU megakernel backend is not part of this build yet: GPU requests fail with a clear
+  // status, and auto runs the reference and says so.
+  switch (requested) {
+    case Backend::Gpu:
+      try {
+        MPK_CHECK(cuda::device_count() > rt.device, NoDevice)
+            << "device " << rt.device << " does not exist (" << cuda::device_count()
+            << " CUDA devices)";
+      } catch (const Error& e) {
+        if (e.kind() != ErrorKind::NoDevice) throw;
+        MPK_THROW(NoDevice) << "backend 'gpu' requested but no CUDA device is usable: "
+                            << e.what();
+      }
+      MPK_THROW(Unsupported) << "backend 'gpu' is not available in this build of mpk "
+                             << "(device found; the megakernel backend is not built yet)";
+    case Backend::Auto:
+      log(LogLevel::Info, "no GPU backend available: running the CPU reference (fp32)");
+      [[fallthrough]];
+    case Backend::Reference:
+      m->backend_ = Backend::Reference;
+      break;
+  }
+  m->stats_.host_fallback_ops = m->graph_.ops.size();
+  return m;
+}
+
+Session::Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity)
+    : model_(std::move(model)) {
+  const auto& cfg = model_->config();
+  MPK_CHECK(kv_capacity >= 1, InvalidArgument) << "kv_capacity must be at least 1";
+  MPK_CHECK(cfg.max_position_embeddings <= 0 ||
+                kv_capacity <= size_t(cfg.max_position_embeddings),
+            InvalidArgument)
+      << "kv_capacity " << kv_capacity << " exceeds the model's max_position_embeddings "
+      << cfg.max_position_embeddings;
+  ref::Options o;
+  o.num_threads = model_->options().num_threads;
+  exec_ = std::make_unique<ref::Executor>(model_->model(), model_->graph(), kv_capacity, o);
+}
+
+void Session::prefill(const int32_t* tokens, size_t n) {
+  MPK_CHECK(n >= 1, InvalidArgument) << "prefill needs at least one token";
+  exec_->forward(tokens, n);
+  model_->stats().tokens += n;
+}
+
+bool Session::is_eos(int32_t token) const {
+  const auto& eos = model_->config().eos_token_ids;
+  return std::find(eos.begin(), eos.end(), token) != eos.end();
+}
+
+void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
+  MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
+  for (size_t i = 0; i < max_tokens; ++i) {
+    const auto& l = exec_->logits();
+    int32_t next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
+    MPK_CHECK(exec_->position() < exec_->capacity(), Capacity)
+        << "KV cache full (" << exec_->capacity() << " tokens) after " << out.size()
+        << " decoded tokens";
+    exec_->forward(&next, 1);
+    model_->stats().tokens += 1;
+    out.push_back(next);
+    if (is_eos(next)) break;
+  }
+}
+
+const std::vector<float>& Session::logits() const {
+  MPK_CHECK(!exec_->logits().empty(), BadState) << "no logits before prefill";
+  return exec_->logits();
+}
+
+size_t Session::position() const { return exec_->position(); }
+void Session::reset() { exec_->reset(); }
+
+}  // namespace mpk::rt

@@ -1,0 +1,205 @@
+// Each misuse of the C API returns its documented status and a message; nothing crashes.
+#include <string>
+#include <thread>
+
+#include "api_fixture.h"
+
+namespace {
+
+using mpk_test::fixture;
+using mpk_test::Loaded;
+
+const char* kModel = "qwen3-f32";
+
+TEST(ApiMisuse, StatusNames) {
+  EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
+  EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
+  EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
+  EXPECT_STREQ(mpk_version(), "0.1.0");
+}
+
+TEST(ApiMisuse, RuntimeCreateArguments) {
+  mpk_runtime* rt = reinterpret_cast<mpk_runtime*>(0x1);
+  EXPECT_EQ(mpk_runtime_create(nullptr, &rt), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(rt, nullptr);
+  EXPECT_NE(std::string(mpk_last_error()).find("cfg is NULL"), std::string::npos);
+  mpk_runtime_config rc;
+  mpk_runtime_config_init(&rc);
+  EXPECT_EQ(mpk_runtime_create(&rc, nullptr), MPK_ERROR_INVALID_ARGUMENT);
+  rc.struct_size = 8;
+  EXPECT_EQ(mpk_runtime_create(&rc, &rt), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mpk_last_error()).find("struct_size"), std::string::npos);
+  mpk_runtime_config_init(&rc);
+  rc.device = -1;
+  EXPECT_EQ(mpk_runtime_create(&rc, &rt), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_runtime_config_init(&rc);
+  ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
+  EXPECT_STREQ(mpk_last_error(), "");  // cleared by a successful call
+  mpk_runtime_destroy(rt);
+}
+
+TEST(ApiMisuse, ModelLoadArgumentsAndMissingDirectory) {
+  mpk_runtime_config rc;
+  mpk_runtime_config_init(&rc);
+  mpk_runtime* rt = nullptr;
+  ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
+  mpk_model_config mc;
+  mpk_model_config_init(&mc);
+  mpk_model* m = reinterpret_cast<mpk_model*>(0x1);
+  EXPECT_EQ(mpk_model_load(nullptr, fixture(kModel).c_str(), &mc, &m), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(mpk_model_load(rt, nullptr, &mc, &m), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_model_load(rt, fixture(kModel).c_str(), nullptr, &m), MPK_ERROR_INVALID_ARGUMENT);
+  mc.backend = static_cast<mpk_backend>(7);
+  EXPECT_EQ(mpk_model_load(rt, fixture(kModel).c_str(), &mc, &m), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_model_config_init(&mc);
+  EXPECT_EQ(mpk_model_load(rt, "/nonexistent/model/dir", &mc, &m), MPK_ERROR_NOT_FOUND);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(mpk_last_error()).find("/nonexistent/model/dir"), std::string::npos)
+      << mpk_last_error();
+  // Use after a failed load: the NULL handle is rejected everywhere.
+  mpk_session_config sc;
+  mpk_session_config_init(&sc);
+  mpk_session* s = nullptr;
+  EXPECT_EQ(mpk_session_create(m, &sc, &s), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_model_info info{};
+  info.struct_size = sizeof(info);
+  EXPECT_EQ(mpk_model_info_get(m, &info), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_stats st{};
+  st.struct_size = sizeof(st);
+  EXPECT_EQ(mpk_model_stats(m, &st), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_model_destroy(m);
+  mpk_runtime_destroy(rt);
+}
+
+TEST(ApiMisuse, GpuBackendWithoutUsableDeviceFailsClearly) {
+  mpk_runtime_config rc;
+  mpk_runtime_config_init(&rc);
+  mpk_runtime* rt = nullptr;
+  ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
+  mpk_model_config mc;
+  mpk_model_config_init(&mc);
+  mc.backend = MPK_BACKEND_GPU;
+  mpk_model* m = nullptr;
+  mpk_status s = mpk_model_load(rt, fixture(kModel).c_str(), &mc, &m);
+  // No device here: NO_DEVICE. On a GPU machine this build has no GPU backend: UNSUPPORTED.
+  EXPECT_TRUE(s == MPK_ERROR_NO_DEVICE || s == MPK_ERROR_UNSUPPORTED) << mpk_status_name(s);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(mpk_last_error()).find("gpu"), std::string::npos) << mpk_last_error();
+  mpk_runtime_destroy(rt);
+}
+
+TEST(ApiMisuse, InfoAndStatsNeedStructSize) {
+  Loaded l(fixture(kModel));
+  mpk_model_info info{};
+  EXPECT_EQ(mpk_model_info_get(l.model, &info), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_model_info_get(l.model, nullptr), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_stats st{};
+  EXPECT_EQ(mpk_model_stats(l.model, &st), MPK_ERROR_INVALID_ARGUMENT);
+  st.struct_size = sizeof(st);
+  EXPECT_EQ(mpk_model_stats(l.model, &st), MPK_OK);
+  EXPECT_EQ(st.backend, MPK_BACKEND_REFERENCE);
+  EXPECT_GT(st.host_fallback_ops, 0u);
+}
+
+TEST(ApiMisuse, SessionArguments) {
+  Loaded l(fixture(kModel));
+  mpk_session_config sc;
+  mpk_session_config_init(&sc);
+  mpk_session* s = nullptr;
+  EXPECT_EQ(mpk_session_create(l.model, nullptr, &s), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_create(l.model, &sc, nullptr), MPK_ERROR_INVALID_ARGUMENT);
+  sc.kv_capacity = 0;
+  EXPECT_EQ(mpk_session_create(l.model, &sc, &s), MPK_ERROR_INVALID_ARGUMENT);
+  sc.kv_capacity = size_t(l.info.max_position_embeddings) + 1;
+  EXPECT_EQ(mpk_session_create(l.model, &sc, &s), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mpk_last_error()).find("max_position_embeddings"), std::string::npos);
+  EXPECT_EQ(s, nullptr);
+}
+
+TEST(ApiMisuse, BadTokensAndStateLeaveSessionUnchanged) {
+  Loaded l(fixture(kModel));
+  mpk_session* s = l.session(32);
+  ASSERT_NE(s, nullptr);
+  const float* logits = nullptr;
+  size_t vocab = 0, n = 99, pos = 99;
+  int32_t out[4];
+  EXPECT_EQ(mpk_session_decode(s, 4, out, &n), MPK_ERROR_BAD_STATE);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(mpk_session_logits(s, &logits, &vocab), MPK_ERROR_BAD_STATE);
+  int32_t bad_high[2] = {1, l.info.vocab_size};
+  EXPECT_EQ(mpk_session_prefill(s, bad_high, 2), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mpk_last_error()).find(std::to_string(l.info.vocab_size)),
+            std::string::npos)
+      << mpk_last_error();
+  int32_t bad_neg[1] = {-3};
+  EXPECT_EQ(mpk_session_prefill(s, bad_neg, 1), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_prefill(s, nullptr, 1), MPK_ERROR_INVALID_ARGUMENT);
+  int32_t ok[2] = {3, 4};
+  EXPECT_EQ(mpk_session_prefill(s, ok, 0), MPK_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(mpk_session_position(s, &pos), MPK_OK);
+  EXPECT_EQ(pos, 0u);
+  ASSERT_EQ(mpk_session_prefill(s, ok, 2), MPK_OK);
+  EXPECT_EQ(mpk_session_decode(s, 4, nullptr, &n), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_decode(s, 4, out, nullptr), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_decode(nullptr, 4, out, &n), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_logits(s, nullptr, &vocab), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_position(nullptr, &pos), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_reset(nullptr), MPK_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(mpk_session_position(s, &pos), MPK_OK);
+  EXPECT_EQ(pos, 2u);
+  mpk_session_destroy(s);
+}
+
+TEST(ApiMisuse, KvCapacityExceeded) {
+  Loaded l(fixture(kModel));
+  mpk_session* s = l.session(6);
+  ASSERT_NE(s, nullptr);
+  int32_t seven[7] = {1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(mpk_session_prefill(s, seven, 7), MPK_ERROR_CAPACITY);
+  size_t pos = 99;
+  ASSERT_EQ(mpk_session_position(s, &pos), MPK_OK);
+  EXPECT_EQ(pos, 0u);
+  ASSERT_EQ(mpk_session_prefill(s, seven, 4), MPK_OK);
+  int32_t out[8];
+  size_t n = 0;
+  mpk_status st = mpk_session_decode(s, 8, out, &n);
+  if (st == MPK_OK) {
+    // Only an end-of-sequence token may stop decoding before the cache is full.
+    ASSERT_GE(n, 1u);
+    bool eos = false;
+    for (int i = 0; i < l.info.num_eos_token_ids && i < 8; ++i) eos |= out[n - 1] == l.info.eos_token_ids[i];
+    EXPECT_TRUE(eos);
+  } else {
+    EXPECT_EQ(st, MPK_ERROR_CAPACITY);
+    EXPECT_EQ(n, 2u);  // positions 4 and 5 filled, then the cache is full
+    ASSERT_EQ(mpk_session_position(s, &pos), MPK_OK);
+    EXPECT_EQ(pos, 6u);
+  }
+  ASSERT_EQ(mpk_session_reset(s), MPK_OK);
+  ASSERT_EQ(mpk_session_position(s, &pos), MPK_OK);
+  EXPECT_EQ(pos, 0u);
+  EXPECT_EQ(mpk_session_prefill(s, seven, 6), MPK_OK);
+  mpk_session_destroy(s);
+}
+
+TEST(ApiMisuse, LastErrorIsThreadLocal) {
+  mpk_runtime* rt = nullptr;
+  EXPECT_EQ(mpk_runtime_create(nullptr, &rt), MPK_ERROR_INVALID_ARGUMENT);
+  std::string other = "unset";
+  std::thread t([&] { other = mpk_last_error(); });
+  t.join();
+  EXPECT_EQ(other, "");
+  EXPECT_NE(std::string(mpk_last_error()), "");
+}
+
+TEST(ApiMisuse, SessionOutlivesModelHandle) {
+  auto* l = new Loaded(fixture(kModel));
+  mpk_session* s = l->session(16);
+  delete l;  // model and runtime handles destroyed first
+  int32_t p[2] = {7, 8};
+  EXPECT_EQ(mpk_session_prefill(s, p, 2), MPK_OK);
+  mpk_session_destroy(s);
+}
+
+}  // namespace

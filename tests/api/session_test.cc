@@ -1,0 +1,90 @@
+// Sessions through the C API: greedy decoding is deterministic, chunking does not change it,
+// reset starts over, and the stats count tokens.
+#include <cmath>
+#include <vector>
+
+#include "api_fixture.h"
+
+namespace {
+
+using mpk_test::fixture;
+using mpk_test::Loaded;
+
+std::vector<int32_t> greedy(Loaded& l, const std::vector<int32_t>& prompt, size_t n,
+                            size_t chunk) {
+  mpk_session* s = l.session(prompt.size() + n + 1);
+  EXPECT_EQ(mpk_session_prefill(s, prompt.data(), prompt.size()), MPK_OK) << mpk_last_error();
+  std::vector<int32_t> out;
+  while (out.size() < n) {
+    int32_t buf[16];
+    size_t got = 0;
+    EXPECT_EQ(mpk_session_decode(s, std::min(chunk, n - out.size()), buf, &got), MPK_OK);
+    out.insert(out.end(), buf, buf + got);
+    if (got < chunk) break;  // end of sequence
+  }
+  mpk_session_destroy(s);
+  return out;
+}
+
+TEST(ApiSession, GreedyIsDeterministicAndChunkIndependent) {
+  for (const char* name : {"qwen3-f32", "qwen2-bf16", "llama-f32"}) {
+    Loaded l(fixture(name));
+    ASSERT_NE(l.model, nullptr) << name;
+    std::vector<int32_t> prompt = {11, 5, 700 % l.info.vocab_size, 3};
+    auto a = greedy(l, prompt, 12, 12);
+    auto b = greedy(l, prompt, 12, 1);
+    auto c = greedy(l, prompt, 12, 5);
+    ASSERT_FALSE(a.empty()) << name;
+    EXPECT_EQ(a, b) << name;
+    EXPECT_EQ(a, c) << name;
+    for (int32_t t : a) {
+      EXPECT_GE(t, 0);
+      EXPECT_LT(t, l.info.vocab_size);
+    }
+  }
+}
+
+TEST(ApiSession, LogitsAreFiniteAndArgmaxIsTheNextToken) {
+  Loaded l(fixture("qwen3-bf16"));
+  mpk_session* s = l.session(32);
+  int32_t p[3] = {9, 8, 7};
+  ASSERT_EQ(mpk_session_prefill(s, p, 3), MPK_OK);
+  const float* logits = nullptr;
+  size_t vocab = 0;
+  ASSERT_EQ(mpk_session_logits(s, &logits, &vocab), MPK_OK);
+  ASSERT_EQ(vocab, size_t(l.info.vocab_size));
+  size_t best = 0;
+  for (size_t i = 0; i < vocab; ++i) {
+    ASSERT_TRUE(std::isfinite(logits[i])) << i;
+    if (logits[i] > logits[best]) best = i;
+  }
+  int32_t tok = -1;
+  size_t n = 0;
+  ASSERT_EQ(mpk_session_decode(s, 1, &tok, &n), MPK_OK);
+  ASSERT_EQ(n, 1u);
+  EXPECT_EQ(size_t(tok), best);
+  mpk_session_destroy(s);
+}
+
+TEST(ApiSession, ResetStartsOverAndStatsCountTokens) {
+  Loaded l(fixture("llama-bf16-sharded"));
+  mpk_session* s = l.session(32);
+  int32_t p[4] = {1, 2, 3, 4};
+  int32_t a[6], b[6];
+  size_t na = 0, nb = 0;
+  ASSERT_EQ(mpk_session_prefill(s, p, 4), MPK_OK);
+  ASSERT_EQ(mpk_session_decode(s, 6, a, &na), MPK_OK);
+  ASSERT_EQ(mpk_session_reset(s), MPK_OK);
+  ASSERT_EQ(mpk_session_prefill(s, p, 4), MPK_OK);
+  ASSERT_EQ(mpk_session_decode(s, 6, b, &nb), MPK_OK);
+  ASSERT_EQ(na, nb);
+  EXPECT_EQ(std::vector<int32_t>(a, a + na), std::vector<int32_t>(b, b + nb));
+  mpk_stats st{};
+  st.struct_size = sizeof(st);
+  ASSERT_EQ(mpk_model_stats(l.model, &st), MPK_OK);
+  EXPECT_EQ(st.tokens, 8 + na + nb);
+  EXPECT_EQ(st.launches, 0u);
+  mpk_session_destroy(s);
+}
+
+}  // namespace

@@ -1,0 +1,246 @@
+// Runs the built mpk-tune binary and checks its output and exit status.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "cache/cache.h"
+#include "test_util.h"
+
+extern char** environ;
+
+namespace mpk::cache {
+namespace {
+
+using namespace testing;
+using nlohmann::json;
+
+struct Outcome {
+  int status = -1;  // exit code; -1 when it did not exit normally (a crash)
+  std::string out, err;
+  json js() const { return json::parse(out); }
+};
+
+class CliTest : public ::testing::Test {
+ protected:
+  Outcome tune(std::vector<std::string> args) {
+    std::vector<std::string> argv_s = {MPK_TUNE_BINARY};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string out_path = (dir / "stdout").string(), err_path = (dir / "stderr").string();
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    Outcome r;
+    if (posix_spawn(&pid, argv[0], &fa, nullptr, argv.data(), environ) != 0) {
+      ADD_FAILURE() << "cannot run " << argv[0];
+      return r;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    auto slurp = [](const std::string& p) {
+      std::ifstream f(p);
+      return std::string(std::istreambuf_iterator<char>(f), {});
+    };
+    r.out = slurp(out_path);
+    r.err = slurp(err_path);
+    return r;
+  }
+  Outcome tune_db(std::vector<std::string> args) {
+    args.insert(args.begin(), {"--cache", db.string()});
+    return tune(std::move(args));
+  }
+  void fill(int n) {
+    Cache cache(options_at(db));
+    for (int i = 0; i < n; ++i) cache.publish(make_key(i), make_entry(1000 + i, i, 1.0 + i, i % 3 != 0));
+  }
+
+  TempDir dir;
+  fs::path db = dir / "kernels.db";
+};
+
+TEST_F(CliTest, ListAsTableAndJson) {
+  fill(3);
+  Outcome r = tune_db({"list"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("3 entries"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(key_digest(make_key(1)).substr(0, 16)), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gemv"), std::string::npos);
+  EXPECT_NE(r.out.find("sm_90a"), std::string::npos);
+
+  for (auto args : {std::vector<std::string>{"--json", "list"}, std::vector<std::string>{"list", "--json"}}) {
+    Outcome j = tune_db(args);
+    ASSERT_EQ(j.status, 0) << j.err;
+    json doc = j.js();
+    ASSERT_EQ(doc["entries"].size(), 3u);
+    const json& e = doc["entries"][0];
+    EXPECT_EQ(e["key"].get<std::string>().size(), 64u);
+    EXPECT_EQ(e["key_text"]["task"]["op"], "gemv");
+    EXPECT_TRUE(e["params"].is_object());
+    EXPECT_TRUE(e.contains("time_us"));
+  }
+  Outcome limited = tune_db({"list", "--limit", "2", "--json"});
+  EXPECT_EQ(limited.js()["entries"].size(), 2u);
+}
+
+TEST_F(CliTest, ShowTakesAUniqueKeyPrefix) {
+  fill(20);  // 20 keys over 16 leading hex digits: some first digit is shared
+  std::string key = key_digest(make_key(4));
+  Outcome r = tune_db({"show", key.substr(0, 12)});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(key), std::string::npos);
+  EXPECT_NE(r.out.find("checksum"), std::string::npos);
+  EXPECT_NE(r.out.find("\"op\": \"gemv\""), std::string::npos) << r.out;
+
+  Outcome j = tune_db({"show", key.substr(0, 12), "--json"});
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_EQ(j.js()["key"], key);
+  EXPECT_EQ(j.js()["cubin_bytes"], 1004);
+
+  std::map<char, int> first;
+  for (int i = 0; i < 20; ++i) ++first[key_digest(make_key(i))[0]];
+  char shared = 0;
+  for (auto [c, n] : first)
+    if (n > 1) shared = c;
+  Outcome ambiguous = tune_db({"show", std::string(1, shared)});
+  EXPECT_EQ(ambiguous.status, 1);
+  EXPECT_NE(ambiguous.err.find("ambiguous"), std::string::npos) << ambiguous.err;
+
+  Outcome missing = tune_db({"show", "ffffffffffffffffffff"});
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.err.find("no entry"), std::string::npos) << missing.err;
+  EXPECT_EQ(tune_db({"show", "not-hex"}).status, 1);
+}
+
+TEST_F(CliTest, StatsReportsTheCache) {
+  fill(6);
+  Outcome j = tune_db({"stats", "--json"});
+  ASSERT_EQ(j.status, 0) << j.err;
+  EXPECT_EQ(j.js()["entries"], 6);
+  EXPECT_EQ(j.js()["verified_entries"], 4);
+  EXPECT_EQ(j.js()["schema_version"], 2);
+  EXPECT_GT(j.js()["payload_bytes"].get<uint64_t>(), 6000u);
+  Outcome t = tune_db({"stats"});
+  ASSERT_EQ(t.status, 0) << t.err;
+  EXPECT_NE(t.out.find("6 (4 verified)"), std::string::npos) << t.out;
+}
+
+TEST_F(CliTest, PruneToABudget) {
+  fill(10);
+  Outcome r = tune_db({"prune", "--max-bytes", "3K", "--json"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_LE(r.js()["remaining_bytes"].get<uint64_t>(), 3072u);
+  EXPECT_GT(r.js()["removed_entries"].get<uint64_t>(), 0u);
+  Cache cache(options_at(db));
+  EXPECT_EQ(cache.stats().entries, r.js()["remaining_entries"].get<uint64_t>());
+  Outcome all = tune_db({"prune", "--max-bytes", "0"});
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_NE(all.out.find("0 entries"), std::string::npos) << all.out;
+}
+
+TEST_F(CliTest, ExportAndImport) {
+  fill(5);
+  fs::path out = dir / "export.db";
+  Outcome e = tune_db({"export", out.string(), "--json"});
+  ASSERT_EQ(e.status, 0) << e.err;
+  EXPECT_EQ(e.js()["added"], 5);
+  Outcome again = tune_db({"export", out.string()});
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.err.find("exists"), std::string::npos) << again.err;
+  EXPECT_EQ(tune_db({"export", out.string(), "--force"}).status, 0);
+
+  fs::path other = dir / "other.db";
+  Outcome i = tune({"--cache", other.string(), "import", out.string(), "--json"});
+  ASSERT_EQ(i.status, 0) << i.err;
+  EXPECT_EQ(i.js()["added"], 5);
+  Outcome i2 = tune({"--cache", other.string(), "import", out.string()});
+  ASSERT_EQ(i2.status, 0) << i2.err;
+  EXPECT_NE(i2.out.find("kept existing"), std::string::npos) << i2.out;
+  EXPECT_EQ(tune({"--cache", other.string(), "import", (dir / "missing.db").string()}).status, 1);
+}
+
+TEST_F(CliTest, VerifyDropsDamageAndFailsOnce) {
+  fill(4);
+  RawDb(db).exec("UPDATE blobs SET data = zeroblob(10) WHERE id = (SELECT id FROM kernels WHERE key = '" +
+                 key_digest(make_key(2)) + "')");
+  Outcome r = tune_db({"verify", "--json"});
+  EXPECT_EQ(r.status, 3) << r.err;
+  EXPECT_EQ(r.js()["bad"], 1);
+  EXPECT_EQ(r.js()["bad_keys"][0], key_digest(make_key(2)));
+  EXPECT_EQ(r.js()["checked"], 4);
+  Outcome ok = tune_db({"verify"});
+  EXPECT_EQ(ok.status, 0) << ok.out << ok.err;
+  EXPECT_NE(ok.out.find("checked 3 entries: 0 bad"), std::string::npos) << ok.out;
+}
+
+TEST_F(CliTest, BadArgumentsGiveUsageAndStatus2) {
+  fill(1);
+  for (auto args : std::vector<std::vector<std::string>>{
+           {},
+           {"frobnicate"},
+           {"show"},
+           {"export"},
+           {"list", "--limit", "abc"},
+           {"list", "--limit", "-3"},
+           {"list", "--bogus"},
+           {"prune", "--max-bytes", "12Q"},
+           {"prune", "--max-bytes"},
+           {"show", "a", "b"},
+       }) {
+    std::string joined;
+    for (auto& a : args) joined += a + " ";
+    Outcome r = tune_db(args);
+    EXPECT_EQ(r.status, 2) << joined << "\n" << r.out << r.err;
+    EXPECT_NE(r.err.find("Usage"), std::string::npos) << joined << "\n" << r.err;
+  }
+  Outcome help = tune({"--help"});
+  EXPECT_EQ(help.status, 0);
+  EXPECT_NE(help.out.find("verify"), std::string::npos);
+}
+
+TEST_F(CliTest, MissingCacheIsAnErrorAndIsNotCreated) {
+  Outcome r = tune({"--cache", (dir / "nope" / "kernels.db").string(), "list"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no kernel cache"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "nope"));
+}
+
+TEST_F(CliTest, ReadOnlyRefusesChanges) {
+  fill(3);
+  Outcome r = tune_db({"--read-only", "prune", "--max-bytes", "0"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("read-only"), std::string::npos) << r.err;
+  EXPECT_EQ(tune_db({"--read-only", "list"}).status, 0);
+}
+
+TEST_F(CliTest, DefaultLocationComesFromTheEnvironment) {
+  fill(2);
+  setenv("MPK_CACHE_DIR", dir.path().c_str(), 1);
+  Outcome r = tune({"stats", "--json"});
+  unsetenv("MPK_CACHE_DIR");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.js()["entries"], 2);
+  EXPECT_EQ(r.js()["path"], db.string());
+}
+
+TEST_F(CliTest, ListsAndMigratesAV1Cache) {
+  fs::copy_file(fs::path(MPK_TEST_DATA) / "cache_v1.db", db);
+  fs::permissions(db, fs::perms::owner_write, fs::perm_options::add);
+  Outcome r = tune_db({"list"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("3 entries"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("builder-b"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace mpk::cache

@@ -1,0 +1,297 @@
+// Damaged, foreign, truncated, old and new database files.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "cache/cache.h"
+#include "cache/schema.h"
+#include "cache/sha256.h"
+#include "test_util.h"
+
+namespace mpk::cache {
+namespace {
+
+using namespace testing;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+void write_file(const fs::path& p, const std::string& bytes) {
+  std::ofstream f(p, std::ios::binary | std::ios::trunc);
+  f << bytes;
+}
+
+std::vector<fs::path> moved_aside(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    if (name.find(".corrupt-") != std::string::npos && name.find("-wal") == std::string::npos) out.push_back(e.path());
+  }
+  return out;
+}
+
+// Collects warnings while alive.
+class LogCapture {
+ public:
+  LogCapture() {
+    set_log_sink([this](LogLevel level, const std::string& msg) {
+      std::lock_guard lock(mu_);
+      if (level >= LogLevel::Warn) lines_.push_back(msg);
+    });
+  }
+  ~LogCapture() { set_log_sink({}); }
+  std::string text() {
+    std::lock_guard lock(mu_);
+    std::string all;
+    for (auto& l : lines_) all += l + "\n";
+    return all;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
+// A fresh cache that works: publish and load round-trip.
+void expect_usable(const fs::path& path) {
+  Cache cache(options_at(path));
+  EXPECT_EQ(cache.stats().schema_version, kSchemaVersion);
+  cache.publish(make_key(77), make_entry(100, 77));
+  auto got = cache.load(make_key(77));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cubin, make_blob(100, 77));
+}
+
+void expect_replaced(const fs::path& path, const std::string& original) {
+  LogCapture log;
+  { Cache cache(options_at(path)); EXPECT_EQ(cache.stats().entries, 0u); }
+  auto aside = moved_aside(path.parent_path());
+  ASSERT_EQ(aside.size(), 1u);
+  EXPECT_EQ(read_file(aside[0]), original);  // kept for inspection, byte for byte
+  EXPECT_NE(log.text().find("moved it to"), std::string::npos) << log.text();
+  expect_usable(path);
+}
+
+TEST(CacheRecovery, RandomBytesAreMovedAside) {
+  TempDir dir;
+  std::mt19937 rng(1);
+  std::string junk(8192, '\0');
+  for (char& c : junk) c = char(rng());
+  write_file(dir / "kernels.db", junk);
+  expect_replaced(dir / "kernels.db", junk);
+}
+
+TEST(CacheRecovery, TextFileIsMovedAside) {
+  TempDir dir;
+  write_file(dir / "kernels.db", "hello, I am not a database\n");
+  expect_replaced(dir / "kernels.db", "hello, I am not a database\n");
+}
+
+std::string full_cache_bytes(const fs::path& path) {
+  {
+    Cache cache(options_at(path));
+    for (int i = 0; i < 40; ++i) cache.publish(make_key(i), make_entry(6000, i));
+  }
+  return read_file(path);  // closed cleanly: the WAL is checkpointed into the file
+}
+
+TEST(CacheRecovery, TruncatedDatabaseIsMovedAside) {
+  for (size_t keep : {size_t(20), size_t(100), size_t(1000), size_t(4096), size_t(0)}) {
+    SCOPED_TRACE(keep);
+    TempDir dir;
+    fs::path path = dir / "kernels.db";
+    std::string full = full_cache_bytes(path);
+    ASSERT_GT(full.size(), 200000u);
+    std::string truncated = full.substr(0, keep ? keep : full.size() / 2);
+    write_file(path, truncated);
+    expect_replaced(path, truncated);
+  }
+}
+
+TEST(CacheRecovery, ForeignSqliteDatabaseIsMovedAside) {
+  TempDir dir;
+  fs::path path = dir / "kernels.db";
+  RawDb(path).exec("CREATE TABLE users (name TEXT); INSERT INTO users VALUES ('ada');");
+  std::string original = read_file(path);
+  expect_replaced(path, original);
+}
+
+TEST(CacheRecovery, LookalikeWithAnotherApplicationIdIsMovedAside) {
+  TempDir dir;
+  fs::path path = dir / "kernels.db";
+  { Cache c(options_at(path)); }
+  RawDb(path).exec("PRAGMA application_id = 42");
+  expect_replaced(path, read_file(path));
+}
+
+TEST(CacheRecovery, OurFileWithAMissingTableIsMovedAside) {
+  TempDir dir;
+  fs::path path = dir / "kernels.db";
+  { Cache c(options_at(path)); }
+  RawDb(path).exec("DROP TABLE blobs");
+  expect_replaced(path, read_file(path));
+}
+
+TEST(CacheRecovery, EmptyFileIsInitialisedInPlace) {
+  TempDir dir;
+  write_file(dir / "kernels.db", "");
+  expect_usable(dir / "kernels.db");
+  EXPECT_TRUE(moved_aside(dir.path()).empty());
+}
+
+TEST(CacheRecovery, CreatesMissingFolders) {
+  TempDir dir;
+  expect_usable(dir / "a/b/c/kernels.db");
+}
+
+TEST(CacheRecovery, NewerSchemaIsRefusedAndLeftAlone) {
+  TempDir dir;
+  fs::path path = dir / "kernels.db";
+  { Cache c(options_at(path)); c.publish(make_key(1), make_entry(10, 1)); }
+  RawDb(path).exec("PRAGMA user_version = 99");
+  std::string before = read_file(path);
+  try {
+    Cache c(options_at(path));
+    FAIL() << "opened a newer schema";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Cache);
+    EXPECT_NE(std::string(e.what()).find("newer"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_file(path), before);
+  EXPECT_TRUE(moved_aside(dir.path()).empty());
+}
+
+TEST(CacheRecovery, ReadOnlyNeverTouchesADamagedFile) {
+  TempDir dir;
+  fs::path path = dir / "kernels.db";
+  write_file(path, std::string(5000, 'x'));
+  CacheOptions o = options_at(path);
+  o.read_only = true;
+  EXPECT_THROW(Cache c(o), Error);
+  EXPECT_EQ(read_file(path), std::string(5000, 'x'));
+  EXPECT_TRUE(moved_aside(dir.path()).empty());
+}
+
+TEST(CacheRecovery, ConcurrentOpenersMoveTheFileAsideOnce) {
+  TempDir dir;
+  fs::path path = dir / "kernels.db";
+  write_file(path, std::string(10000, '\x5a'));
+  LogCapture log;  // keeps the expected warnings off the console
+  constexpr int kThreads = 6;
+  std::vector<std::unique_ptr<Cache>> caches(kThreads);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] { caches[t] = std::make_unique<Cache>(options_at(path)); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(moved_aside(dir.path()).size(), 1u);
+  // They all share the one fresh file.
+  caches[0]->publish(make_key(5), make_entry(100, 5));
+  for (auto& c : caches) EXPECT_TRUE(c->load(make_key(5)));
+}
+
+fs::path golden_copy(const TempDir& dir) {
+  fs::path src = fs::path(MPK_TEST_DATA) / "cache_v1.db";
+  fs::path dst = dir / "kernels.db";
+  fs::copy_file(src, dst);
+  fs::permissions(dst, fs::perms::owner_read | fs::perms::owner_write, fs::perm_options::add);
+  return dst;
+}
+
+TEST(CacheMigration, GoldenV1IsMigratedToV2) {
+  TempDir dir;
+  std::string golden_sha = sha256_hex(read_file(fs::path(MPK_TEST_DATA) / "cache_v1.db"));
+  fs::path path = golden_copy(dir);
+  ASSERT_EQ(RawDb(path).query_int("PRAGMA user_version"), 1);
+  {
+    Cache cache(options_at(path));
+    CacheStats st = cache.stats();
+    EXPECT_EQ(st.schema_version, 2);
+    EXPECT_EQ(st.entries, 3u);
+    EXPECT_EQ(st.verified_entries, 2u);
+
+    auto a = cache.load(make_key(100, "sm_90a"));
+    ASSERT_TRUE(a) << "v1 key " << key_digest(make_key(100, "sm_90a"));
+    EXPECT_EQ(a->cubin.size(), 48u);
+    EXPECT_EQ(a->checksum, "b48c5caccb1bb2c8e5f1dd79c26c40f265c86c7a449d9e7430119e0f09797ee2");
+    EXPECT_EQ(a->params_json, R"({"tile":64})");
+    ASSERT_TRUE(a->time_us);
+    EXPECT_DOUBLE_EQ(*a->time_us, 12.5);
+    EXPECT_EQ(a->provenance.host, "builder-a");
+    EXPECT_EQ(a->provenance.unix_time, 1690000000);
+    EXPECT_EQ(a->provenance.mpk_version, "0.0.9");
+    EXPECT_TRUE(a->key_text.empty());  // v1 did not store it
+
+    auto b = cache.load(make_key(101, "sm_90"));
+    ASSERT_TRUE(b);
+    EXPECT_FALSE(b->time_us);
+    EXPECT_EQ(b->cubin.size(), 64u);
+
+    auto c = cache.info("c49fea7425fa7f8699897a97c159c6690267d9003bb78c53fafa8fc15c325d84");
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->last_used, 1690000200);  // last_used starts at the creation time
+    EXPECT_FALSE(c->verified);
+    EXPECT_EQ(c->cubin_bytes, 28u);
+
+    uint64_t sum = 0;
+    for (const auto& e : cache.list()) sum += e.bytes;
+    EXPECT_EQ(st.payload_bytes, sum);
+    EXPECT_TRUE(cache.verify().bad_keys.empty());
+    cache.publish(make_key(1), make_entry(100, 1));
+    EXPECT_EQ(cache.stats().entries, 4u);
+  }
+  RawDb raw(path);
+  EXPECT_EQ(raw.query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(raw.query_int("PRAGMA application_id"), kApplicationId);
+  EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'kernels_v1'"), 0);
+  EXPECT_EQ(sha256_hex(read_file(fs::path(MPK_TEST_DATA) / "cache_v1.db")), golden_sha);
+  // Reopening a migrated file changes nothing.
+  Cache again(options_at(path));
+  EXPECT_EQ(again.stats().entries, 4u);
+}
+
+TEST(CacheMigration, ReadOnlyRefusesToMigrate) {
+  TempDir dir;
+  fs::path path = golden_copy(dir);
+  CacheOptions o = options_at(path);
+  o.read_only = true;
+  try {
+    Cache c(o);
+    FAIL() << "read-only open migrated a v1 file";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Cache);
+    EXPECT_NE(std::string(e.what()).find("v1"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(RawDb(path).query_int("PRAGMA user_version"), 1);
+}
+
+TEST(CacheMigration, FreshAndMigratedSchemasAreIdentical) {
+  TempDir dir;
+  fs::path migrated = golden_copy(dir);
+  { Cache c(options_at(migrated)); }
+  { Cache c(options_at(dir / "fresh.db")); }
+  auto schema = [](const fs::path& p) {
+    RawDb raw(p);
+    std::string all;
+    sqlite3_stmt* s = nullptr;
+    sqlite3_prepare_v2(raw.handle(), "SELECT type, name, sql FROM sqlite_master ORDER BY name", -1, &s, nullptr);
+    while (sqlite3_step(s) == SQLITE_ROW)
+      for (int i = 0; i < 3; ++i) {
+        auto t = sqlite3_column_text(s, i);
+        all += t ? reinterpret_cast<const char*>(t) : "";
+        all += "|";
+      }
+    sqlite3_finalize(s);
+    return all;
+  };
+  EXPECT_EQ(schema(migrated), schema(dir / "fresh.db"));
+}
+
+}  // namespace
+}  // namespace mpk::cache

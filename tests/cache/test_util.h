@@ -1,0 +1,158 @@
+// Helpers shared by the cache tests: temporary folders, keys, entries, and raw SQLite access
+// for tampering with a database behind the cache's back.
+#pragma once
+
+#include <sqlite3.h>
+#include <stdlib.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cache/cache.h"
+#include "cache/key.h"
+
+namespace mpk::cache::testing {
+
+namespace fs = std::filesystem;
+
+class TempDir {
+ public:
+  TempDir() {
+    const char* base = std::getenv("TMPDIR");
+    std::string tmpl = std::string(base && *base ? base : "/tmp") + "/mpk-cache-test-XXXXXX";
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+// A distinct, realistic key per index.
+inline CacheKey make_key(int i, const std::string& arch = "sm_90a") {
+  int64_t n = 1024 + i;
+  return CacheKey{TaskSignature{"gemv", {"rmsnorm"}, {{4096, n}, {n}}, {"bf16", "bf16"}, "row_major"},
+                  arch,
+                  "13.0",
+                  "13000",
+                  "1",
+                  {"-O3", "--std=c++17"},
+                  "source-" + std::to_string(i)};
+}
+
+// Deterministic bytes from a seed, so a reader can recompute what a writer stored.
+inline std::vector<uint8_t> make_blob(size_t size, uint64_t seed) {
+  std::vector<uint8_t> b(size);
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+  for (auto& v : b) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v = uint8_t(x);
+  }
+  return b;
+}
+
+inline Entry make_entry(size_t size, uint64_t seed, std::optional<double> time_us = 10.0,
+                        bool verified = true) {
+  Entry e;
+  e.cubin = make_blob(size, seed);
+  e.params_json = R"({"tile":128,"seed":)" + std::to_string(seed) + "}";
+  e.time_us = time_us;
+  e.verification_json = verified ? R"({"passed":true,"rel_l2":1e-4})" : R"({"passed":false})";
+  return e;
+}
+
+// A clock the test moves by hand.
+struct FakeClock {
+  std::shared_ptr<std::atomic<int64_t>> t = std::make_shared<std::atomic<int64_t>>(1700000000);
+  std::function<int64_t()> fn() const {
+    auto p = t;
+    return [p] { return p->load(); };
+  }
+  void advance(int64_t s) { *t += s; }
+};
+
+inline CacheOptions options_at(const fs::path& path) {
+  CacheOptions o;
+  o.path = path;
+  return o;
+}
+
+// Direct SQLite access, bypassing the cache.
+class RawDb {
+ public:
+  explicit RawDb(const fs::path& path) {
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) throw std::runtime_error("sqlite3_open failed");
+    sqlite3_busy_timeout(db_, 10000);
+  }
+  ~RawDb() { sqlite3_close(db_); }
+  void exec(const std::string& sql) {
+    char* err = nullptr;
+    if (sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "?";
+      sqlite3_free(err);
+      throw std::runtime_error("sqlite: " + msg + " in " + sql);
+    }
+  }
+  int64_t query_int(const std::string& sql) {
+    sqlite3_stmt* s = nullptr;
+    if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) != SQLITE_OK)
+      throw std::runtime_error(std::string("sqlite: ") + sqlite3_errmsg(db_));
+    int64_t v = sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int64(s, 0) : -1;
+    sqlite3_finalize(s);
+    return v;
+  }
+  sqlite3* handle() { return db_; }
+
+ private:
+  sqlite3* db_ = nullptr;
+};
+
+}  // namespace mpk::cache::testing
+
+namespace mpk::cache::testing {
+
+// What worker `w` publishes for key index `k` in the multi-process tests: the params name the
+// writer, so a reader can tell a consistent row from one mixing two writers.
+inline Entry worker_entry(int w, int k) {
+  Entry e = make_entry(1000 + size_t(k % 7) * 1500 + size_t(w) * 13, uint64_t(w) * 100000 + uint64_t(k), 5.0);
+  e.params_json = "{\"worker\":" + std::to_string(w) + ",\"k\":" + std::to_string(k) + "}";
+  e.provenance.host = "worker-" + std::to_string(w);
+  return e;
+}
+
+// The worker that wrote `e` for key index `k`, or -1 when the row is not exactly what some
+// worker wrote.
+inline int writer_of(const Entry& e, int k) {
+  auto pos = e.params_json.find("\"worker\":");
+  if (pos == std::string::npos) return -1;
+  int w = std::atoi(e.params_json.c_str() + pos + 9);
+  Entry expected = worker_entry(w, k);
+  bool same = e.cubin == expected.cubin && e.params_json == expected.params_json &&
+              e.provenance.host == expected.provenance.host;
+  return same ? w : -1;
+}
+
+// The i-th cubin of the "forever" worker: 2 MiB, made once and stamped with i, so the worker
+// spends its time inside publish transactions rather than generating data.
+inline std::vector<uint8_t> forever_blob(int i) {
+  static const std::vector<uint8_t> base = make_blob(size_t(2) << 20, 5000);
+  std::vector<uint8_t> b = base;
+  std::memcpy(b.data(), &i, sizeof(i));
+  return b;
+}
+
+}  // namespace mpk::cache::testing

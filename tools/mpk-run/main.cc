@@ -1,0 +1,238 @@
+// mpk-run: load a model directory, prefill a prompt, decode greedily, report tokens and
+// per-token latency. Uses the public C API (plus the IR for --dump-graph).
+#include <mpk/mpk.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "ir/builder.h"
+#include "ir/graph.h"
+#include "model/config.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(item, &used);
+    } catch (...) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
+      throw CLI::ValidationError("--prompt-ids", "'" + item + "' is not a token id (comma-separated non-negative integers)");
+    ids.push_back(int32_t(v));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return ids;
+}
+
+double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  size_t rank = size_t(std::ceil(p / 100.0 * double(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+const char* backend_str(mpk_backend b) {
+  switch (b) {
+    case MPK_BACKEND_AUTO: return "auto";
+    case MPK_BACKEND_GPU: return "gpu";
+    case MPK_BACKEND_REFERENCE: return "reference";
+  }
+  return "?";
+}
+
+int die(const char* what, mpk_status s) {
+  std::fprintf(stderr, "mpk-run: %s failed: %s: %s\n", what, mpk_status_name(s), mpk_last_error());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"mpk-run: greedy decoding of a Hugging Face decoder model with mpk"};
+  std::string model_dir, prompt_text, backend = "auto", logits_out;
+  size_t max_new = 16, kv_capacity = 0;
+  int threads = 0;
+  bool json = false, info = false, dump_graph = false, ignore_eos = false;
+  app.add_option("--model", model_dir, "model directory (config.json + safetensors)")->required();
+  app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated (e.g. 5,17,300)");
+  app.add_option("--max-new-tokens", max_new, "tokens to generate (greedy)")->capture_default_str();
+  app.add_option("--backend", backend, "auto | gpu | reference")
+      ->check(CLI::IsMember({"auto", "gpu", "reference"}))
+      ->capture_default_str();
+  app.add_flag("--json", json, "print one JSON object");
+  app.add_option("--logits-out", logits_out,
+                 "write float32 rows of vocab logits, one per generated token");
+  app.add_flag("--info", info, "print model information");
+  app.add_flag("--dump-graph", dump_graph, "print the model's graph IR");
+  app.add_option("--kv-capacity", kv_capacity, "KV-cache capacity in tokens (default: prompt + new tokens)");
+  app.add_option("--threads", threads, "host threads for the reference backend (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--ignore-eos", ignore_eos, "keep generating after an end-of-sequence token");
+  CLI11_PARSE(app, argc, argv);
+
+  std::vector<int32_t> prompt;
+  try {
+    if (!prompt_text.empty()) prompt = parse_ids(prompt_text);
+  } catch (const CLI::Error& e) {
+    return app.exit(e);
+  }
+  if (prompt.empty() && !info && !dump_graph) {
+    std::fprintf(stderr, "mpk-run: --prompt-ids is required (unless --info or --dump-graph)\n%s",
+                 app.help().c_str());
+    return 2;
+  }
+
+  nlohmann::json out;
+  if (dump_graph) {
+    try {
+      auto g = mpk::ir::build(mpk::model::load_config(model_dir));
+      if (json) out["graph"] = nlohmann::json::parse(mpk::ir::to_json(g));
+      else std::printf("%s\n", mpk::ir::to_text(g).c_str());
+    } catch (const mpk::Error& e) {
+      std::fprintf(stderr, "mpk-run: --dump-graph: %s\n", e.what());
+      return 1;
+    }
+  }
+
+  mpk_runtime_config rc;
+  mpk_runtime_config_init(&rc);
+  rc.num_threads = threads;
+  mpk_runtime* rt = nullptr;
+  if (mpk_status s = mpk_runtime_create(&rc, &rt); s != MPK_OK) return die("runtime create", s);
+
+  mpk_model_config mc;
+  mpk_model_config_init(&mc);
+  mc.backend = backend == "gpu" ? MPK_BACKEND_GPU
+               : backend == "reference" ? MPK_BACKEND_REFERENCE
+                                        : MPK_BACKEND_AUTO;
+  mpk_model* model = nullptr;
+  int rc_exit = 0;
+  mpk_session* sess = nullptr;
+  mpk_model_info mi{};
+  mi.struct_size = sizeof(mi);
+  std::vector<int32_t> tokens;
+  std::vector<double> step_ms;
+  double prefill_ms = 0;
+  std::FILE* lf = nullptr;
+
+  auto run = [&]() -> int {
+    if (mpk_status s = mpk_model_load(rt, model_dir.c_str(), &mc, &model); s != MPK_OK)
+      return die("model load", s);
+    if (mpk_status s = mpk_model_info_get(model, &mi); s != MPK_OK) return die("model info", s);
+    if (mc.backend == MPK_BACKEND_AUTO && mi.backend == MPK_BACKEND_REFERENCE)
+      std::fprintf(stderr,
+                   "mpk-run: no GPU backend is usable here: running the CPU reference (fp32)\n");
+    if (info) {
+      nlohmann::json j = {{"architecture", mi.architecture}, {"layers", mi.num_layers},
+                          {"hidden_size", mi.hidden_size}, {"intermediate_size", mi.intermediate_size},
+                          {"heads", mi.num_heads}, {"kv_heads", mi.num_kv_heads},
+                          {"head_dim", mi.head_dim}, {"vocab_size", mi.vocab_size},
+                          {"max_position_embeddings", mi.max_position_embeddings},
+                          {"tied_embeddings", bool(mi.tied_embeddings)},
+                          {"dtype", mi.dtype == MPK_DTYPE_F32 ? "f32" : mi.dtype == MPK_DTYPE_F16 ? "f16" : "bf16"},
+                          {"parameters", mi.num_parameters}, {"backend", backend_str(mi.backend)}};
+      if (json) {
+        out["info"] = j;
+      } else {
+        for (auto& [k, v] : j.items()) std::printf("%-24s %s\n", k.c_str(), v.dump().c_str());
+      }
+    }
+    if (prompt.empty()) return 0;
+
+    mpk_session_config sc;
+    mpk_session_config_init(&sc);
+    sc.kv_capacity = kv_capacity ? kv_capacity : prompt.size() + max_new + 1;
+    if (mpk_status s = mpk_session_create(model, &sc, &sess); s != MPK_OK)
+      return die("session create", s);
+    if (!logits_out.empty()) {
+      lf = std::fopen(logits_out.c_str(), "wb");
+      if (!lf) {
+        std::fprintf(stderr, "mpk-run: cannot open %s for writing\n", logits_out.c_str());
+        return 1;
+      }
+    }
+    auto t0 = Clock::now();
+    if (mpk_status s = mpk_session_prefill(sess, prompt.data(), prompt.size()); s != MPK_OK)
+      return die("prefill", s);
+    prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    for (size_t i = 0; i < max_new; ++i) {
+      if (lf) {
+        const float* l = nullptr;
+        size_t v = 0;
+        if (mpk_status s = mpk_session_logits(sess, &l, &v); s != MPK_OK) return die("logits", s);
+        if (std::fwrite(l, sizeof(float), v, lf) != v) {
+          std::fprintf(stderr, "mpk-run: write to %s failed\n", logits_out.c_str());
+          return 1;
+        }
+      }
+      int32_t tok = -1;
+      size_t n = 0;
+      auto t = Clock::now();
+      mpk_status s = mpk_session_decode(sess, 1, &tok, &n);
+      step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
+      if (s != MPK_OK) return die("decode", s);
+      tokens.push_back(tok);
+      bool eos = std::find(mi.eos_token_ids, mi.eos_token_ids + std::min(mi.num_eos_token_ids, 8),
+                           tok) != mi.eos_token_ids + std::min(mi.num_eos_token_ids, 8);
+      if (eos && !ignore_eos) break;
+    }
+    return 0;
+  };
+  rc_exit = run();
+  if (lf && std::fclose(lf) != 0 && rc_exit == 0) {
+    std::fprintf(stderr, "mpk-run: closing %s failed\n", logits_out.c_str());
+    rc_exit = 1;
+  }
+  mpk_session_destroy(sess);
+  mpk_model_destroy(model);
+  mpk_runtime_destroy(rt);
+  if (rc_exit != 0) return rc_exit;
+
+  if (!prompt.empty()) {
+    double total = 0;
+    for (double v : step_ms) total += v;
+    nlohmann::json lat = {{"p50", percentile(step_ms, 50)}, {"p95", percentile(step_ms, 95)},
+                          {"p99", percentile(step_ms, 99)},
+                          {"mean", step_ms.empty() ? 0 : total / double(step_ms.size())}};
+    if (json) {
+      out["model"] = model_dir;
+      out["backend"] = backend_str(mi.backend);
+      out["prompt_ids"] = prompt;
+      out["tokens"] = tokens;
+      out["prefill_ms"] = prefill_ms;
+      out["latency_ms"] = lat;
+      out["timer"] = "host steady_clock around each mpk_session_decode(1)";
+    } else {
+      std::string ids;
+      for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);
+      std::printf("tokens: %s\n", ids.c_str());
+      std::printf("backend: %s, prompt %zu tokens, prefill %.3f ms\n", backend_str(mi.backend),
+                  prompt.size(), prefill_ms);
+      std::printf("decode latency per token (ms): p50 %.3f  p95 %.3f  p99 %.3f  (%zu tokens)\n",
+                  lat["p50"].get<double>(), lat["p95"].get<double>(), lat["p99"].get<double>(),
+                  tokens.size());
+    }
+  }
+  if (json) std::printf("%s\n", out.dump().c_str());
+  return 0;
+}

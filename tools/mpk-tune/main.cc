@@ -1,0 +1,95 @@
+// mpk-tune: inspect and maintain the kernel cache.
+//
+//   mpk-tune [--cache PATH] [--json] [--read-only] COMMAND ...
+//     list [--limit N] | show KEY | stats | prune [--max-bytes N] | export FILE [--force]
+//     | import FILE | verify
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+
+#include "base/error.h"
+#include "cache/paths.h"
+#include "commands.h"
+
+using namespace mpk;
+using namespace mpk::tune;
+
+namespace {
+
+constexpr const char* kFooter =
+    "Exit status: 0 success, 1 failure, 2 bad arguments, 3 verify found damage.\n"
+    "Default cache: $MPK_CACHE_DIR/kernels.db, else ~/.cache/mpk/kernels.db.";
+
+int usage_error(const CLI::App& app, const std::string& message) {
+  std::cerr << "mpk-tune: " << message << "\n\n" << app.help();
+  return kExitUsage;
+}
+
+int run(int argc, char** argv) {
+  CLI::App app{"Inspect and maintain the mpk kernel cache.", "mpk-tune"};
+  app.footer(kFooter);
+  app.require_subcommand(1, 1);
+  app.fallthrough();  // global options may also follow the subcommand
+
+  std::string cache_path, max_bytes_text, file, key;
+  bool json = false, read_only = false, force = false;
+  size_t limit = 0;
+  app.add_option("--cache", cache_path, "Cache database file");
+  app.add_flag("--json", json, "Print JSON instead of tables");
+  app.add_flag("--read-only", read_only, "Open the cache read-only");
+
+  CLI::App* list = app.add_subcommand("list", "List entries, most recently used first");
+  list->add_option("--limit", limit, "Show at most N entries (0: all)")->check(CLI::NonNegativeNumber);
+  CLI::App* show = app.add_subcommand("show", "Show one entry");
+  show->add_option("KEY", key, "Key or unique key prefix")->required();
+  CLI::App* stats = app.add_subcommand("stats", "Cache size and counters");
+  CLI::App* prune = app.add_subcommand("prune", "Evict least-recently-used entries to a byte budget");
+  prune->add_option("--max-bytes", max_bytes_text, "Budget, e.g. 500M or 2G (default $MPK_CACHE_MAX_BYTES or 2G)");
+  CLI::App* exp = app.add_subcommand("export", "Write all good entries to a new cache file");
+  exp->add_option("FILE", file, "Target file")->required();
+  exp->add_flag("--force", force, "Overwrite FILE");
+  CLI::App* imp = app.add_subcommand("import", "Merge a cache file; on conflict the faster verified entry wins");
+  imp->add_option("FILE", file, "Source cache file")->required();
+  CLI::App* verify = app.add_subcommand("verify", "Re-check every checksum; drop damaged entries");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return usage_error(app, e.what());
+  }
+
+  std::optional<uint64_t> max_bytes = cache::default_max_bytes();
+  if (prune->parsed() && !max_bytes_text.empty()) {
+    max_bytes = cache::parse_byte_size(max_bytes_text);
+    if (!max_bytes) return usage_error(app, "--max-bytes: '" + max_bytes_text + "' is not a byte size");
+  }
+
+  Context ctx{cache_path.empty() ? cache::default_cache_path() : std::filesystem::path(cache_path), json,
+              read_only, std::cout};
+  if (list->parsed()) return cmd_list(ctx, limit);
+  if (show->parsed()) return cmd_show(ctx, key);
+  if (stats->parsed()) return cmd_stats(ctx);
+  if (prune->parsed()) return cmd_prune(ctx, *max_bytes);
+  if (exp->parsed()) return cmd_export(ctx, file, force);
+  if (imp->parsed()) return cmd_import(ctx, file);
+  if (verify->parsed()) return cmd_verify(ctx);
+  return usage_error(app, "no command");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const Error& e) {
+    std::cerr << "mpk-tune: " << e.what() << '\n';
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::cerr << "mpk-tune: " << e.what() << '\n';
+    return kExitError;
+  }
+}

@@ -98,7 +98,7 @@ std::optional<Entry> Cache::Impl::load_locked(std::string_view key) {
     s->bind(1, key);
     if (!s->step()) return std::nullopt;
     id = s->int64(0);
-    e = read_entry(s.s);
+    e = read_entry(*s);
   }
   if (!entry_is_intact(e)) {
     log(LogLevel::Warn, "kernel cache {}: entry {} fails its checksum; {}", db->path().string(), e.key,
@@ -216,8 +216,13 @@ bool Cache::publish(const CacheKey& key, Entry entry) {
     return false;
   }
   ++I.counters.publishes;
-  if (I.options.max_bytes && I.total_bytes_locked() > I.options.max_bytes)
-    I.prune_locked(I.options.max_bytes, entry.key);
+  // The entry is stored; a failed prune only delays eviction to the next publish.
+  try {
+    if (I.options.max_bytes && I.total_bytes_locked() > I.options.max_bytes)
+      I.prune_locked(I.options.max_bytes, entry.key);
+  } catch (const Error& e) {
+    log(LogLevel::Warn, "kernel cache: pruning after publish failed: {}", e.what());
+  }
   return true;
 }
 

@@ -24,7 +24,7 @@ std::vector<EntryInfo> Cache::list(size_t limit) {
   auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
                   "ORDER BY k.last_used DESC, k.id DESC LIMIT ?1");
   s->bind(1, sql_limit(limit));
-  while (s->step()) out.push_back(read_info(s.s));
+  while (s->step()) out.push_back(read_info(*s));
   return out;
 }
 
@@ -35,7 +35,7 @@ std::optional<EntryInfo> Cache::info(std::string_view digest) {
                   "WHERE k.key = ?1");
   s->bind(1, digest);
   if (!s->step()) return std::nullopt;
-  return read_info(s.s);
+  return read_info(*s);
 }
 
 std::vector<std::string> Cache::find_keys(std::string_view prefix, size_t limit) {
@@ -148,7 +148,7 @@ void Cache::Impl::scan_locked(const std::function<void(int64_t id, Entry&&, bool
     auto s = stmt("SELECT " MPK_CACHE_INFO_COLUMNS ", b.data FROM kernels k "
                   "LEFT JOIN blobs b ON b.id = k.id ORDER BY k.id");
     while (s->step()) {
-      Entry e = read_entry(s.s);
+      Entry e = read_entry(*s);
       bool ok = entry_is_intact(e);
       visit(s->int64(0), std::move(e), ok);
     }

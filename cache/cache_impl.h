@@ -47,9 +47,10 @@ struct Cache::Impl {
   int64_t now() const;
   // A prepared statement for a string literal, reset when the returned handle goes away.
   struct StmtRef {
-    sql::Stmt& s;
-    ~StmtRef() { s.reset(); }
-    sql::Stmt* operator->() { return &s; }
+    sql::Stmt& stmt;
+    ~StmtRef() { stmt.reset(); }
+    sql::Stmt* operator->() { return &stmt; }
+    sql::Stmt& operator*() { return stmt; }
   };
   StmtRef stmt(const char* sql);
 

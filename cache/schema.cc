@@ -4,7 +4,9 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <ctime>
+#include <thread>
 #include <string>
 #include <system_error>
 
@@ -29,6 +31,8 @@ CREATE TABLE kernels (
 
 namespace {
 
+// Row ids are AUTOINCREMENT so that an id names one version of an entry: dropping a damaged
+// row by id cannot delete a good replacement another process wrote meanwhile.
 const char* const kMigrateV1ToV2 = R"sql(
 ALTER TABLE kernels RENAME TO kernels_v1;
 CREATE TABLE kernels (
@@ -69,9 +73,7 @@ CREATE TRIGGER kernels_update_bytes AFTER UPDATE OF bytes ON kernels BEGIN
 END;
 )sql";
 
-// Statements that only prepare against a complete current schema. Row ids are AUTOINCREMENT
-// so that an id names one version of an entry: dropping a damaged row by id cannot delete a
-// good replacement another process wrote meanwhile.
+// Statements that only prepare against a complete schema of that version.
 const char* const kProbeV2 =
     "SELECT k.id, k.key, k.key_text, k.checksum, k.params, k.time_us, k.verification, k.host, "
     "k.created, k.mpk_version, k.last_used, k.bytes, b.data, m.value "
@@ -88,29 +90,52 @@ struct Probe {
   std::string detail;
 };
 
+Probe inspect_snapshot(sql::Db& db) {
+  int64_t app = db.query_int("PRAGMA application_id");
+  int64_t version = db.query_int("PRAGMA user_version");
+  int64_t objects = db.query_int("SELECT count(*) FROM sqlite_master");
+  if (app == 0 && version == 0 && objects == 0) return {State::Empty, 0, ""};
+  if (app != kApplicationId)
+    return {State::Foreign, version,
+            fmt::format("application_id {:#x} and {} schema objects: not an mpk kernel cache", app, objects)};
+  if (version > kSchemaVersion)
+    return {State::Newer, version,
+            fmt::format("schema version {} is newer than this mpk supports ({})", version, kSchemaVersion)};
+  if (version != 1 && version != kSchemaVersion)
+    return {State::Damaged, version, fmt::format("unknown schema version {}", version)};
+  try {
+    sql::Stmt probe(db, version == 1 ? kProbeV1 : kProbeV2);
+    probe.run();
+  } catch (const sql::SqliteError& e) {
+    if (e.is_corruption()) throw;
+    return {State::Damaged, version, fmt::format("schema v{} incomplete: {}", version, e.what())};
+  }
+  return {version == kSchemaVersion ? State::Current : State::Older, version, ""};
+}
+
+// PRAGMA journal_mode needs an exclusive lock and reports SQLITE_BUSY at once instead of
+// calling the busy handler, so it is retried here for up to the busy timeout.
+std::string set_journal_mode(sql::Db& db, const char* mode, int busy_timeout_ms) {
+  const std::string sql = std::string("PRAGMA journal_mode = ") + mode;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms);
+  for (int delay_ms = 1;; delay_ms = std::min(delay_ms * 2, 50)) {
+    try {
+      return db.query_text(sql);
+    } catch (const sql::SqliteError& e) {
+      if (!e.is_busy() || std::chrono::steady_clock::now() > deadline) throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+  }
+}
+
+// Reads the file's identity in one read transaction: separate statements could straddle
+// another process's schema creation and see a half-new picture.
 Probe inspect(sql::Db& db) {
   try {
-    int64_t app = db.query_int("PRAGMA application_id");
-    int64_t version = db.query_int("PRAGMA user_version");
-    int64_t objects = db.query_int("SELECT count(*) FROM sqlite_master");
-    if (app == 0 && version == 0 && objects == 0) return {State::Empty, 0, ""};
-    if (app != kApplicationId)
-      return {State::Foreign, version,
-              fmt::format("application_id {:#x} and {} schema objects: not an mpk kernel cache",
-                          app, objects)};
-    if (version > kSchemaVersion)
-      return {State::Newer, version,
-              fmt::format("schema version {} is newer than this mpk supports ({})", version,
-                          kSchemaVersion)};
-    if (version != 1 && version != kSchemaVersion)
-      return {State::Damaged, version, fmt::format("unknown schema version {}", version)};
-    try {
-      sql::Stmt probe(db, version == 1 ? kProbeV1 : kProbeV2);
-    } catch (const sql::SqliteError& e) {
-      if (e.is_corruption()) throw;
-      return {State::Damaged, version, fmt::format("schema v{} incomplete: {}", version, e.what())};
-    }
-    return {version == kSchemaVersion ? State::Current : State::Older, version, ""};
+    sql::Transaction read(db, /*immediate=*/false);
+    Probe p = inspect_snapshot(db);
+    read.commit();
+    return p;
   } catch (const sql::SqliteError& e) {
     if (!e.is_corruption()) throw;
     return {State::Damaged, 0, e.what()};
@@ -199,12 +224,12 @@ fs::path move_aside(const fs::path& path) {
   for (int i = 1; fs::exists(target, ec); ++i) target = base + "-" + std::to_string(i);
   fs::rename(path, target, ec);
   MPK_CHECK(!ec, Io) << "cannot move damaged kernel cache " << path.string() << " aside: " << ec.message();
-  // A stale WAL or journal would be replayed into the fresh database: it goes with the file.
-  for (const char* suffix : {"-wal", "-journal"}) {
+  // A stale WAL or journal would be replayed into the fresh database: the companions go
+  // with the file (renamed, not deleted, in case something still has them mapped).
+  for (const char* suffix : {"-wal", "-journal", "-shm"}) {
     fs::path companion = path.string() + suffix;
     if (fs::exists(companion, ec)) fs::rename(companion, target.string() + suffix, ec);
   }
-  fs::remove(path.string() + "-shm", ec);
   return target;
 }
 
@@ -235,7 +260,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
         db->exec("PRAGMA auto_vacuum = INCREMENTAL");
       }
       if (p.state != State::Current) migrate(*db);
-      if (db->query_text("PRAGMA journal_mode = WAL") != "wal")
+      if (set_journal_mode(*db, "wal", options.busy_timeout_ms) != "wal")
         log(LogLevel::Warn, "kernel cache {}: WAL mode unavailable, using a rollback journal",
             path.string());
     } catch (const sql::SqliteError& e) {

@@ -11,6 +11,11 @@ bool SqliteError::is_corruption() const {
   return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
 }
 
+bool SqliteError::is_busy() const {
+  int primary = code_ & 0xff;
+  return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
+}
+
 Db::Db(const std::filesystem::path& path, bool read_only, int busy_timeout_ms) : path_(path) {
   int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
   // Each Db is used under its owner's lock; SQLite's own mutexes would only add cost.

@@ -22,6 +22,8 @@ class SqliteError : public Error {
   int code() const { return code_; }  // extended result code
   // The file is not a database or its structure is damaged.
   bool is_corruption() const;
+  // Another connection holds a conflicting lock.
+  bool is_busy() const;
 
  private:
   int code_;

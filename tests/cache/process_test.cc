@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <cstdio>
 #include <set>
 
@@ -18,17 +20,16 @@ namespace {
 
 using namespace testing;
 
-// A spawned cache_test_worker; its stdout is readable line by line.
+// A spawned cache_test_worker; its stdin and stdout are pipes.
 class Child {
  public:
   explicit Child(const std::vector<std::string>& args) {
-    int fds[2];
-    if (pipe(fds) != 0) throw std::runtime_error("pipe failed");
+    int fds[2], in[2];
+    if (pipe2(fds, O_CLOEXEC) != 0 || pipe2(in, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
     posix_spawn_file_actions_t actions;
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
-    posix_spawn_file_actions_addclose(&actions, fds[1]);
+    posix_spawn_file_actions_adddup2(&actions, in[0], STDIN_FILENO);
     std::vector<std::string> argv_s = {MPK_CACHE_WORKER};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     std::vector<char*> argv;
@@ -37,8 +38,15 @@ class Child {
     int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     close(fds[1]);
+    close(in[0]);
+    in_ = in[1];
     if (rc != 0) throw std::runtime_error("posix_spawn failed");
     out_ = fdopen(fds[0], "r");
+  }
+  // Writes one line to the child's stdin.
+  void send(const std::string& line) {
+    std::string s = line + "\n";
+    if (write(in_, s.data(), s.size()) != ssize_t(s.size())) throw std::runtime_error("write to child failed");
   }
   ~Child() {
     if (pid_ > 0) {
@@ -46,6 +54,7 @@ class Child {
       wait();
     }
     if (out_) fclose(out_);
+    if (in_ >= 0) close(in_);
   }
   // Next line of output without the newline; nullopt at end of output.
   std::optional<std::string> line() {
@@ -67,6 +76,7 @@ class Child {
  private:
   pid_t pid_ = -1;
   FILE* out_ = nullptr;
+  int in_ = -1;
 };
 
 TEST(CacheProcesses, ConcurrentWritersAndReadersLoseAndMixNothing) {
@@ -78,6 +88,9 @@ TEST(CacheProcesses, ConcurrentWritersAndReadersLoseAndMixNothing) {
   for (int w = 0; w < kWorkers; ++w)
     children.push_back(std::make_unique<Child>(std::vector<std::string>{
         "mixed", db, std::to_string(w), std::to_string(kPerWorker), std::to_string(kShared)}));
+  // Everyone has started (and opened its connection) before anyone writes.
+  for (auto& c : children) ASSERT_EQ(c->line(), std::optional<std::string>("ready"));
+  for (auto& c : children) c->send("go");
   for (int w = 0; w < kWorkers; ++w) {
     int status = children[w]->wait();
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "worker " << w << " status " << status;
@@ -105,6 +118,34 @@ TEST(CacheProcesses, ConcurrentWritersAndReadersLoseAndMixNothing) {
   VerifyResult v = cache.verify();
   EXPECT_TRUE(v.bad_keys.empty());
   EXPECT_TRUE(v.integrity_ok) << v.integrity_message;
+}
+
+TEST(CacheProcesses, ProcessesOpeningOneDamagedFileReplaceItOnce) {
+  TempDir dir;
+  std::string db = (dir / "kernels.db").string();
+  {
+    std::FILE* f = std::fopen(db.c_str(), "wb");
+    ASSERT_TRUE(f);
+    std::string junk(20000, '\x7f');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  constexpr int kWorkers = 8;
+  std::vector<std::unique_ptr<Child>> children;
+  for (int w = 0; w < kWorkers; ++w)
+    children.push_back(std::make_unique<Child>(std::vector<std::string>{"mixed", db, std::to_string(w), "5", "2"}));
+  for (auto& c : children) ASSERT_EQ(c->line(), std::optional<std::string>("ready"));
+  for (auto& c : children) c->send("go");
+  for (auto& c : children) {
+    int status = c->wait();
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  }
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(dir.path()))
+    aside += e.path().filename().string().find(".corrupt-") != std::string::npos;
+  EXPECT_EQ(aside, 1);
+  Cache cache(options_at(db));
+  EXPECT_EQ(cache.stats().entries, uint64_t(kWorkers * 5 + 2));
 }
 
 TEST(CacheProcesses, WriterKilledDuringPublishesLeavesAUsableCache) {

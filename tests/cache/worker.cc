@@ -1,7 +1,8 @@
 // A separate process for the multi-process cache tests. Each process opens its own
 // connection after exec.
 //
-//   cache_test_worker mixed DB WORKER N SHARED   publish N own keys and N shared ones, reading
+//   cache_test_worker mixed DB WORKER N SHARED   print "ready", wait for a line on stdin, then
+//                                                 publish N own keys and N shared ones, reading
 //                                                 back and checking rows as it goes
 //   cache_test_worker forever DB                  publish large entries, printing each index
 //                                                 once committed, until killed
@@ -26,6 +27,11 @@ constexpr int kOwnKeyBase = 100000;
 
 int run_mixed(const std::string& db, int w, int n, int shared) {
   Cache cache(options_at(db));
+  // Start gate: the test releases every worker at once.
+  std::printf("ready\n");
+  std::fflush(stdout);
+  char go[16];
+  if (!std::fgets(go, sizeof(go), stdin)) return 2;
   for (int j = 0; j < n; ++j) {
     int own = kOwnKeyBase + w * 1000 + j;
     cache.publish(make_key(own), worker_entry(w, own));

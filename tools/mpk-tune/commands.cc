@@ -59,6 +59,8 @@ json entry_json(const cache::EntryInfo& e) {
 
 void print_json(const Context& ctx, const json& j) { ctx.out << j.dump(2) << '\n'; }
 
+std::string count_text(uint64_t n) { return fmt::format("{} {}", n, n == 1 ? "entry" : "entries"); }
+
 }  // namespace
 
 int cmd_list(const Context& ctx, size_t limit) {
@@ -77,7 +79,7 @@ int cmd_list(const Context& ctx, size_t limit) {
            e.verified ? "yes" : "no", utc_time(e.last_used), e.provenance.host});
   }
   t.print(ctx.out);
-  ctx.out << entries.size() << (entries.size() == 1 ? " entry" : " entries") << " in " << cache.path().string() << '\n';
+  ctx.out << count_text(entries.size()) << " in " << cache.path().string() << '\n';
   return kExitOk;
 }
 
@@ -154,8 +156,8 @@ int cmd_prune(const Context& ctx, uint64_t max_bytes) {
                      {"remaining_bytes", r.remaining_bytes}});
     return kExitOk;
   }
-  ctx.out << fmt::format("pruned to {}: removed {} entries ({}), {} entries ({}) remain\n", human_bytes(max_bytes),
-                         r.removed_entries, human_bytes(r.removed_bytes), r.remaining_entries,
+  ctx.out << fmt::format("pruned to {}: removed {} ({}), remaining {} ({})\n", human_bytes(max_bytes),
+                         count_text(r.removed_entries), human_bytes(r.removed_bytes), count_text(r.remaining_entries),
                          human_bytes(r.remaining_bytes));
   return kExitOk;
 }
@@ -206,7 +208,7 @@ int cmd_verify(const Context& ctx) {
                      {"integrity_ok", r.integrity_ok},
                      {"integrity", r.integrity_message}});
   } else {
-    ctx.out << fmt::format("checked {} entries: {} bad{}\n", r.checked, r.bad_keys.size(),
+    ctx.out << fmt::format("checked {}: {} bad{}\n", count_text(r.checked), r.bad_keys.size(),
                            r.bad_keys.empty() ? "" : cache.read_only() ? " (read-only: kept)" : " (dropped)");
     for (const auto& k : r.bad_keys) ctx.out << "  bad " << k << '\n';
     ctx.out << "database integrity: " << r.integrity_message << '\n';

@@ -20,6 +20,13 @@ constexpr const char* kFooter =
     "Exit status: 0 success, 1 failure, 2 bad arguments, 3 verify found damage.\n"
     "Default cache: $MPK_CACHE_DIR/kernels.db, else ~/.cache/mpk/kernels.db.";
 
+const CLI::Validator kCount(
+    [](std::string& s) -> std::string {
+      bool digits = !s.empty() && s.size() < 19 && s.find_first_not_of("0123456789") == std::string::npos;
+      return digits ? "" : "'" + s + "' is not a non-negative integer";
+    },
+    "N");
+
 int usage_error(const CLI::App& app, const std::string& message) {
   std::cerr << "mpk-tune: " << message << "\n\n" << app.help();
   return kExitUsage;
@@ -39,7 +46,7 @@ int run(int argc, char** argv) {
   app.add_flag("--read-only", read_only, "Open the cache read-only");
 
   CLI::App* list = app.add_subcommand("list", "List entries, most recently used first");
-  list->add_option("--limit", limit, "Show at most N entries (0: all)")->check(CLI::NonNegativeNumber);
+  list->add_option("--limit", limit, "Show at most N entries (0: all)")->check(kCount);
   CLI::App* show = app.add_subcommand("show", "Show one entry");
   show->add_option("KEY", key, "Key or unique key prefix")->required();
   CLI::App* stats = app.add_subcommand("stats", "Cache size and counters");

@@ -1,0 +1,32 @@
+// The cost of a task on one worker (one SM): a prefetch part that does not wait for events
+// (task overhead + weights and KV history at the SM's share of DRAM read bandwidth) and a part
+// after the events fire (activation reads at the L2 share + flops at the SM's rate).
+#pragma once
+
+#include "scheduler/task_graph.h"
+
+namespace mpk::sched {
+
+// H200-like defaults (sm_90a, 132 SMs).
+struct CostModel {
+  double read_bytes_per_s = 4.6e12;   // DRAM read stream (DESIGN.md: measured ~4.6 TB/s)
+  double l2_bytes_per_s = 12e12;      // activations: small, written just before, L2-resident
+  double flops_per_s_per_sm = 0.5e12; // fp32 FMA on CUDA cores (T = 1 GEMV does not use MMA)
+  int num_sms = 132;
+  double task_overhead_s = 1.0e-6;    // dispatch and ramp of a task's first loads
+  double event_latency_s = 1.0e-6;    // trigger -> visible to a polling waiter -> first read
+};
+
+struct TaskCost {
+  double prefetch_s = 0;  // may run before the task's events are ready
+  double compute_s = 0;   // runs after they are
+  double total() const { return prefetch_s + compute_s; }
+};
+
+// With more workers than SMs the device bandwidth and SMs are shared among all workers.
+TaskCost task_cost(const Task& task, const CostModel& cost, int num_workers);
+
+// Bytes that do not wait (weights + KV history) over the whole device's read bandwidth.
+double bytes_bound_s(const TaskGraph& tasks, const CostModel& cost);
+
+}  // namespace mpk::sched

@@ -1,0 +1,151 @@
+// The task graph of one decode step (T = 1): tile tasks over buffers, linked by event counters.
+// It is what the megakernel generator consumes, so everything a worker needs is explicit:
+// which rows of which weights a task streams, which buffer ranges it reads and writes, which
+// graph ops it implements in order, the events it waits on and the one it triggers.
+//
+// Step model:
+//  - A step runs every task exactly once. Buffers are written once per step (the graph has no
+//    in-place ops), so inside a step only read-after-write order matters, and events carry it.
+//  - Events are monotonic counters, never reset: a task triggers its event once per step
+//    (atomic add after its writes are visible); a waiter of event e in step s (s = 1, 2, ...)
+//    proceeds when counter(e) >= e.need * s.
+//  - A buffer marked `carried` is written for the next step (the next token's embedding is
+//    written by the final argmax task); readers in a step read the value of the previous step
+//    (or what the host wrote before the first step) and do not wait for it. Every reader of a
+//    carried buffer is an ancestor of its writer, so the overwrite never races a read.
+//  - Weights and the KV cache history do not depend on the step's events: a task may stream
+//    them before its events fire; only activation reads wait.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "ir/graph.h"
+
+namespace mpk::sched {
+
+enum class TaskKind : uint8_t {
+  Linear,          // output-row tile of a linear (or of sibling linears merged by rows)
+  Attention,       // one KV head (all its query heads), optionally one chunk of the KV length
+  AttentionMerge,  // online-softmax merge of one KV head's chunk partials
+  Vector,          // a whole-vector op (norm, rope, add, silu_mul, embedding, argmax, ...)
+};
+const char* task_kind_name(TaskKind kind);
+
+// A buffer the tasks read or write: a graph tensor at T = 1, or a scratch buffer the scheduler
+// introduced (attention chunk partials, per-tile argmax partials).
+struct Buffer {
+  std::string name;
+  DType dtype = DType::F32;
+  int64_t numel = 0;
+  int graph_tensor = -1;  // tensor id in the graph, -1 for scratch
+  bool carried = false;   // written for the next step (see the step model above)
+};
+
+// Elements [begin, end) of a buffer.
+struct Access {
+  int buffer = -1;
+  int64_t begin = 0;
+  int64_t end = 0;
+  bool operator==(const Access&) const = default;
+};
+
+// Rows [row_begin, row_end) of a weight matrix (and of its bias, when present) that a linear
+// tile streams; its outputs land in `out` starting at element out_begin.
+struct WeightSlice {
+  int weight = -1;  // ir::Graph::weights index
+  int bias = -1;    // ir::Graph::weights index or -1
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  int out = -1;  // buffer id
+  int64_t out_begin = 0;
+};
+
+// A graph op a task implements. In a Linear task an argmax is the per-tile partial; in a
+// Vector task it is the reduce over those partials.
+struct FusedOp {
+  int op = -1;  // index into ir::Graph::ops
+  ir::OpKind kind = ir::OpKind::Add;
+};
+
+// The tiles of one graph op (or of merged sibling linears) as produced by decompose; fusion
+// keeps a stage's name and appends to its tasks' op lists.
+struct Stage {
+  std::string name;  // "L3.qkv", "L3.attn", "lm_head", ...
+  TaskKind kind = TaskKind::Vector;
+  int layer = -1;
+  int64_t rows = 0;   // Linear: output rows (sum over merged linears); Attention: KV heads
+  int64_t k = 0;      // Linear: reduction length
+  std::vector<int> tasks;
+};
+
+struct Task {
+  int id = -1;
+  TaskKind kind = TaskKind::Vector;
+  std::string name;  // "L3.qkv[5]"
+  int stage = -1;
+  int tile = 0;  // index within the stage
+  int layer = -1;
+  std::vector<FusedOp> ops;  // in execution order
+
+  // Linear: rows [row_begin, row_end) of the stage's (concatenated) output rows, K = k.
+  int64_t row_begin = 0;
+  int64_t row_end = 0;
+  int64_t k = 0;
+  std::vector<WeightSlice> weights;
+
+  // Attention / AttentionMerge: KV head, its query heads [q_head_begin, q_head_end), and the
+  // KV positions [kv_begin, kv_end) of this chunk (chunk of num_chunks; 0 of 1 when unsplit).
+  // At run time a chunk covers only the positions <= the step's position; the chunk holding
+  // the position appends the new k, v to the cache.
+  int kv_head = -1;
+  int q_head_begin = 0;
+  int q_head_end = 0;
+  int64_t kv_begin = 0;
+  int64_t kv_end = 0;
+  int chunk = 0;
+  int num_chunks = 1;
+
+  // Per-step traffic and work, planned for DecomposeOptions::seq_len.
+  int64_t weight_bytes = 0;  // weights first read from DRAM by this task
+  int64_t kv_bytes = 0;      // KV cache history (does not wait for events either)
+  int64_t act_bytes = 0;     // activations and re-read small weights (L2-resident)
+  double flops = 0;
+
+  std::vector<Access> reads;   // activation reads (what events order)
+  std::vector<Access> writes;
+
+  std::vector<int> waits;  // event ids, ascending
+  int trigger = -1;        // event id, -1 when nothing in the step reads its outputs
+};
+
+// A monotonic counter: ready in step s when counter >= need * s.
+struct Event {
+  int id = -1;
+  std::string name;
+  int need = 0;               // triggers per step = triggers.size()
+  std::vector<int> triggers;  // task ids
+  std::vector<int> waiters;   // task ids
+};
+
+struct TaskGraph {
+  std::vector<Buffer> buffers;  // the first graph.tensors.size() mirror graph tensors by id
+  std::vector<Stage> stages;
+  std::vector<Task> tasks;  // ids are indices; the order is a topological order
+  std::vector<Event> events;
+  int64_t seq_len = 0;  // KV length the costs are planned for
+  DType weight_dtype = DType::BF16;
+
+  int64_t total_weight_bytes() const;
+  int64_t total_kv_bytes() const;
+  double total_flops() const;
+};
+
+// Sorts accesses by buffer and merges overlapping or adjacent ranges of the same buffer.
+std::vector<Access> normalize(std::vector<Access> accesses);
+// Bytes of the accesses (buffer dtype size times elements).
+int64_t access_bytes(const TaskGraph& tg, const std::vector<Access>& accesses);
+
+}  // namespace mpk::sched

@@ -1,0 +1,40 @@
+// Model shapes the scheduler tests run on, and helpers computed from the shapes alone.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "ir/builder.h"
+#include "model/config.h"
+#include "scheduler/decompose.h"
+#include "scheduler/fuse.h"
+#include "scheduler/schedule.h"
+#include "scheduler/task_graph.h"
+
+namespace mpk::sched::testing {
+
+model::Config qwen3_0_6b();
+model::Config qwen3_8b();
+model::Config tiny_qwen3();  // 1 KV head, head_dim != hidden / heads, tied
+model::Config tiny_qwen2();  // q/k/v biases, f32
+model::Config tiny_llama();  // q/k/v and o_proj biases, untied
+std::vector<model::Config> tiny_configs();
+
+// Weight bytes one decode step reads, from the config: every matrix, bias and norm once, one
+// embedding row, and the LM head (the embedding table again when tied).
+int64_t expected_weight_bytes(const model::Config& c, DType weight_dtype);
+
+// decompose + fuse + build_events.
+TaskGraph build_tasks(const ir::Graph& g, const DecomposeOptions& d = {}, const FuseOptions& f = {});
+
+// Schedule options with the default cost model.
+inline ScheduleOptions with_workers(int n) {
+  ScheduleOptions o;
+  o.num_workers = n;
+  return o;
+}
+
+// Ancestors (through events) of every task, as a dense matrix; small graphs only.
+std::vector<std::vector<bool>> ancestors(const TaskGraph& tg);
+
+}  // namespace mpk::sched::testing

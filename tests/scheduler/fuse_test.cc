@@ -1,0 +1,165 @@
+// fuse: a layer becomes qkv, attention, o_proj, gate_up, down; each fusion is recorded in order.
+#include "scheduler/fuse.h"
+
+#include <gtest/gtest.h>
+
+#include "configs.h"
+#include "scheduler/decompose.h"
+
+namespace mpk::ir {
+void PrintTo(OpKind k, std::ostream* os) { *os << op_name(k); }
+}  // namespace mpk::ir
+
+namespace mpk::sched {
+namespace {
+
+using ir::OpKind;
+using K = std::vector<OpKind>;
+
+K kinds(const Task& t) {
+  K k;
+  for (const FusedOp& f : t.ops) k.push_back(f.kind);
+  return k;
+}
+
+const Stage* find_stage(const TaskGraph& tg, const std::string& name) {
+  for (const Stage& s : tg.stages)
+    if (s.name == name) return &s;
+  return nullptr;
+}
+
+std::vector<std::string> stage_names(const TaskGraph& tg) {
+  std::vector<std::string> names;
+  for (const Stage& s : tg.stages) names.push_back(s.name);
+  return names;
+}
+
+TEST(Fuse, Qwen3LayerIsFiveWaves) {
+  const ir::Graph g = ir::build(testing::tiny_qwen3());
+  const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 512}), {});
+  EXPECT_EQ(stage_names(tg),
+            (std::vector<std::string>{"L0.qkv", "L0.attn", "L0.attn_out", "L0.gate_up", "L0.mlp_out",
+                                      "L1.qkv", "L1.attn", "L1.attn_out", "L1.gate_up", "L1.mlp_out",
+                                      "lm_head", "argmax"}));
+  for (const Task& t : tg.tasks) {
+    const std::string& s = tg.stages[size_t(t.stage)].name;
+    SCOPED_TRACE(t.name);
+    if (s.ends_with(".qkv")) {
+      ASSERT_GE(t.ops.size(), 2u);
+      EXPECT_EQ(t.ops[0].kind, OpKind::RmsNorm);
+      for (size_t i = 1; i < t.ops.size(); ++i) EXPECT_EQ(t.ops[i].kind, OpKind::Linear);
+    } else if (s.ends_with(".attn")) {
+      EXPECT_EQ(kinds(t), (K{OpKind::HeadRmsNorm, OpKind::HeadRmsNorm, OpKind::Rope, OpKind::Rope,
+                             OpKind::Attention}));
+    } else if (s.ends_with(".attn_out") || s.ends_with(".mlp_out")) {
+      const bool down = s.ends_with(".mlp_out");
+      const K expected = down ? K{OpKind::SiluMul, OpKind::Linear, OpKind::Add}
+                              : K{OpKind::Linear, OpKind::Add};
+      EXPECT_EQ(kinds(t), expected);
+    } else if (s.ends_with(".gate_up")) {
+      ASSERT_GE(t.ops.size(), 2u);
+      EXPECT_EQ(t.ops[0].kind, OpKind::RmsNorm);
+    } else if (s == "lm_head") {
+      EXPECT_EQ(kinds(t), (K{OpKind::LastRow, OpKind::RmsNorm, OpKind::Linear, OpKind::Argmax}));
+    } else {
+      EXPECT_EQ(s, "argmax");
+      EXPECT_EQ(kinds(t), (K{OpKind::Argmax, OpKind::Embedding}));
+    }
+  }
+  // The graph ops each task lists are in graph order.
+  for (const Task& t : tg.tasks)
+    for (size_t i = 1; i < t.ops.size(); ++i)
+      if (t.ops[i].kind != OpKind::Embedding) {
+        EXPECT_LT(t.ops[i - 1].op, t.ops[i].op) << t.name;
+      }
+}
+
+TEST(Fuse, EveryGraphOpImplemented) {
+  for (const model::Config& c : testing::tiny_configs()) {
+    const ir::Graph g = ir::build(c);
+    const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 100, .kv_chunk = 40}), {});
+    std::vector<int> seen(g.ops.size(), 0);
+    for (const Task& t : tg.tasks)
+      for (const FusedOp& f : t.ops) {
+        EXPECT_EQ(g.ops[size_t(f.op)].kind, f.kind);
+        seen[size_t(f.op)] = 1;
+      }
+    for (size_t i = 0; i < g.ops.size(); ++i) EXPECT_TRUE(seen[i]) << c.architecture << " op " << i;
+  }
+}
+
+TEST(Fuse, LlamaAttentionHasRopeOnly) {
+  const ir::Graph g = ir::build(testing::tiny_llama());
+  const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 100, .kv_chunk = 40}), {});
+  for (const Task& t : tg.tasks) {
+    if (t.kind == TaskKind::Attention) {
+      EXPECT_EQ(kinds(t), (K{OpKind::Rope, OpKind::Rope, OpKind::Attention})) << t.name;
+    }
+    if (t.kind == TaskKind::AttentionMerge) {
+      EXPECT_EQ(kinds(t), (K{OpKind::Attention})) << t.name;
+    }
+  }
+}
+
+TEST(Fuse, ReadsAndWritesAfterFusion) {
+  const model::Config c = testing::tiny_qwen3();
+  const ir::Graph g = ir::build(c);
+  const TaskGraph tg = fuse(g, decompose(g, {.tile_rows = 16}), {});
+  const int gate = g.find_tensor("layers.0.gate"), up = g.find_tensor("layers.0.up");
+  const int mid = g.find_tensor("layers.0.attn_residual"), out = g.find_tensor("layers.0.out");
+  const int embed = g.find_tensor("embed");
+  const Stage* down = find_stage(tg, "L0.mlp_out");
+  ASSERT_NE(down, nullptr);
+  for (int id : down->tasks) {
+    const Task& t = tg.tasks[size_t(id)];
+    // silu(gate) * up over the whole intermediate vector, the residual rows of its own tile.
+    EXPECT_EQ(t.reads, (std::vector<Access>{{mid, t.row_begin, t.row_end}, {gate, 0, 176}, {up, 0, 176}}));
+    EXPECT_EQ(t.writes, (std::vector<Access>{{out, t.row_begin, t.row_end}}));
+    ASSERT_EQ(t.weights.size(), 1u);
+    EXPECT_EQ(t.weights[0].out, out);
+  }
+  // Layer 0 reads the embedding, which the final task writes for the next step.
+  EXPECT_TRUE(tg.buffers[size_t(embed)].carried);
+  const Task& last = tg.tasks.back();
+  bool writes_embed = false;
+  for (const Access& a : last.writes) writes_embed |= a.buffer == embed;
+  EXPECT_TRUE(writes_embed);
+  // The argmax reduce reads one partial per LM-head tile.
+  const Stage* head = find_stage(tg, "lm_head");
+  ASSERT_NE(head, nullptr);
+  ASSERT_EQ(last.reads.size(), 2u);
+  EXPECT_EQ(last.reads[0].end, int64_t(head->tasks.size()));
+  EXPECT_EQ(tg.buffers[size_t(last.reads[1].buffer)].dtype, DType::I32);
+}
+
+TEST(Fuse, NormWeightReadFromDramOnce) {
+  const ir::Graph g = ir::build(testing::tiny_qwen3());
+  const TaskGraph tg = fuse(g, decompose(g, {.tile_rows = 16}), {});
+  const Stage* qkv = find_stage(tg, "L0.qkv");
+  const Task& first = tg.tasks[size_t(qkv->tasks[0])];
+  const Task& second = tg.tasks[size_t(qkv->tasks[1])];
+  EXPECT_EQ(first.weight_bytes, 16 * 64 * 2 + 64 * 2);
+  EXPECT_EQ(second.weight_bytes, 16 * 64 * 2);
+  EXPECT_EQ(second.act_bytes, 64 * 4 + 64 * 2);  // the input vector and the norm scale from L2
+}
+
+TEST(Fuse, EachFusionCanBeTurnedOff) {
+  const ir::Graph g = ir::build(testing::tiny_qwen3());
+  const TaskGraph plain = decompose(g, {});
+  const FuseOptions none{false, false, false, false, false, false};
+  EXPECT_EQ(stage_names(fuse(g, plain, none)), stage_names(plain));
+  FuseOptions no_residual;
+  no_residual.residual_into_linear = false;
+  const TaskGraph tg = fuse(g, decompose(g, {}), no_residual);
+  EXPECT_NE(find_stage(tg, "L0.attn_residual"), nullptr);
+  EXPECT_NE(find_stage(tg, "L0.out"), nullptr);
+  EXPECT_EQ(find_stage(tg, "L0.attn_norm"), nullptr);
+  FuseOptions no_embed;
+  no_embed.embedding_into_argmax = false;
+  const TaskGraph te = fuse(g, decompose(g, {}), no_embed);
+  EXPECT_EQ(te.stages.front().name, "embed");
+  EXPECT_EQ(kinds(te.tasks.back()), K{OpKind::Argmax});
+}
+
+}  // namespace
+}  // namespace mpk::sched

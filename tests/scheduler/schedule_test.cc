@@ -1,0 +1,97 @@
+// schedule: every task placed once, on queues that follow one topological order, for any
+// worker count; the validator accepts what the scheduler and plan() produce.
+#include "scheduler/schedule.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "configs.h"
+#include "scheduler/plan.h"
+#include "scheduler/simulate.h"
+#include "scheduler/validate.h"
+
+namespace mpk::sched {
+namespace {
+
+void expect_valid(const TaskGraph& tg, const Schedule& s, int workers) {
+  EXPECT_EQ(s.num_workers, workers);
+  EXPECT_EQ(int(s.queues.size()), workers);
+  EXPECT_EQ(s.order.size(), tg.tasks.size());
+  const auto v = validate(tg, s);
+  EXPECT_TRUE(v.empty()) << to_text(v);
+  size_t placed = 0;
+  for (size_t w = 0; w < s.queues.size(); ++w) {
+    placed += s.queues[w].size();
+    for (int id : s.queues[w]) EXPECT_EQ(s.worker[size_t(id)], int(w));
+  }
+  EXPECT_EQ(placed, tg.tasks.size());
+}
+
+TEST(Schedule, ValidForManyWorkerCounts) {
+  std::vector<model::Config> configs = testing::tiny_configs();
+  configs.push_back(testing::qwen3_0_6b());
+  for (const model::Config& c : configs) {
+    for (int64_t chunk : {0, 128}) {
+      const TaskGraph tg = testing::build_tasks(ir::build(c), {.seq_len = 300, .kv_chunk = chunk});
+      for (int workers : {1, 2, 7, 132, 133, int(tg.tasks.size()) + 5}) {
+        SCOPED_TRACE(::testing::Message() << c.architecture << " chunk=" << chunk << " workers=" << workers);
+        const Schedule s = schedule(tg, testing::with_workers(workers));
+        expect_valid(tg, s, workers);
+        // The list scheduler's estimate is the simulator's prediction for its queues.
+        const SimResult sim = simulate(tg, s, CostModel{});
+        EXPECT_FALSE(sim.deadlock);
+        EXPECT_NEAR(sim.latency_s, s.predicted_s, 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Schedule, MoreWorkersThanTasksLeavesIdleWorkers) {
+  const TaskGraph tg = testing::build_tasks(ir::build(testing::tiny_llama()), {.seq_len = 64});
+  const int workers = int(tg.tasks.size()) + 5;
+  const Schedule s = schedule(tg, testing::with_workers(workers));
+  int empty = 0;
+  for (const auto& q : s.queues) empty += q.empty();
+  EXPECT_GE(empty, 5);
+}
+
+TEST(Schedule, UnfusedGraphAlsoSchedules) {
+  const ir::Graph g = ir::build(testing::tiny_qwen3());
+  const FuseOptions none{false, false, false, false, false, false};
+  const TaskGraph tg = testing::build_tasks(g, {.seq_len = 64}, none);
+  expect_valid(tg, schedule(tg, testing::with_workers(3)), 3);
+}
+
+TEST(Schedule, BadWorkerCount) {
+  const TaskGraph tg = testing::build_tasks(ir::build(testing::tiny_qwen3()));
+  EXPECT_THROW(schedule(tg, testing::with_workers(0)), Error);
+}
+
+TEST(Plan, Qwen3_8BAt132Workers) {
+  const ir::Graph g = ir::build(testing::qwen3_8b());
+  PlanOptions o;
+  o.decompose.seq_len = 512;
+  o.dump = "";
+  const Plan p = plan(g, o);
+  expect_valid(p.tasks, p.schedule, 132);
+  EXPECT_EQ(p.tasks.total_weight_bytes(), testing::expected_weight_bytes(testing::qwen3_8b(), DType::BF16));
+}
+
+TEST(Plan, WorkerCountsAndOptions) {
+  const ir::Graph g = ir::build(testing::tiny_qwen2());
+  for (int workers : {1, 7, 132}) {
+    PlanOptions o;
+    o.schedule.num_workers = workers;
+    o.decompose.seq_len = 200, o.decompose.kv_chunk = 64;
+    o.dump = "";
+    const Plan p = plan(g, o);
+    expect_valid(p.tasks, p.schedule, workers);
+  }
+  PlanOptions bad;
+  bad.schedule.num_workers = -1;
+  bad.dump = "";
+  EXPECT_THROW(plan(g, bad), Error);
+}
+
+}  // namespace
+}  // namespace mpk::sched

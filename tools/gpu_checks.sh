@@ -12,11 +12,11 @@ if [ -d build-gpu ]; then rm -rf build && mv build-gpu build; fi
 export LD_LIBRARY_PATH=$root/build/devlibs:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"
-ctest --test-dir /work/main/build --output-on-failure -E install_find_package -j 8 \
+ctest --test-dir /work/main/build --output-on-failure --timeout 120 -E install_find_package -LE gpu -j 8 \
   > "$out/ctest.log" 2>&1
 echo "ctest exit: $?"
 grep -E "tests passed|tests failed|Skipped|Failed|\(Failed\)" "$out/ctest.log" | head -40
-ctest --test-dir /work/main/build -L gpu -V > "$out/ctest_gpu.log" 2>&1
+ctest --test-dir /work/main/build --timeout 120 -L gpu -V > "$out/ctest_gpu.log" 2>&1
 echo "gpu-labelled ctest exit: $?"
 grep -E "^\s*[0-9]+: \[ +(OK|FAILED|SKIPPED) +\]|tests passed|tests failed" "$out/ctest_gpu.log" | head -40
 build/bin/mpk-run --model tests/data/qwen3-bf16 --prompt-ids 5,17,300 --max-new-tokens 4 --backend gpu

@@ -300,12 +300,16 @@ void DeviceBuffer::copy_from(const DeviceBuffer& src) {
   if (src.size() == 0) return;
   ScopedContext bind(ctx_);
   check_cu(driver_api().cuMemcpyDtoD(ptr_, src.ptr(), src.size()), "cuMemcpyDtoD");
+  // Device-to-device copies and memsets return before they finish, and the non-blocking
+  // streams mpk uses do not order after the legacy stream: wait, so "synchronous" means it.
+  check_cu(driver_api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void DeviceBuffer::fill_bytes(std::uint8_t value) {
   if (bytes_ == 0) return;
   ScopedContext bind(ctx_);
   check_cu(driver_api().cuMemsetD8(ptr_, value, bytes_), "cuMemsetD8");
+  check_cu(driver_api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void DeviceBuffer::fill_bytes_async(std::uint8_t value, const Stream& stream) {

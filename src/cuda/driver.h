@@ -163,6 +163,7 @@ class DeviceBuffer {
   void download_async(void* dst, std::size_t bytes, const Stream& stream,
                       std::size_t offset = 0) const;
   // Copies from another buffer (same size or smaller).
+  // Blocking: returns once the copy (or fill) has completed on the device.
   void copy_from(const DeviceBuffer& src);
   // Sets every byte (e.g. 0xff to poison outputs with NaNs).
   void fill_bytes(std::uint8_t value);

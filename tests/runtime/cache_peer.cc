@@ -35,7 +35,7 @@ mpk::cache::CacheKey make_key(const std::string& arch) {
   k.nvrtc_version = std::to_string(maj) + "." + std::to_string(min);
   k.driver_version = std::to_string(mpk::cuda::driver_version());
   k.codegen_version = "test-1";
-  k.compile_options = {"-O3"};
+  k.compile_options = {"--std=c++17"};
   k.source_hash = std::to_string(std::hash<std::string>{}(kSource));
   return k;
 }
@@ -51,7 +51,7 @@ int run(const std::string& role, const std::string& db) {
     mpk::cuda::CompileRequest req;
     req.source = kSource;
     req.arch = arch;
-    req.options = {"-O3"};
+    req.options = {"--std=c++17"};
     auto res = mpk::cuda::compile(req);
     mpk::cache::Entry e;
     e.cubin = res.cubin;

@@ -29,10 +29,17 @@ std::filesystem::path default_cache_dir();
 // Counters shared by a model and its sessions (all of them), read by mpk_model_stats.
 struct Stats {
   std::atomic<uint64_t> tokens{0};
-  std::atomic<uint64_t> launches{0};
+  std::atomic<uint64_t> launches{0};  // megakernel launches (one per token on the GPU)
   uint64_t host_fallback_ops = 0;  // ops of one step that run on the host
-  double compile_ms = 0;
+  double compile_ms = 0;           // NVRTC time spent at load (0 on a cache hit)
+  uint64_t num_tasks = 0;          // tasks of one step (GPU backend)
+  uint64_t num_workers = 0;        // worker CTAs of the megakernel (GPU backend)
+  uint64_t cache_hits = 0;         // kernel-cache lookups at load
+  uint64_t cache_misses = 0;
 };
+
+class GpuModel;
+class GpuSession;
 
 // A loaded model with its graph and chosen backend. Immutable after load, except counters.
 class LoadedModel {
@@ -48,6 +55,8 @@ class LoadedModel {
   Backend backend() const { return backend_; }
   const RuntimeOptions& options() const { return options_; }
   Stats& stats() const { return stats_; }
+  // The GPU backend's state; null on the reference backend.
+  const std::shared_ptr<const GpuModel>& gpu() const { return gpu_; }
 
  private:
   RuntimeOptions options_;
@@ -55,12 +64,14 @@ class LoadedModel {
   ir::Graph graph_;
   Backend backend_ = Backend::Reference;
   mutable Stats stats_;
+  std::shared_ptr<const GpuModel> gpu_;
 };
 
 // One sequence with its KV cache. Not thread-safe.
 class Session {
  public:
   Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity);
+  ~Session();
 
   void prefill(const int32_t* tokens, size_t n);
   // Greedy: appends up to max_tokens argmax tokens to `out`, stopping after an EOS id.
@@ -74,7 +85,8 @@ class Session {
   bool is_eos(int32_t token) const;
 
   std::shared_ptr<const LoadedModel> model_;
-  std::unique_ptr<ref::Executor> exec_;
+  std::unique_ptr<ref::Executor> exec_;  // reference backend
+  std::unique_ptr<GpuSession> gpu_;      // GPU backend
 };
 
 }  // namespace mpk::rt

@@ -5,9 +5,20 @@
 #include "base/log.h"
 #include "cuda/driver.h"
 #include "ir/builder.h"
+#include "runtime/gpu_backend.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
+namespace {
+// Whether device `ordinal` exists; false (never an exception) without a driver or a GPU.
+bool device_usable(int ordinal) {
+  try {
+    return cuda::driver_available() && cuda::device_count() > ordinal;
+  } catch (const Error&) {
+    return false;
+  }
+}
+}  // namespace
 
 const char* backend_name(Backend b) {
   switch (b) {
@@ -32,8 +43,11 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   m->model_ = model::load(dir);
   m->graph_ = ir::build(m->model_->config);
 
-  // The GPU megakernel backend is not part of this build yet: GPU requests fail with a clear
-  // status, and auto runs the reference and says so.
+  auto use_gpu = [&] {
+    m->gpu_ = std::make_shared<const GpuModel>(rt, *m->model_, m->graph_, m->stats_);
+    m->backend_ = Backend::Gpu;
+    m->stats_.host_fallback_ops = 0;
+  };
   switch (requested) {
     case Backend::Gpu:
       try {
@@ -45,10 +59,15 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
         MPK_THROW(NoDevice) << "backend 'gpu' requested but no CUDA device is usable: "
                             << e.what();
       }
-      MPK_THROW(Unsupported) << "backend 'gpu' is not available in this build of mpk "
-                             << "(device found; the megakernel backend is not built yet)";
+      use_gpu();
+      return m;
     case Backend::Auto:
-      log(LogLevel::Info, "no GPU backend available: running the CPU reference (fp32)");
+      if (device_usable(rt.device)) {
+        log(LogLevel::Info, "backend auto: CUDA device {} found, using the megakernel", rt.device);
+        use_gpu();
+        return m;
+      }
+      log(LogLevel::Info, "backend auto: no usable CUDA device, running the CPU reference (fp32)");
       [[fallthrough]];
     case Backend::Reference:
       m->backend_ = Backend::Reference;
@@ -67,13 +86,23 @@ Session::Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity)
             InvalidArgument)
       << "kv_capacity " << kv_capacity << " exceeds the model's max_position_embeddings "
       << cfg.max_position_embeddings;
+  if (model_->gpu()) {
+    gpu_ = std::make_unique<GpuSession>(model_->gpu(), kv_capacity, model_->stats());
+    return;
+  }
   ref::Options o;
   o.num_threads = model_->options().num_threads;
   exec_ = std::make_unique<ref::Executor>(model_->model(), model_->graph(), kv_capacity, o);
 }
 
+Session::~Session() = default;
+
 void Session::prefill(const int32_t* tokens, size_t n) {
   MPK_CHECK(n >= 1, InvalidArgument) << "prefill needs at least one token";
+  if (gpu_) {
+    gpu_->prefill(tokens, n);  // counts tokens and launches
+    return;
+  }
   exec_->forward(tokens, n);
   model_->stats().tokens += n;
 }
@@ -84,6 +113,19 @@ bool Session::is_eos(int32_t token) const {
 }
 
 void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
+  if (gpu_) {
+    MPK_CHECK(gpu_->has_logits(), BadState) << "decode before prefill: no logits yet";
+    for (size_t i = 0; i < max_tokens; ++i) {
+      const int32_t next = gpu_->next_token();
+      MPK_CHECK(gpu_->position() < gpu_->capacity(), Capacity)
+          << "KV cache full (" << gpu_->capacity() << " tokens) after " << out.size()
+          << " decoded tokens";
+      gpu_->step_on_device_token();
+      out.push_back(next);
+      if (is_eos(next)) break;
+    }
+    return;
+  }
   MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
   for (size_t i = 0; i < max_tokens; ++i) {
     const auto& l = exec_->logits();
@@ -99,11 +141,17 @@ void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
 }
 
 const std::vector<float>& Session::logits() const {
+  if (gpu_) return gpu_->logits();
   MPK_CHECK(!exec_->logits().empty(), BadState) << "no logits before prefill";
   return exec_->logits();
 }
 
-size_t Session::position() const { return exec_->position(); }
-void Session::reset() { exec_->reset(); }
+size_t Session::position() const { return gpu_ ? gpu_->position() : exec_->position(); }
+void Session::reset() {
+  if (gpu_)
+    gpu_->reset();
+  else
+    exec_->reset();
+}
 
 }  // namespace mpk::rt

@@ -1,0 +1,393 @@
+#include "runtime/megakernel.h"
+
+#include <algorithm>
+#include <map>
+
+#include "base/error.h"
+#include "ir/rope.h"
+
+namespace mpk::rt {
+
+// Defined in the build-time generated embedded_kernels.cc.
+extern const char* const kEmbeddedTaskDescH;
+extern const char* const kEmbeddedMegakernelCuh;
+
+namespace {
+
+constexpr int64_t kAlign = 256;
+int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+
+int64_t shape_numel(const ir::Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+std::string ops_text(const ir::Graph& g, const sched::Task& t) {
+  std::string s;
+  for (const auto& f : t.ops) {
+    if (!s.empty()) s += ", ";
+    s += ir::op_name(f.kind);
+  }
+  (void)g;
+  return "[" + s + "]";
+}
+
+}  // namespace
+
+sched::PlanOptions megakernel_plan_options(int num_workers, int64_t kv_capacity) {
+  sched::PlanOptions o;
+  o.decompose.seq_len = kv_capacity;
+  o.decompose.kv_chunk = 0;
+  o.decompose.kv_dtype = DType::F32;
+  o.decompose.target_tiles = num_workers;
+  o.schedule.num_workers = num_workers;
+  o.dump = std::string();  // megakernel plans are not dumped through $MPK_DUMP
+  return o;
+}
+
+MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType weight_dtype,
+                       int64_t kv_capacity) {
+  MPK_CHECK(weight_dtype == DType::F32 || weight_dtype == DType::BF16 || weight_dtype == DType::F16,
+            Unsupported)
+      << "megakernel: weight dtype " << dtype_name(weight_dtype) << " is not supported";
+  MPK_CHECK(kv_capacity >= 1, InvalidArgument) << "megakernel: kv capacity must be >= 1";
+  MemoryPlan m;
+  m.weight_dtype = weight_dtype;
+  for (const sched::Buffer& b : tg.buffers) {
+    MPK_CHECK(dtype_size(b.dtype) == 4, Unsupported)
+        << "megakernel: buffer '" << b.name << "' has dtype " << dtype_name(b.dtype);
+    m.buffer_offset.push_back(m.act_bytes);
+    m.act_bytes = align_up(m.act_bytes + std::max<int64_t>(b.numel, 1) * 4);
+  }
+  const size_t nw = g.weights.size();
+  std::vector<int> matrix(nw, 0), small(nw, 0);
+  for (const ir::Op& op : g.ops) {
+    switch (op.kind) {
+      case ir::OpKind::Linear:
+        if (op.weight >= 0) matrix[size_t(op.weight)] = 1;
+        if (op.bias >= 0) small[size_t(op.bias)] = 1;
+        break;
+      case ir::OpKind::Embedding:
+        if (op.weight >= 0) matrix[size_t(op.weight)] = 1;
+        break;
+      default:
+        if (op.weight >= 0) small[size_t(op.weight)] = 1;
+        if (op.bias >= 0) small[size_t(op.bias)] = 1;
+        break;
+    }
+  }
+  m.weight_offset.assign(nw, -1);
+  m.const_offset.assign(nw, -1);
+  const int64_t es = int64_t(dtype_size(weight_dtype));
+  for (size_t i = 0; i < nw; ++i) {
+    const int64_t n = shape_numel(g.weights[i].shape);
+    if (matrix[i]) {
+      m.weight_offset[i] = m.weight_bytes;
+      m.weight_bytes = align_up(m.weight_bytes + n * es);
+    }
+    if (small[i]) {
+      m.const_offset[i] = m.const_bytes;
+      m.const_bytes = align_up(m.const_bytes + n * 4);
+    }
+  }
+  m.rope_base = m.const_bytes;
+  m.rope_offset.assign(g.ops.size(), -1);
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const ir::Op& op = g.ops[i];
+    if (op.kind != ir::OpKind::Rope) continue;
+    std::vector<float> f = ir::rope_inv_freq(op.attrs.head_dim, op.attrs.rope_theta,
+                                             op.attrs.rope_scaling);
+    m.rope_offset[i] = m.rope_base + int64_t(m.rope_tables.size()) * 4;
+    m.rope_tables.insert(m.rope_tables.end(), f.begin(), f.end());
+    while (m.rope_tables.size() % (kAlign / 4)) m.rope_tables.push_back(0.f);
+  }
+  m.const_bytes = align_up(m.rope_base + int64_t(m.rope_tables.size()) * 4);
+  m.kv_capacity = kv_capacity;
+  m.kv_layer_elems = int64_t(g.kv_cache.num_kv_heads) * kv_capacity * g.kv_cache.head_dim;
+  m.kv_bytes = 2 * int64_t(g.kv_cache.num_layers) * m.kv_layer_elems * 4;
+  int64_t attn = 0;
+  for (const sched::Task& t : tg.tasks) attn += t.kind == sched::TaskKind::Attention;
+  m.scores_bytes = std::max<int64_t>(attn, 1) * align_up(kv_capacity * 4);
+  return m;
+}
+
+namespace {
+
+class TableBuilder {
+ public:
+  TableBuilder(const ir::Graph& g, const sched::Plan& p, const MemoryPlan& m, const SegmentBases& b)
+      : g_(g), tg_(p.tasks), p_(p), m_(m), b_(b) {}
+
+  MegakernelTables run() {
+    MegakernelTables out;
+    out.num_workers = p_.schedule.num_workers;
+    for (const sched::Event& e : tg_.events) out.needs.push_back(uint32_t(e.need));
+    for (const sched::Task& t : tg_.tasks) {
+      MPK_ICHECK(t.id == int(out.tasks.size())) << "task ids must be indices";
+      MkTask d{};
+      d.id = t.id;
+      d.trigger = t.trigger;
+      d.wait_begin = int(out.waits.size());
+      d.num_waits = int(t.waits.size());
+      out.waits.insert(out.waits.end(), t.waits.begin(), t.waits.end());
+      int64_t smem = 0;
+      switch (t.kind) {
+        case sched::TaskKind::Linear: smem = linear(t, d); break;
+        case sched::TaskKind::Attention: smem = attention(t, d); break;
+        case sched::TaskKind::Vector: vector(t, d); break;
+        case sched::TaskKind::AttentionMerge:
+          MPK_THROW(Unsupported) << "megakernel v0: task " << t.name
+                                 << " (attention_merge, KV split) is not implemented";
+      }
+      out.dynamic_smem = std::max(out.dynamic_smem, smem);
+      out.tasks.push_back(d);
+    }
+    out.queue_begin.push_back(0);
+    for (const auto& q : p_.schedule.queues) {
+      out.queue.insert(out.queue.end(), q.begin(), q.end());
+      out.queue_begin.push_back(int(out.queue.size()));
+    }
+    MPK_ICHECK(int(out.queue_begin.size()) == out.num_workers + 1) << "queue count";
+    return out;
+  }
+
+ private:
+  uint64_t act(int buffer, int64_t elem = 0) const {
+    MPK_ICHECK(buffer >= 0 && size_t(buffer) < m_.buffer_offset.size()) << "buffer id " << buffer;
+    return b_.act + uint64_t(m_.buffer_offset[size_t(buffer)] + elem * 4);
+  }
+  uint64_t cst(int weight, int64_t elem = 0) const {
+    MPK_ICHECK(weight >= 0 && m_.const_offset[size_t(weight)] >= 0) << "const weight " << weight;
+    return b_.consts + uint64_t(m_.const_offset[size_t(weight)] + elem * 4);
+  }
+  uint64_t mat(int weight, int64_t elem = 0) const {
+    MPK_ICHECK(weight >= 0 && m_.weight_offset[size_t(weight)] >= 0) << "matrix weight " << weight;
+    return b_.weights +
+           uint64_t(m_.weight_offset[size_t(weight)] + elem * int64_t(dtype_size(m_.weight_dtype)));
+  }
+  int buffer_named(const std::string& name) const {
+    for (size_t i = 0; i < tg_.buffers.size(); ++i)
+      if (tg_.buffers[i].name == name) return int(i);
+    return -1;
+  }
+  [[noreturn]] void unsupported(const sched::Task& t, const std::string& why) const {
+    MPK_THROW(Unsupported) << "megakernel v0: task " << t.name << " with fused ops "
+                           << ops_text(g_, t) << " is not implemented: " << why;
+  }
+
+  int64_t linear(const sched::Task& t, MkTask& d) {
+    d.kind = MPK_MK_LINEAR;
+    d.k = int(t.k);
+    size_t i = 0;
+    std::vector<const ir::Op*> pro;
+    for (; i < t.ops.size() && t.ops[i].kind != ir::OpKind::Linear; ++i)
+      pro.push_back(&g_.ops[size_t(t.ops[i].op)]);
+    std::vector<int> lin;
+    for (; i < t.ops.size() && t.ops[i].kind == ir::OpKind::Linear; ++i) lin.push_back(t.ops[i].op);
+    const ir::Op* add = nullptr;
+    bool argmax = false;
+    for (; i < t.ops.size(); ++i) {
+      if (t.ops[i].kind == ir::OpKind::Add && !add && !argmax)
+        add = &g_.ops[size_t(t.ops[i].op)];
+      else if (t.ops[i].kind == ir::OpKind::Argmax && !argmax)
+        argmax = true;
+      else
+        unsupported(t, "unexpected epilogue op");
+    }
+    if (lin.empty()) unsupported(t, "no linear op");
+    const int in = g_.ops[size_t(lin[0])].inputs[0];
+    for (int l : lin)
+      if (g_.ops[size_t(l)].inputs[0] != in) unsupported(t, "merged linears with different inputs");
+    // Prologue: the chain producing `in`.
+    if (pro.empty()) {
+      d.input_mode = MPK_MK_IN_PLAIN;
+      d.x = act(in);
+    } else if (pro.back()->kind == ir::OpKind::RmsNorm && pro.back()->output == in &&
+               (pro.size() == 1 ||
+                (pro.size() == 2 && pro[0]->kind == ir::OpKind::LastRow &&
+                 pro[0]->output == pro[1]->inputs[0]))) {
+      d.input_mode = MPK_MK_IN_RMSNORM;
+      d.x = act(pro[0]->inputs[0]);  // last_row is the identity at T = 1
+      d.norm_w = cst(pro.back()->weight);
+      d.eps = float(pro.back()->attrs.eps);
+    } else if (pro.size() == 1 && pro[0]->kind == ir::OpKind::LastRow && pro[0]->output == in) {
+      d.input_mode = MPK_MK_IN_PLAIN;
+      d.x = act(pro[0]->inputs[0]);
+    } else if (pro.size() == 1 && pro[0]->kind == ir::OpKind::SiluMul && pro[0]->output == in) {
+      d.input_mode = MPK_MK_IN_SILUMUL;
+      d.x = act(pro[0]->inputs[0]);
+      d.x2 = act(pro[0]->inputs[1]);
+    } else {
+      unsupported(t, "unexpected prologue");
+    }
+    if (t.weights.empty() || t.weights.size() > MPK_MK_MAX_SLICES)
+      unsupported(t, "slice count " + std::to_string(t.weights.size()));
+    d.num_slices = int(t.weights.size());
+    int64_t rows = 0;
+    for (size_t s = 0; s < t.weights.size(); ++s) {
+      const sched::WeightSlice& ws = t.weights[s];
+      const ir::Op* op = nullptr;
+      for (int l : lin)
+        if (g_.ops[size_t(l)].weight == ws.weight) op = &g_.ops[size_t(l)];
+      MPK_ICHECK(op) << "task " << t.name << ": slice weight not among its linears";
+      MPK_ICHECK(op->bias == ws.bias) << "task " << t.name << ": slice bias";
+      MkSlice& sl = d.slices[s];
+      sl.rows = int(ws.row_end - ws.row_begin);
+      rows += sl.rows;
+      sl.w = mat(ws.weight, ws.row_begin * t.k);
+      sl.bias = ws.bias >= 0 ? cst(ws.bias, ws.row_begin) : 0;
+      sl.out = act(ws.out, ws.out_begin);
+      if (add) {
+        const int other = add->inputs[0] == op->output ? add->inputs[1]
+                          : add->inputs[1] == op->output ? add->inputs[0] : -1;
+        if (other < 0 || add->output != ws.out) unsupported(t, "residual add not on the linear output");
+        sl.res = act(other, ws.out_begin);
+      } else {
+        MPK_ICHECK(ws.out == op->output) << "task " << t.name << ": slice output";
+      }
+    }
+    MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
+    if (argmax) {
+      const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
+      if (pv < 0 || pi < 0 || t.weights.size() != 1) unsupported(t, "argmax partial layout");
+      int64_t slot = -1;
+      for (const sched::Access& a : t.writes)
+        if (a.buffer == pv) slot = a.begin;
+      MPK_ICHECK(slot >= 0) << "task " << t.name << ": no argmax partial slot";
+      d.flags |= MPK_MK_F_ARGMAX;
+      d.part_val = act(pv, slot);
+      d.part_idx = act(pi, slot);
+      d.out_index0 = t.weights[0].out_begin;
+    }
+    return int64_t(t.k) * 4;
+  }
+
+  // Follows the fused chain [head_rms_norm] -> [rope] back from an attention input.
+  int trace(const sched::Task& t, int tensor, const ir::Op*& norm, const ir::Op*& rope, int& used) {
+    norm = rope = nullptr;
+    for (;;) {
+      const ir::Op* p = nullptr;
+      for (const auto& f : t.ops)
+        if (g_.ops[size_t(f.op)].output == tensor) p = &g_.ops[size_t(f.op)];
+      if (!p) return tensor;
+      ++used;
+      if (p->kind == ir::OpKind::Rope && !rope && !norm) rope = p;
+      else if (p->kind == ir::OpKind::HeadRmsNorm && !norm) norm = p;
+      else unsupported(t, "unexpected op before attention");
+      tensor = p->inputs[0];
+    }
+  }
+
+  int64_t attention(const sched::Task& t, MkTask& d) {
+    if (t.num_chunks != 1) unsupported(t, "KV chunks (kv_chunk must be 0)");
+    const ir::Op* a = nullptr;
+    int attn_op = -1;
+    for (const auto& f : t.ops)
+      if (f.kind == ir::OpKind::Attention) { a = &g_.ops[size_t(f.op)]; attn_op = f.op; }
+    if (!a) unsupported(t, "no attention op");
+    d.kind = MPK_MK_ATTENTION;
+    int used = 1;
+    const ir::Op *qn, *qr, *kn, *kr;
+    const int q = trace(t, a->inputs[0], qn, qr, used);
+    const int k = trace(t, a->inputs[1], kn, kr, used);
+    if (used != int(t.ops.size())) unsupported(t, "ops outside the q/k chains");
+    (void)attn_op;
+    d.kv_head = t.kv_head;
+    d.q_head0 = t.q_head_begin;
+    d.group = t.q_head_end - t.q_head_begin;
+    d.head_dim = a->attrs.head_dim;
+    d.scale = float(a->attrs.scale);
+    d.capacity = m_.kv_capacity;
+    d.q = act(q);
+    d.kx = act(k);
+    d.vx = act(a->inputs[2]);
+    d.out = act(a->output);
+    if (qn) { d.flags |= MPK_MK_F_Q_NORM; d.q_norm = cst(qn->weight); d.norm_eps = float(qn->attrs.eps); }
+    if (kn) { d.flags |= MPK_MK_F_K_NORM; d.k_norm = cst(kn->weight); d.norm_eps = float(kn->attrs.eps); }
+    if (qn && kn && qn->attrs.eps != kn->attrs.eps) unsupported(t, "q and k norms with different eps");
+    const ir::Op* rope = qr ? qr : kr;
+    if (qr) d.flags |= MPK_MK_F_ROPE_Q;
+    if (kr) d.flags |= MPK_MK_F_ROPE_K;
+    if (rope) {
+      const int64_t off = m_.rope_offset[size_t(rope - g_.ops.data())];
+      d.inv_freq = b_.consts + uint64_t(off);
+      if (qr && kr && (qr->attrs.head_dim != kr->attrs.head_dim ||
+                       qr->attrs.rope_theta != kr->attrs.rope_theta))
+        unsupported(t, "different RoPE tables for q and k");
+    }
+    if (d.head_dim % 2 != 0) unsupported(t, "odd head_dim");
+    MPK_ICHECK(a->layer >= 0 && a->layer < g_.kv_cache.num_layers) << "attention layer";
+    const int64_t layer_bytes = m_.kv_layer_elems * 4;
+    d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
+    d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
+    d.scores = b_.scores + uint64_t(attn_index_++ * align_up(m_.kv_capacity * 4));
+    return int64_t(d.group + 2) * d.head_dim * 4;
+  }
+
+  void vector(const sched::Task& t, MkTask& d) {
+    if (t.ops.empty() || t.ops[0].kind != ir::OpKind::Argmax || t.ops.size() > 2 ||
+        (t.ops.size() == 2 && t.ops[1].kind != ir::OpKind::Embedding))
+      unsupported(t, "only the argmax reduce (+ next-token embedding) runs as a vector task");
+    const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
+    bool reads_partials = t.reads.size() == 2;
+    for (const auto& r : t.reads) reads_partials &= r.buffer == pv || r.buffer == pi;
+    if (!reads_partials) unsupported(t, "argmax without per-tile partials");
+    const ir::Op& am = g_.ops[size_t(t.ops[0].op)];
+    d.kind = MPK_MK_ARGMAX;
+    d.part_val = act(pv);
+    d.part_idx = act(pi);
+    d.n = int(tg_.buffers[size_t(pv)].numel);
+    d.next_token = act(am.output);
+    if (t.ops.size() == 2) {
+      const ir::Op& e = g_.ops[size_t(t.ops[1].op)];
+      d.flags |= MPK_MK_F_EMBED;
+      d.table = mat(e.weight);
+      d.embed_out = act(e.output);
+      d.vocab = int(g_.weights[size_t(e.weight)].shape.at(0));
+      d.hidden = int(g_.weights[size_t(e.weight)].shape.at(1));
+    }
+  }
+
+  const ir::Graph& g_;
+  const sched::TaskGraph& tg_;
+  const sched::Plan& p_;
+  const MemoryPlan& m_;
+  const SegmentBases& b_;
+  int64_t attn_index_ = 0;
+};
+
+}  // namespace
+
+MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
+                              const MemoryPlan& mem, const SegmentBases& bases) {
+  return TableBuilder(graph, plan, mem, bases).run();
+}
+
+const std::string& megakernel_source() {
+  static const std::string s = std::string(kEmbeddedTaskDescH) + "\n" + kEmbeddedMegakernelCuh;
+  return s;
+}
+
+std::string megakernel_entry(DType weight_dtype) {
+  switch (weight_dtype) {
+    case DType::F32: return "mpk_megakernel_f32";
+    case DType::BF16: return "mpk_megakernel_bf16";
+    case DType::F16: return "mpk_megakernel_f16";
+    default: break;
+  }
+  MPK_THROW(Unsupported) << "megakernel: weight dtype " << dtype_name(weight_dtype);
+}
+
+std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }
+
+cuda::CompileResult compile_megakernel(const std::string& arch) {
+  cuda::CompileRequest r;
+  r.source = megakernel_source();
+  r.name = "mpk_megakernel.cu";
+  r.arch = arch;
+  r.options = megakernel_compile_options();
+  return cuda::compile(r);
+}
+
+}  // namespace mpk::rt

@@ -1,0 +1,81 @@
+// megakernel v0, host side without a device: the device memory plan, the task descriptor
+// table built from a scheduler Plan, and the kernel source (kernels/*.cuh, embedded at build
+// time) compiled with NVRTC. Everything here runs on a CPU-only machine; gpu_backend.h puts
+// it on a device.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "cuda/nvrtc.h"
+#include "ir/graph.h"
+#include "runtime/kernels/task_desc.h"
+#include "scheduler/plan.h"
+
+namespace mpk::rt {
+
+// Bumped whenever the generated source or the descriptor layout changes meaning.
+inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.1";
+
+// Scheduler options for the megakernel: T = 1, one worker per SM, no KV split.
+sched::PlanOptions megakernel_plan_options(int num_workers, int64_t kv_capacity);
+
+// Where everything lives on the device, as byte offsets into segments:
+//   activations: every TaskGraph buffer (4-byte elements), 256-byte aligned
+//   weights:     matrices (linear and embedding weights) in the kernel dtype
+//   consts:      fp32 norm scales, biases and RoPE inv_freq tables
+//   kv:          fp32 keys then values, each [layers][kv_heads][capacity][head_dim]
+//   scores:      fp32 attention scratch, `capacity` floats per attention task
+struct MemoryPlan {
+  DType weight_dtype = DType::BF16;  // of the weights segment
+  std::vector<int64_t> buffer_offset;  // per TaskGraph buffer
+  int64_t act_bytes = 0;
+  std::vector<int64_t> weight_offset;  // per graph weight: in weights, or -1
+  int64_t weight_bytes = 0;
+  std::vector<int64_t> const_offset;   // per graph weight: in consts, or -1
+  std::vector<int64_t> rope_offset;    // per graph op: its inv_freq table in consts, or -1
+  std::vector<float> rope_tables;      // consts contents at [rope_base, ...)
+  int64_t rope_base = 0;
+  int64_t const_bytes = 0;
+  int64_t kv_capacity = 0;
+  int64_t kv_layer_elems = 0;  // kv_heads * capacity * head_dim
+  int64_t kv_bytes = 0;        // keys + values
+  int64_t scores_bytes = 0;
+};
+
+MemoryPlan plan_memory(const ir::Graph& graph, const sched::TaskGraph& tasks, DType weight_dtype,
+                       int64_t kv_capacity);
+
+// Device base addresses of the segments (fake ones in CPU tests).
+struct SegmentBases {
+  uint64_t act = 0, weights = 0, consts = 0, kv = 0, scores = 0;
+};
+
+// The descriptor tables of one plan, ready to upload.
+struct MegakernelTables {
+  std::vector<MkTask> tasks;        // indexed by TaskGraph task id
+  std::vector<int> queue_begin;     // num_workers + 1
+  std::vector<int> queue;           // task ids, worker by worker in schedule order
+  std::vector<int> waits;           // event ids
+  std::vector<uint32_t> needs;      // per event
+  int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need
+  int num_workers = 0;
+};
+
+// Builds the descriptors. Throws Error(Unsupported) for a task whose fused ops the kernel
+// does not implement (never skipped) and Error(Internal) for an inconsistent plan.
+MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
+                              const MemoryPlan& mem, const SegmentBases& bases);
+
+// The complete CUDA source (task_desc.h + megakernel.cuh) and its kernel names.
+const std::string& megakernel_source();
+std::string megakernel_entry(DType weight_dtype);  // "mpk_megakernel_bf16", ...
+// NVRTC options the megakernel is compiled with.
+std::vector<std::string> megakernel_compile_options();
+
+// Compiles the megakernel for `arch` (e.g. "sm_90a").
+cuda::CompileResult compile_megakernel(const std::string& arch);
+
+}  // namespace mpk::rt

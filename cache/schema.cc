@@ -1,6 +1,7 @@
 #include "cache/schema.h"
 
 #include <fcntl.h>
+#include <sqlite3.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -241,7 +242,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
     MPK_CHECK(!ec, Io) << "cannot create kernel cache folder " << path.parent_path().string() << ": "
                        << ec.message();
   }
-  constexpr int kAttempts = 3;
+  constexpr int kAttempts = 5;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     auto db = std::make_unique<sql::Db>(path, false, options.busy_timeout_ms);
     Probe p = inspect(*db);
@@ -264,6 +265,13 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
         log(LogLevel::Warn, "kernel cache {}: WAL mode unavailable, using a rollback journal",
             path.string());
     } catch (const sql::SqliteError& e) {
+      // An I/O error here means another opener moved the file aside under this connection
+      // while recovering it: open again, the fresh file is there now.
+      if ((e.code() & 0xff) == SQLITE_IOERR || e.code() == SQLITE_READONLY_DBMOVED) {
+        db.reset();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+        continue;
+      }
       if (!e.is_corruption()) throw;
       db.reset();
       recover(path, options, e.what());

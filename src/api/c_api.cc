@@ -228,6 +228,11 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   const auto& st = model->impl->stats();
   stats->backend = from_backend(model->impl->backend());
   stats->host_fallback_ops = st.host_fallback_ops;
+  stats->num_tasks = st.num_tasks;
+  stats->num_workers = st.num_workers;
+  stats->num_kernels = model->impl->backend() == mpk::rt::Backend::Gpu ? 1 : 0;
+  stats->cache_hits = st.cache_hits;
+  stats->cache_misses = st.cache_misses;
   stats->compile_ms = st.compile_ms;
   stats->launches = st.launches.load();
   stats->tokens = st.tokens.load();

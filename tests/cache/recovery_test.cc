@@ -186,10 +186,18 @@ TEST(CacheRecovery, ConcurrentOpenersMoveTheFileAsideOnce) {
   LogCapture log;  // keeps the expected warnings off the console
   constexpr int kThreads = 6;
   std::vector<std::unique_ptr<Cache>> caches(kThreads);
+  std::vector<std::string> errors(kThreads);
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t)
-    threads.emplace_back([&, t] { caches[t] = std::make_unique<Cache>(options_at(path)); });
+    threads.emplace_back([&, t] {
+      try {
+        caches[t] = std::make_unique<Cache>(options_at(path));
+      } catch (const std::exception& e) {
+        errors[t] = e.what();
+      }
+    });
   for (auto& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) ASSERT_EQ(errors[t], "") << "opener " << t;
   EXPECT_EQ(moved_aside(dir.path()).size(), 1u);
   // They all share the one fresh file.
   caches[0]->publish(make_key(5), make_entry(100, 5));

@@ -161,14 +161,15 @@ typedef struct mpk_stats {
   size_t struct_size;       /* caller sets sizeof(mpk_stats) */
   mpk_backend backend;      /* the backend in use */
   uint64_t num_tasks;       /* tasks in the decode step (0 on the reference backend) */
-  uint64_t num_kernels;     /* distinct compiled kernels */
+  uint64_t num_workers;     /* worker CTAs of the megakernel (one per SM; 0 on the reference) */
+  uint64_t num_kernels;     /* distinct compiled kernels (the megakernel: 1) */
   uint64_t cache_hits;      /* kernels loaded from the kernel cache */
   uint64_t cache_misses;    /* kernels compiled at load */
   uint64_t tuned;           /* kernels chosen by the superoptimizer */
   uint64_t host_fallback_ops;   /* ops run on the host per step (all of them on the reference) */
   uint64_t host_fallback_bytes; /* bytes moved for host fallback per step */
   double compile_ms;        /* time spent compiling at load */
-  uint64_t launches;        /* GPU kernel launches so far */
+  uint64_t launches;        /* GPU kernel launches so far (one per token) */
   uint64_t tokens;          /* tokens processed so far (prefill + decode), all sessions */
 } mpk_stats;
 

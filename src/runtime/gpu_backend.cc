@@ -75,7 +75,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
     if (!r.log.empty()) log(LogLevel::Debug, "megakernel NVRTC log: {}", r.log);
     cache::Entry e;
     e.cubin = std::move(r.cubin);
-    e.params_json = "{\"kernel\":\"megakernel-v0\",\"block\":256}";
+    e.params_json = "{\"kernel\":\"megakernel-v0\",\"block\":512}";
     e.verification_json = "{}";
     return e;
   };

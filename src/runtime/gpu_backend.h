@@ -33,7 +33,7 @@ class GpuModel {
   const ir::Graph& graph() const { return graph_; }
   DType weight_dtype() const { return dtype_; }
   int num_workers() const { return num_workers_; }
-  int block_threads() const { return 256; }
+  int block_threads() const { return 512; }
   int max_dynamic_smem() const { return max_dynamic_smem_; }
   uint64_t weights_ptr() const { return weights_.ptr(); }
   uint64_t consts_ptr() const { return consts_.ptr(); }

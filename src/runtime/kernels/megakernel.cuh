@@ -138,32 +138,88 @@ __device__ void mk_block_argmax(float& v, int& i, float* redv, int* redi) {
   for (int w = 1; w < nw; ++w) mk_better(v, i, redv[w], redi[w]);
 }
 
-// x . w over k elements by one warp; the result in every lane.
-template <int DT>
-__device__ float mk_dot_row(const void* w, const float* xs, int k) {
+// Streaming 16-byte weight load: read once per step, so keep it out of L1.
+__device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
+  uint4 u;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+               : "l"(p));
+  return u;
+}
+
+// x . w_r for R rows by one warp; the results in every lane. Decode is bound by how many
+// bytes are in flight: every lane issues R * kUnroll independent 16-byte loads before it
+// uses any of them, instead of one load per dependent iteration.
+template <int DT, int R>
+__device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k, float (&out)[R]) {
   const int lane = threadIdx.x & 31;
-  float acc = 0.f;
   constexpr int V = MkW<DT>::kVec;
-  if ((((u64)w) & 15) == 0 && k % V == 0) {
-    const uint4* p = (const uint4*)w;
-    const int nv = k / V;
-    for (int i = lane; i < nv; i += 32) {
-      uint4 u = p[i];
-      float f[V];
-      MkW<DT>::unpack(u, f);
+  constexpr int kUnroll = 4;
+  float acc[R];
 #pragma unroll
-      for (int j = 0; j < V; ++j) acc += f[j] * xs[i * V + j];
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  bool aligned = k % V == 0;
+#pragma unroll
+  for (int r = 0; r < R; ++r) aligned = aligned && (((u64)w[r]) & 15) == 0;
+  if (aligned) {
+    const int nv = k / V;
+    int i = lane;
+    for (; i + 32 * (kUnroll - 1) < nv; i += 32 * kUnroll) {
+      uint4 u[R][kUnroll];
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+#pragma unroll
+        for (int j = 0; j < kUnroll; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
+#pragma unroll
+      for (int j = 0; j < kUnroll; ++j) {
+        const float* xv = xs + (i + 32 * j) * V;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float f[V];
+          MkW<DT>::unpack(u[r][j], f);
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+        }
+      }
+    }
+    for (; i < nv; i += 32) {
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        float f[V];
+        MkW<DT>::unpack(mk_ld_stream((const uint4*)w[r] + i), f);
+#pragma unroll
+        for (int e = 0; e < V; ++e) acc[r] += f[e] * xs[i * V + e];
+      }
     }
   } else {
-    for (int i = lane; i < k; i += 32) acc += MkW<DT>::load(w, i) * xs[i];
+    for (int i = lane; i < k; i += 32)
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += MkW<DT>::load(w[r], i) * xs[i];
   }
-  return mk_warp_sum(acc);
+#pragma unroll
+  for (int r = 0; r < R; ++r) out[r] = mk_warp_sum(acc[r]);
 }
 
 // L2 prefetch of `bytes` from p, spread over the block.
 __device__ __forceinline__ void mk_prefetch(u64 p, long long bytes) {
   for (long long off = (long long)threadIdx.x * 128; off < bytes; off += (long long)blockDim.x * 128)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+}
+
+// Row r of a tile's concatenated slices -> (slice, row within the slice).
+__device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, int& local) {
+  int s = 0;
+  while (r >= t.slices[s].rows) { r -= t.slices[s].rows; ++s; }
+  slice = s;
+  local = r;
+}
+
+// Epilogue of one output row: bias and residual in fp32, as the reference.
+__device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float acc) {
+  float v = acc;
+  if (sl.bias) v = v + ((const float*)sl.bias)[lr];
+  if (sl.res) v = v + ((const float*)sl.res)[lr];
+  ((float*)sl.out)[lr] = v;
 }
 
 template <int DT>
@@ -195,17 +251,31 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   int total = 0;
   for (int s = 0; s < t.num_slices; ++s) total += t.slices[s].rows;
-  for (int r = warp; r < total; r += nw) {
-    int s = 0, lr = r;
-    while (lr >= t.slices[s].rows) { lr -= t.slices[s].rows; ++s; }
-    const MkSlice& sl = t.slices[s];
-    const float acc = mk_dot_row<DT>((const char*)sl.w + (long long)lr * k * MkW<DT>::kSize, xs, k);
-    if (lane == 0) {
-      float v = acc;
-      if (sl.bias) v = v + ((const float*)sl.bias)[lr];
-      if (sl.res) v = v + ((const float*)sl.res)[lr];
-      ((float*)sl.out)[lr] = v;
-    }
+  // Rows are dealt to warps in groups of kRows (one group per warp per round); the last,
+  // partial group goes row by row.
+  constexpr int kRows = 2;
+  const int full = total / kRows;
+  for (int g = warp; g < full; g += nw) {
+    const char* w[kRows];
+    int slice[kRows], local[kRows];
+#pragma unroll
+    for (int j = 0; j < kRows; ++j) mk_row_of(t, g * kRows + j, slice[j], local[j]);
+#pragma unroll
+    for (int j = 0; j < kRows; ++j)
+      w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * k * MkW<DT>::kSize;
+    float acc[kRows];
+    mk_dot_rows<DT, kRows>(w, xs, k, acc);
+    if (lane == 0)
+#pragma unroll
+      for (int j = 0; j < kRows; ++j) mk_store_row(t.slices[slice[j]], local[j], acc[j]);
+  }
+  for (int r = full * kRows + warp; r < total; r += nw) {
+    int s, lr;
+    mk_row_of(t, r, s, lr);
+    const char* w[1] = {(const char*)t.slices[s].w + (long long)lr * k * MkW<DT>::kSize};
+    float acc[1];
+    mk_dot_rows<DT, 1>(w, xs, k, acc);
+    if (lane == 0) mk_store_row(t.slices[s], lr, acc[0]);
   }
 
   if (t.flags & MPK_MK_F_ARGMAX) {
@@ -398,6 +468,6 @@ __device__ void mk_run(const MkParams& prm) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(1024) mpk_megakernel_f32(MkParams p) { mk_run<MK_F32>(p); }
-extern "C" __global__ void __launch_bounds__(1024) mpk_megakernel_bf16(MkParams p) { mk_run<MK_BF16>(p); }
-extern "C" __global__ void __launch_bounds__(1024) mpk_megakernel_f16(MkParams p) { mk_run<MK_F16>(p); }
+extern "C" __global__ void __launch_bounds__(512) mpk_megakernel_f32(MkParams p) { mk_run<MK_F32>(p); }
+extern "C" __global__ void __launch_bounds__(512) mpk_megakernel_bf16(MkParams p) { mk_run<MK_BF16>(p); }
+extern "C" __global__ void __launch_bounds__(512) mpk_megakernel_f16(MkParams p) { mk_run<MK_F16>(p); }

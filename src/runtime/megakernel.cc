@@ -322,7 +322,9 @@ class TableBuilder {
     d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
     d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
     d.scores = b_.scores + uint64_t(attn_index_++ * align_up(m_.kv_capacity * 4));
-    return int64_t(d.group + 2) * d.head_dim * 4;
+    if (d.head_dim > MPK_MK_MAX_HEAD_DIM) unsupported(t, "head_dim above MPK_MK_MAX_HEAD_DIM");
+    // q heads + k head + v head + one partial P.V row per warp.
+    return int64_t(d.group + 2 + MPK_MK_MAX_WARPS) * d.head_dim * 4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {

@@ -355,12 +355,24 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, float* re
   const int n = position + 1;
   for (int g = 0; g < G; ++g) {
     const float* qh = qk + g * D;
-    for (int j = warp; j < n; j += nw) {
+    // q.k: one thread per position, so every key row's loads are in flight at once (q is a
+    // shared-memory broadcast).
+    for (int j = threadIdx.x; j < n; j += blockDim.x) {
       const float* kj = kc + (long long)j * D;
       float acc = 0.f;
-      for (int i = lane; i < D; i += 32) acc += qh[i] * kj[i];
-      acc = mk_warp_sum(acc);
-      if (lane == 0) scores[j] = acc * t.scale;
+      if (D % 4 == 0) {
+        const float4* k4 = (const float4*)kj;
+        for (int i = 0; i < D / 4; ++i) {
+          const float4 kv = k4[i];
+          acc += qh[4 * i] * kv.x;
+          acc += qh[4 * i + 1] * kv.y;
+          acc += qh[4 * i + 2] * kv.z;
+          acc += qh[4 * i + 3] * kv.w;
+        }
+      } else {
+        for (int i = 0; i < D; ++i) acc += qh[i] * kj[i];
+      }
+      scores[j] = acc * t.scale;
     }
     __syncthreads();
     float m = -__int_as_float(0x7f800000);
@@ -373,10 +385,31 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, float* re
       sum += e;
     }
     sum = mk_block_sum(sum, red);  // its barriers also order the scores writes
+    // P.V: the warps split the positions (a serial loop over positions is latency-bound);
+    // lane owns dims lane + 32c; per-warp partials are summed through shared memory.
+    float* part = vs + D;  // MPK_MK_MAX_WARPS * D floats
+    float accv[MPK_MK_MAX_HEAD_DIM / 32];
+#pragma unroll
+    for (int c = 0; c < MPK_MK_MAX_HEAD_DIM / 32; ++c) accv[c] = 0.f;
+    for (int j = warp; j < n; j += nw) {
+      const float pj = scores[j] / sum;
+      const float* vj = vc + (long long)j * D;
+#pragma unroll
+      for (int c = 0; c < MPK_MK_MAX_HEAD_DIM / 32; ++c) {
+        const int e = lane + 32 * c;
+        if (e < D) accv[c] += pj * vj[e];
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < MPK_MK_MAX_HEAD_DIM / 32; ++c) {
+      const int e = lane + 32 * c;
+      if (e < D) part[warp * D + e] = accv[c];
+    }
+    __syncthreads();
     float* out = (float*)t.out + (long long)(t.q_head0 + g) * D;
     for (int e = threadIdx.x; e < D; e += blockDim.x) {
       float acc = 0.f;
-      for (int j = 0; j < n; ++j) acc += (scores[j] / sum) * vc[(long long)j * D + e];
+      for (int w = 0; w < nw; ++w) acc += part[w * D + e];
       out[e] = acc;
     }
     __syncthreads();

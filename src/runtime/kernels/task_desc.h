@@ -6,6 +6,8 @@
 #define MPK_RUNTIME_KERNELS_TASK_DESC_H_
 
 #define MPK_MK_MAX_SLICES 4
+#define MPK_MK_MAX_WARPS 32      // 1024-thread workers at most
+#define MPK_MK_MAX_HEAD_DIM 256  // attention keeps a head row in registers, 32 dims per lane-slot
 
 // Task kinds the kernel switches on.
 #define MPK_MK_LINEAR 1

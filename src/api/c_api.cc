@@ -48,8 +48,17 @@ mpk_status status_of(mpk::ErrorKind k) {
   return MPK_ERROR_INTERNAL;
 }
 
-mpk_status fail(mpk_status s, std::string msg) {
-  t_last_error = std::move(msg);
+// Never throws: a failure to store the message (no memory) leaves a fixed text.
+thread_local const char* t_fallback_error = nullptr;
+
+mpk_status fail(mpk_status s, const char* msg, const char* prefix = "") noexcept {
+  try {
+    t_last_error = prefix;
+    t_last_error += msg;
+    t_fallback_error = nullptr;
+  } catch (...) {
+    t_fallback_error = "out of host memory while reporting an error";
+  }
   return s;
 }
 
@@ -82,8 +91,9 @@ mpk_backend from_backend(mpk::rt::Backend b) {
 
 }  // namespace
 
-#define MPK_API_BEGIN() \
-  t_last_error.clear(); \
+#define MPK_API_BEGIN()  \
+  t_last_error.clear();  \
+  t_fallback_error = nullptr; \
   try {
 #define MPK_API_END()                                                              \
   }                                                                                \
@@ -94,7 +104,7 @@ mpk_backend from_backend(mpk::rt::Backend b) {
     return fail(MPK_ERROR_OUT_OF_MEMORY, "out of host memory");                    \
   }                                                                                \
   catch (const std::exception& e) {                                                \
-    return fail(MPK_ERROR_INTERNAL, std::string("internal error: ") + e.what());   \
+    return fail(MPK_ERROR_INTERNAL, e.what(), "internal error: ");                 \
   }                                                                                \
   catch (...) {                                                                    \
     return fail(MPK_ERROR_INTERNAL, "internal error: unknown exception");          \
@@ -119,7 +129,9 @@ const char* mpk_status_name(mpk_status s) {
   return "MPK_STATUS_UNKNOWN";
 }
 
-const char* mpk_last_error(void) { return t_last_error.c_str(); }
+const char* mpk_last_error(void) {
+  return t_fallback_error ? t_fallback_error : t_last_error.c_str();
+}
 
 const char* mpk_version(void) {
 #define MPK_STR2(x) #x
@@ -152,7 +164,7 @@ mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) 
     void* ud = cfg->log_user_data;
     mpk::set_log_sink([cb, ud](mpk::LogLevel l, const std::string& m) {
       cb(static_cast<mpk_log_level>(l), m.c_str(), ud);
-    });
+    }, rt.get());
     rt->owns_log_sink = true;
   }
   *out = rt.release();
@@ -160,7 +172,7 @@ mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) 
 }
 
 void mpk_runtime_destroy(mpk_runtime* rt) {
-  if (rt && rt->owns_log_sink) mpk::set_log_sink({});
+  if (rt && rt->owns_log_sink) mpk::clear_log_sink(rt);
   delete rt;
 }
 

@@ -3,13 +3,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 namespace mpk {
 namespace {
 
 std::mutex g_mu;
-LogSink g_sink;
+std::shared_ptr<const LogSink> g_sink;
+const void* g_owner = nullptr;
 
 LogLevel level_from_env() {
   const char* e = std::getenv("MPK_LOG");
@@ -32,9 +34,18 @@ const char* level_name(LogLevel l) {
 
 }  // namespace
 
-void set_log_sink(LogSink sink) {
+void set_log_sink(LogSink sink, const void* owner) {
+  auto next = sink ? std::make_shared<const LogSink>(std::move(sink)) : nullptr;
   std::lock_guard lock(g_mu);
-  g_sink = std::move(sink);
+  g_sink = std::move(next);
+  g_owner = owner;
+}
+
+void clear_log_sink(const void* owner) {
+  std::lock_guard lock(g_mu);
+  if (g_owner != owner) return;
+  g_sink.reset();
+  g_owner = nullptr;
 }
 
 bool log_enabled(LogLevel level) {
@@ -43,9 +54,13 @@ bool log_enabled(LogLevel level) {
 }
 
 void log_message(LogLevel level, const std::string& message) {
-  std::lock_guard lock(g_mu);
-  if (g_sink) {
-    g_sink(level, message);
+  std::shared_ptr<const LogSink> sink;
+  {
+    std::lock_guard lock(g_mu);
+    sink = g_sink;
+  }
+  if (sink) {
+    (*sink)(level, message);
   } else {
     std::fprintf(stderr, "mpk %s: %s\n", level_name(level), message.c_str());
   }

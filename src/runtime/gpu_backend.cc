@@ -224,6 +224,10 @@ void GpuSession::launch_step() {
   cfg.dynamic_shared = unsigned(tables_.dynamic_smem);
   cfg.cooperative = true;
   void* params[] = {&p};
+  // Until this step completes, any failure (launch, copy, timeout) leaves the device state
+  // (counters, KV cache, carried embedding) ahead of the host's: the session is unusable
+  // until reset().
+  broken_ = true;
   cuda::launch(m_->function(), cfg, stream_, params);
   ++step_;
   ++stats_.launches;
@@ -231,22 +235,23 @@ void GpuSession::launch_step() {
   uint32_t status[4] = {};
   status_.download(status, sizeof status);
   if (status[0] != 0) {
-    broken_ = true;
     const auto& tasks = plan_.tasks.tasks;
     const std::string task = status[2] < tasks.size() ? tasks[status[2]].name : "?";
     const std::string event = status[3] < plan_.tasks.events.size() ? plan_.tasks.events[status[3]].name : "?";
-    MPK_THROW(Internal) << "megakernel step " << step_ << ": worker " << status[1] << " waited more than "
-                        << kWaitTimeoutNs / 1000000 << " ms for event " << event << " in task " << task
-                        << " (deadlock); the session is unusable";
+    MPK_THROW(Timeout) << "megakernel step " << step_ << ": worker " << status[1] << " waited more than "
+                       << kWaitTimeoutNs / 1000000 << " ms for event " << event << " in task " << task
+                       << "; the session needs mpk_session_reset";
   }
   act_.download(&next_token_, 4, size_t(mem_.buffer_offset[size_t(next_token_buffer_)]));
   ++position_;
   ++stats_.tokens;
   has_logits_ = true;
   logits_valid_ = false;
+  broken_ = false;
 }
 
 const std::vector<float>& GpuSession::logits() const {
+  MPK_CHECK(!broken_, BadState) << "no logits: the last megakernel step failed (reset the session)";
   MPK_CHECK(has_logits_, BadState) << "no logits before prefill";
   if (!logits_valid_) {
     logits_.resize(size_t(plan_.tasks.buffers[size_t(logits_buffer_)].numel));
@@ -257,7 +262,14 @@ const std::vector<float>& GpuSession::logits() const {
 }
 
 void GpuSession::reset() {
-  MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
+  if (broken_) {
+    // A failed step left counters at an unknown value: start the event epochs again.
+    stream_.synchronize();
+    counters_.fill_bytes(0);
+    status_.fill_bytes(0);
+    step_ = 0;
+    broken_ = false;
+  }
   position_ = 0;
   has_logits_ = false;
   logits_valid_ = false;

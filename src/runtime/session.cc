@@ -41,7 +41,13 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   auto m = std::shared_ptr<LoadedModel>(new LoadedModel());
   m->options_ = rt;
   m->model_ = model::load(dir);
-  m->graph_ = ir::build(m->model_->config);
+  try {
+    m->graph_ = ir::build(m->model_->config);
+  } catch (const Error& e) {
+    // The loader accepted the config, the graph builder did not: still a model problem.
+    if (e.kind() != ErrorKind::InvalidArgument) throw;
+    MPK_THROW(InvalidModel) << dir.string() << ": " << e.what();
+  }
 
   auto use_gpu = [&] {
     m->gpu_ = std::make_shared<const GpuModel>(rt, *m->model_, m->graph_, m->stats_);
@@ -63,9 +69,26 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
       return m;
     case Backend::Auto:
       if (device_usable(rt.device)) {
-        log(LogLevel::Info, "backend auto: CUDA device {} found, using the megakernel", rt.device);
-        use_gpu();
-        return m;
+        try {
+          use_gpu();
+          log(LogLevel::Info, "backend auto: CUDA device {} found, using the megakernel", rt.device);
+          return m;
+        } catch (const Error& e) {
+          // A device that cannot run this model (no cooperative launch, an arch NVRTC cannot
+          // target, too little shared memory...) is not usable: fall back, and say why.
+          if (e.kind() != ErrorKind::NoDevice && e.kind() != ErrorKind::Unsupported &&
+              e.kind() != ErrorKind::Compile && e.kind() != ErrorKind::Cuda)
+            throw;
+          m->gpu_.reset();
+          m->stats_.num_tasks = m->stats_.num_workers = 0;
+          m->stats_.cache_hits = m->stats_.cache_misses = 0;
+          m->stats_.compile_ms = 0;
+          log(LogLevel::Warn, "backend auto: the GPU cannot run this model ({}); running the CPU "
+                              "reference (fp32)", e.what());
+          m->backend_ = Backend::Reference;
+          m->stats_.host_fallback_ops = m->graph_.ops.size();
+          return m;
+        }
       }
       log(LogLevel::Info, "backend auto: no usable CUDA device, running the CPU reference (fp32)");
       [[fallthrough]];

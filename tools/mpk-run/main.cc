@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fmt/format.h>
 #include <fstream>
@@ -67,7 +68,7 @@ int die(const char* what, mpk_status s) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_cli(int argc, char** argv) {
   CLI::App app{"mpk-run: greedy decoding of a Hugging Face decoder model with mpk"};
   std::string model_dir, prompt_text, backend = "auto", logits_out;
   size_t max_new = 16, kv_capacity = 0;
@@ -106,9 +107,9 @@ int main(int argc, char** argv) {
   if (dump_graph) {
     try {
       auto g = mpk::ir::build(mpk::model::load_config(model_dir));
-      if (json) out["graph"] = nlohmann::json::parse(mpk::ir::to_json(g));
+      if (json) out["graph"] = nlohmann::json::parse(mpk::ir::to_json(g), nullptr, true, true);
       else std::printf("%s\n", mpk::ir::to_text(g).c_str());
-    } catch (const mpk::Error& e) {
+    } catch (const std::exception& e) {
       std::fprintf(stderr, "mpk-run: --dump-graph: %s\n", e.what());
       return 1;
     }
@@ -161,7 +162,14 @@ int main(int argc, char** argv) {
 
     mpk_session_config sc;
     mpk_session_config_init(&sc);
-    sc.kv_capacity = kv_capacity ? kv_capacity : prompt.size() + max_new + 1;
+    if (kv_capacity == 0) {
+      // Prompt + new tokens, saturating, and never above what the model supports.
+      const size_t limit = mi.max_position_embeddings > 0 ? size_t(mi.max_position_embeddings)
+                                                          : SIZE_MAX;
+      const size_t want = max_new >= limit ? limit : prompt.size() + max_new + 1;
+      kv_capacity = std::min(want, limit);
+    }
+    sc.kv_capacity = kv_capacity;
     if (mpk_status s = mpk_session_create(model, &sc, &sess); s != MPK_OK)
       return die("session create", s);
     if (!logits_out.empty()) {
@@ -233,6 +241,17 @@ int main(int argc, char** argv) {
                   tokens.size());
     }
   }
-  if (json) std::printf("%s\n", out.dump().c_str());
+  // A path that is not UTF-8 is replaced, not a reason to fail after a successful run.
+  if (json)
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   return 0;
+}
+
+int main(int argc, char** argv) {
+  try {
+    return run_cli(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mpk-run: %s\n", e.what());
+    return 1;
+  }
 }

@@ -189,7 +189,9 @@ MPK_API mpk_status mpk_session_create(mpk_model* model, const mpk_session_config
                                       mpk_session** out);
 /// Appends n >= 1 prompt tokens and computes the logits at the last one.
 /// MPK_ERROR_INVALID_ARGUMENT for a token id outside [0, vocab); MPK_ERROR_CAPACITY when the
-/// KV cache cannot hold them. On failure the session is unchanged.
+/// KV cache cannot hold them: after these the session is unchanged. After a device failure
+/// (MPK_ERROR_CUDA, MPK_ERROR_TIMEOUT) calls return MPK_ERROR_BAD_STATE until
+/// mpk_session_reset.
 MPK_API mpk_status mpk_session_prefill(mpk_session* s, const int32_t* tokens, size_t n);
 /// Greedy decoding: up to max_tokens times, picks the argmax of the current logits, writes it
 /// to out, and feeds it. Stops after an end-of-sequence token (which is written). *n_out is the
@@ -202,7 +204,7 @@ MPK_API mpk_status mpk_session_decode(mpk_session* s, size_t max_tokens, int32_t
 MPK_API mpk_status mpk_session_logits(mpk_session* s, const float** logits, size_t* vocab);
 /// Number of tokens in the KV cache.
 MPK_API mpk_status mpk_session_position(const mpk_session* s, size_t* position);
-/// Empties the KV cache: the session can take a new prompt.
+/// Empties the KV cache: the session can take a new prompt (also after a device failure).
 MPK_API mpk_status mpk_session_reset(mpk_session* s);
 MPK_API void mpk_session_destroy(mpk_session* s);
 

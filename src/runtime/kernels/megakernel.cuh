@@ -469,7 +469,8 @@ __device__ void mk_run(const MkParams& prm) {
         const unsigned target = needs[e] * prm.step;
         const unsigned long long t0 = mk_globaltimer();
         unsigned spins = 0;
-        while (mk_load_acquire(counters + e) < target) {
+        // Wrap-safe: counters and targets grow by need per step and may pass 2^32.
+        while ((int)(mk_load_acquire(counters + e) - target) < 0) {
           if (status[0] != 0) { abort_step = 1; break; }
           if ((++spins & 1023) == 0 && (long long)(mk_globaltimer() - t0) > prm.timeout_ns) {
             if (atomicCAS((unsigned*)prm.status, 0u, 1u) == 0u) {

@@ -245,6 +245,7 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   stats->num_kernels = model->impl->backend() == mpk::rt::Backend::Gpu ? 1 : 0;
   stats->cache_hits = st.cache_hits;
   stats->cache_misses = st.cache_misses;
+  stats->device_bytes = st.device_bytes.load();
   stats->compile_ms = st.compile_ms;
   stats->launches = st.launches.load();
   stats->tokens = st.tokens.load();

@@ -121,6 +121,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   }
   if (!mem.rope_tables.empty())
     consts_.upload(mem.rope_tables.data(), mem.rope_tables.size() * 4, size_t(mem.rope_base));
+  stats.device_bytes += weights_.size() + consts_.size();
   log(LogLevel::Info, "megakernel v0 on {} ({}): {} tasks on {} workers, {} weights, cache {}",
       props.name, arch, plan.tasks.tasks.size(), num_workers_, dtype_name(dtype_),
       built ? "miss" : "hit");
@@ -176,9 +177,14 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   next_token_buffer_ = g.next_token;
   MPK_CHECK(plan_.tasks.buffers[size_t(embed_buffer_)].carried, Unsupported)
       << "megakernel: the next-token embedding is not fused into the argmax task";
+  // Counted last: the destructor, which subtracts it, runs only for a constructed session.
+  for (const cuda::DeviceBuffer* d : {&act_, &kv_, &scores_, &counters_, &status_, &d_tasks_,
+                                      &d_queue_begin_, &d_queue_, &d_waits_, &d_needs_})
+    device_bytes_ += d->size();
+  stats_.device_bytes += device_bytes_;
 }
 
-GpuSession::~GpuSession() = default;
+GpuSession::~GpuSession() { stats_.device_bytes -= device_bytes_; }
 
 void GpuSession::prefill(const int32_t* tokens, size_t n) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";

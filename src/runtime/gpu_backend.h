@@ -77,6 +77,7 @@ class GpuSession {
 
   std::shared_ptr<const GpuModel> m_;
   Stats& stats_;
+  uint64_t device_bytes_ = 0;  // this session's allocations, counted in stats_.device_bytes
   size_t capacity_ = 0;
   sched::Plan plan_;
   MemoryPlan mem_;

@@ -36,6 +36,7 @@ struct Stats {
   uint64_t num_workers = 0;        // worker CTAs of the megakernel (GPU backend)
   uint64_t cache_hits = 0;         // kernel-cache lookups at load
   uint64_t cache_misses = 0;
+  std::atomic<uint64_t> device_bytes{0};  // GPU memory held: weights + every live session
 };
 
 class GpuModel;

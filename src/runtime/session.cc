@@ -83,6 +83,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
           m->stats_.num_tasks = m->stats_.num_workers = 0;
           m->stats_.cache_hits = m->stats_.cache_misses = 0;
           m->stats_.compile_ms = 0;
+          m->stats_.device_bytes = 0;
           log(LogLevel::Warn, "backend auto: the GPU cannot run this model ({}); running the CPU "
                               "reference (fp32)", e.what());
           m->backend_ = Backend::Reference;

@@ -92,6 +92,7 @@ TEST(ApiMisuse, GpuBackendFailsClearlyWithoutDevice) {
     EXPECT_GT(st.num_tasks, 0u);
     EXPECT_GT(st.num_workers, 0u);
     EXPECT_EQ(st.num_kernels, 1u);
+    EXPECT_GT(st.device_bytes, 0u);
   } else {
     EXPECT_EQ(s, MPK_ERROR_NO_DEVICE) << mpk_status_name(s) << ": " << mpk_last_error();
     EXPECT_EQ(m, nullptr);

@@ -142,7 +142,7 @@ int run_cli(int argc, char** argv) {
     if (mpk_status s = mpk_model_info_get(model, &mi); s != MPK_OK) return die("model info", s);
     if (mc.backend == MPK_BACKEND_AUTO && mi.backend == MPK_BACKEND_REFERENCE)
       std::fprintf(stderr,
-                   "mpk-run: no GPU backend is usable here: running the CPU reference (fp32)\n");
+                   "mpk-run: no usable CUDA GPU for this model here: running the CPU reference (fp32)\n");
     if (info) {
       nlohmann::json j = {{"architecture", mi.architecture}, {"layers", mi.num_layers},
                           {"hidden_size", mi.hidden_size}, {"intermediate_size", mi.intermediate_size},

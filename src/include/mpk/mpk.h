@@ -171,6 +171,8 @@ typedef struct mpk_stats {
   double compile_ms;        /* time spent compiling at load */
   uint64_t launches;        /* GPU kernel launches so far (one per token) */
   uint64_t tokens;          /* tokens processed so far (prefill + decode), all sessions */
+  uint64_t device_bytes;    /* GPU memory held now: weights + KV caches + activations of the
+                               live sessions (0 on the reference backend) */
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.

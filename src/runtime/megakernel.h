@@ -17,7 +17,7 @@
 namespace mpk::rt {
 
 // Bumped whenever the generated source or the descriptor layout changes meaning.
-inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.4";
+inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.5";
 
 // Scheduler options for the megakernel: T = 1, one worker per SM, no KV split.
 sched::PlanOptions megakernel_plan_options(int num_workers, int64_t kv_capacity);

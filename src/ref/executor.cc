@@ -1,5 +1,7 @@
 #include "ref/executor.h"
 
+#include <unistd.h>
+
 #include <tbb/task_arena.h>
 
 #include <limits>
@@ -65,6 +67,12 @@ void Executor::Impl::allocate_cache() {
   MPK_CHECK(per_token == 0 || capacity <= std::numeric_limits<size_t>::max() / 8 / per_token,
             OutOfMemory)
       << "a KV cache of " << capacity << " tokens does not fit in memory";
+  // Filling more than the machine's RAM would end in the OOM killer, not in bad_alloc.
+  const size_t bytes = 2 * per_token * capacity * sizeof(float);
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  MPK_CHECK(pages <= 0 || page <= 0 || bytes <= size_t(pages) * size_t(page), OutOfMemory)
+      << "a KV cache of " << capacity << " tokens needs " << bytes << " bytes, more than this "
+      << "machine's " << size_t(pages) * size_t(page) << " bytes of memory";
   try {
     k_cache.assign(per_token * capacity, 0.0f);
     v_cache.assign(per_token * capacity, 0.0f);

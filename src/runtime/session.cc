@@ -137,28 +137,20 @@ bool Session::is_eos(int32_t token) const {
 }
 
 void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
-  if (gpu_) {
-    MPK_CHECK(gpu_->has_logits(), BadState) << "decode before prefill: no logits yet";
-    for (size_t i = 0; i < max_tokens; ++i) {
-      const int32_t next = gpu_->next_token();
-      MPK_CHECK(gpu_->position() < gpu_->capacity(), Capacity)
-          << "KV cache full (" << gpu_->capacity() << " tokens) after " << out.size()
-          << " decoded tokens";
-      gpu_->step_on_device_token();
-      out.push_back(next);
-      if (is_eos(next)) break;
-    }
-    return;
-  }
-  MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
+  const bool ready = gpu_ ? gpu_->has_logits() : !exec_->logits().empty();
+  MPK_CHECK(ready, BadState) << "decode before prefill: no logits yet";
   for (size_t i = 0; i < max_tokens; ++i) {
-    const auto& l = exec_->logits();
-    int32_t next = int32_t(std::max_element(l.begin(), l.end()) - l.begin());
-    MPK_CHECK(exec_->position() < exec_->capacity(), Capacity)
-        << "KV cache full (" << exec_->capacity() << " tokens) after " << out.size()
-        << " decoded tokens";
-    exec_->forward(&next, 1);
-    model_->stats().tokens += 1;
+    // The graph's argmax, computed by the backend in the step that made the logits.
+    const int32_t next = gpu_ ? gpu_->next_token() : exec_->next_token();
+    const size_t capacity = gpu_ ? gpu_->capacity() : exec_->capacity();
+    MPK_CHECK(position() < capacity, Capacity)
+        << "KV cache full (" << capacity << " tokens) after " << out.size() << " decoded tokens";
+    if (gpu_) {
+      gpu_->step_on_device_token();  // the device embeds `next` itself; counts the token
+    } else {
+      exec_->forward(&next, 1);
+      model_->stats().tokens += 1;
+    }
     out.push_back(next);
     if (is_eos(next)) break;
   }

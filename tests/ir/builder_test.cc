@@ -9,44 +9,14 @@
 
 #include "base/error.h"
 #include "model/weights.h"
+#include "model_configs.h"
 
 namespace mpk::ir {
 namespace {
 
-model::Config qwen3() {
-  model::Config c;
-  c.family = model::Family::Qwen3;
-  c.architecture = "Qwen3ForCausalLM";
-  c.vocab_size = 1031, c.hidden_size = 64, c.intermediate_size = 176, c.num_layers = 2;
-  c.num_heads = 4, c.num_kv_heads = 1, c.head_dim = 24;
-  c.rope_theta = 1e6, c.rms_norm_eps = 1e-6;
-  c.tie_word_embeddings = true, c.qk_norm = true;
-  c.torch_dtype = DType::BF16;
-  return c;
-}
-
-model::Config qwen2() {
-  model::Config c;
-  c.family = model::Family::Qwen2;
-  c.architecture = "Qwen2ForCausalLM";
-  c.vocab_size = 769, c.hidden_size = 48, c.intermediate_size = 112, c.num_layers = 3;
-  c.num_heads = 4, c.num_kv_heads = 2, c.head_dim = 12;
-  c.attention_bias = true;
-  c.torch_dtype = DType::F32;
-  return c;
-}
-
-model::Config llama() {
-  model::Config c;
-  c.family = model::Family::Llama;
-  c.architecture = "LlamaForCausalLM";
-  c.vocab_size = 907, c.hidden_size = 48, c.intermediate_size = 128, c.num_layers = 2;
-  c.num_heads = 6, c.num_kv_heads = 2, c.head_dim = 12;
-  c.rms_norm_eps = 1e-5, c.rope_theta = 5e5;
-  c.attention_bias = true, c.o_proj_bias = true;
-  c.rope_scaling = model::RopeScaling{"llama3", 8.0, 1.0, 4.0, 128};
-  return c;
-}
+using mpk::testing::tiny_llama;
+using mpk::testing::tiny_qwen2;
+using mpk::testing::tiny_qwen3;
 
 }  // namespace
 }  // namespace mpk::ir
@@ -154,15 +124,14 @@ TEST_P(PerFamily, LayerStructureAndShapes) {
   EXPECT_EQ(g.tensor(head.inputs[0]).shape, (Shape{1, c.hidden_size}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, PerFamily, ::testing::Values(qwen3(), qwen2(), llama()),
+INSTANTIATE_TEST_SUITE_P(Families, PerFamily,
+                         ::testing::Values(tiny_qwen3(), tiny_qwen2(), tiny_llama()),
                          [](const auto& info) {
                            return std::string(model::family_name(info.param.family));
                          });
 
 TEST(Builder, LargeModelShape) {
-  model::Config c = qwen3();  // Qwen3-8B's shape
-  c.vocab_size = 151936, c.hidden_size = 4096, c.intermediate_size = 12288, c.num_layers = 36;
-  c.num_heads = 32, c.num_kv_heads = 8, c.head_dim = 128, c.tie_word_embeddings = false;
+  const model::Config c = mpk::testing::qwen3_8b();
   const Graph g = build(c);
   EXPECT_EQ(g.ops.size(), size_t(1 + 36 * 17 + 4));
   EXPECT_EQ(g.weights.size(), model::expected_tensors(c).size());
@@ -177,19 +146,19 @@ TEST(Builder, RejectsInconsistentConfigs) {
     }
     return ErrorKind::Internal;
   };
-  model::Config c = qwen3();
+  model::Config c = tiny_qwen3();
   c.num_kv_heads = 3;  // 4 heads
   EXPECT_EQ(kind_of(c), ErrorKind::InvalidArgument);
-  c = qwen3();
+  c = tiny_qwen3();
   c.head_dim = 23;
   EXPECT_EQ(kind_of(c), ErrorKind::InvalidArgument);
-  c = qwen3();
+  c = tiny_qwen3();
   c.num_layers = 0;
   EXPECT_EQ(kind_of(c), ErrorKind::InvalidArgument);
-  c = qwen3();
+  c = tiny_qwen3();
   c.rms_norm_eps = 0;
   EXPECT_EQ(kind_of(c), ErrorKind::InvalidArgument);
-  EXPECT_THROW(build(qwen3(), DType::I32), Error);
+  EXPECT_THROW(build(tiny_qwen3(), DType::I32), Error);
 }
 
 }  // namespace

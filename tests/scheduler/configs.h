@@ -6,6 +6,7 @@
 
 #include "ir/builder.h"
 #include "model/config.h"
+#include "model_configs.h"
 #include "scheduler/decompose.h"
 #include "scheduler/fuse.h"
 #include "scheduler/schedule.h"
@@ -13,12 +14,12 @@
 
 namespace mpk::sched::testing {
 
-model::Config qwen3_0_6b();
-model::Config qwen3_8b();
-model::Config tiny_qwen3();  // 1 KV head, head_dim != hidden / heads, tied
-model::Config tiny_qwen2();  // q/k/v biases, f32
-model::Config tiny_llama();  // q/k/v and o_proj biases, untied
-std::vector<model::Config> tiny_configs();
+using mpk::testing::qwen3_0_6b;
+using mpk::testing::qwen3_8b;
+using mpk::testing::tiny_configs;
+using mpk::testing::tiny_llama;
+using mpk::testing::tiny_qwen2;
+using mpk::testing::tiny_qwen3;
 
 // Weight bytes one decode step reads, from the config: every matrix, bias and norm once, one
 // embedding row, and the LM head (the embedding table again when tied).

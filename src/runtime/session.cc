@@ -57,15 +57,12 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   switch (requested) {
     case Backend::Gpu:
       try {
-        MPK_CHECK(cuda::device_count() > rt.device, NoDevice)
-            << "device " << rt.device << " does not exist (" << cuda::device_count()
-            << " CUDA devices)";
+        use_gpu();  // GpuModel checks the driver and the device ordinal
       } catch (const Error& e) {
         if (e.kind() != ErrorKind::NoDevice) throw;
         MPK_THROW(NoDevice) << "backend 'gpu' requested but no CUDA device is usable: "
                             << e.what();
       }
-      use_gpu();
       return m;
     case Backend::Auto:
       if (device_usable(rt.device)) {

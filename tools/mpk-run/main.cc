@@ -200,9 +200,9 @@ int run_cli(int argc, char** argv) {
       step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
       if (s != MPK_OK) return die("decode", s);
       tokens.push_back(tok);
-      bool eos = std::find(mi.eos_token_ids, mi.eos_token_ids + std::min(mi.num_eos_token_ids, 8),
-                           tok) != mi.eos_token_ids + std::min(mi.num_eos_token_ids, 8);
-      if (eos && !ignore_eos) break;
+      const int32_t* eos = mi.eos_token_ids;
+      const int32_t* eos_end = eos + std::min(mi.num_eos_token_ids, 8);
+      if (!ignore_eos && std::find(eos, eos_end, tok) != eos_end) break;
     }
     return 0;
   };

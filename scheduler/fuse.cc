@@ -40,21 +40,18 @@ class Fuser {
     return &t;
   }
 
-  std::vector<int> readers(int buffer) const {
-    std::vector<int> r;
-    for (const Task& t : tg_.tasks)
-      if (!dead_[size_t(t.id)] &&
-          std::any_of(t.reads.begin(), t.reads.end(), [&](const Access& a) { return a.buffer == buffer; }))
-        r.push_back(t.id);
-    return r;
-  }
+  std::vector<int> readers(int buffer) const { return touching(buffer, &Task::reads); }
+  std::vector<int> writers(int buffer) const { return touching(buffer, &Task::writes); }
 
-  std::vector<int> writers(int buffer) const {
+  // Live tasks whose `accesses` (reads or writes) include `buffer`.
+  std::vector<int> touching(int buffer, std::vector<Access> Task::*accesses) const {
     std::vector<int> r;
-    for (const Task& t : tg_.tasks)
+    for (const Task& t : tg_.tasks) {
+      const auto& a = t.*accesses;
       if (!dead_[size_t(t.id)] &&
-          std::any_of(t.writes.begin(), t.writes.end(), [&](const Access& a) { return a.buffer == buffer; }))
+          std::any_of(a.begin(), a.end(), [&](const Access& x) { return x.buffer == buffer; }))
         r.push_back(t.id);
+    }
     return r;
   }
 

@@ -108,7 +108,7 @@ Probe inspect_snapshot(sql::Db& db) {
     sql::Stmt probe(db, version == 1 ? kProbeV1 : kProbeV2);
     probe.run();
   } catch (const sql::SqliteError& e) {
-    if (e.is_corruption()) throw;
+    if (e.is_corruption() || e.is_file_moved() || e.is_busy()) throw;
     return {State::Damaged, version, fmt::format("schema v{} incomplete: {}", version, e.what())};
   }
   return {version == kSchemaVersion ? State::Current : State::Older, version, ""};
@@ -244,18 +244,20 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
   }
   constexpr int kAttempts = 5;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
-    auto db = std::make_unique<sql::Db>(path, false, options.busy_timeout_ms);
-    Probe p = inspect(*db);
-    if (p.state == State::Current && db->is_read_only()) return db;  // write-protected file
-    if (p.state == State::Newer) MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
-    if (p.state == State::Damaged || p.state == State::Foreign) {
-      db.reset();
-      recover(path, options, p.detail);
-      continue;
-    }
-    MPK_CHECK(!db->is_read_only(), Cache) << "kernel cache " << path.string()
-                                          << " is write-protected and needs initialisation or migration";
     try {
+      auto db = std::make_unique<sql::Db>(path, false, options.busy_timeout_ms);
+      Probe p = inspect(*db);
+      if (p.state == State::Current && db->is_read_only()) return db;  // write-protected file
+      if (p.state == State::Newer)
+        MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
+      if (p.state == State::Damaged || p.state == State::Foreign) {
+        db.reset();
+        recover(path, options, p.detail);
+        continue;
+      }
+      MPK_CHECK(!db->is_read_only(), Cache)
+          << "kernel cache " << path.string()
+          << " is write-protected and needs initialisation or migration";
       if (p.state == State::Empty) {
         // Only effective before the first table exists; lets pruning return pages to the OS.
         db->exec("PRAGMA auto_vacuum = INCREMENTAL");
@@ -264,23 +266,21 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
       if (set_journal_mode(*db, "wal", options.busy_timeout_ms) != "wal")
         log(LogLevel::Warn, "kernel cache {}: WAL mode unavailable, using a rollback journal",
             path.string());
+      // WAL keeps committed transactions across a process crash with NORMAL; only a power loss
+      // may drop the last ones, which a cache can afford.
+      db->exec("PRAGMA synchronous = NORMAL");
+      return db;
     } catch (const sql::SqliteError& e) {
-      // An I/O error here means another opener moved the file aside under this connection
-      // while recovering it: open again, the fresh file is there now.
-      if ((e.code() & 0xff) == SQLITE_IOERR || e.code() == SQLITE_READONLY_DBMOVED) {
-        db.reset();
+      // At any step, an I/O error means another opener moved the file aside under this
+      // connection while recovering it (open again: the fresh file is there now); a lock
+      // held past the busy timeout by another opener's initialisation is retried the same way.
+      if (e.is_file_moved() || e.is_busy()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
         continue;
       }
       if (!e.is_corruption()) throw;
-      db.reset();
       recover(path, options, e.what());
-      continue;
     }
-    // WAL keeps committed transactions across a process crash with NORMAL; only a power loss
-    // may drop the last ones, which a cache can afford.
-    db->exec("PRAGMA synchronous = NORMAL");
-    return db;
   }
   MPK_THROW(Cache) << "kernel cache " << path.string() << " could not be opened after " << kAttempts
                    << " recovery attempts";

@@ -11,6 +11,10 @@ bool SqliteError::is_corruption() const {
   return primary == SQLITE_CORRUPT || primary == SQLITE_NOTADB;
 }
 
+bool SqliteError::is_file_moved() const {
+  return (code_ & 0xff) == SQLITE_IOERR || code_ == SQLITE_READONLY_DBMOVED;
+}
+
 bool SqliteError::is_busy() const {
   int primary = code_ & 0xff;
   return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;

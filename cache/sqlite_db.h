@@ -24,6 +24,9 @@ class SqliteError : public Error {
   bool is_corruption() const;
   // Another connection holds a conflicting lock.
   bool is_busy() const;
+  // The file changed under this connection (moved aside by another opener's recovery, or an
+  // I/O error): open it again rather than judge its contents.
+  bool is_file_moved() const;
 
  private:
   int code_;

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "base/error.h"
 
@@ -137,14 +139,12 @@ class Decomposer {
     const ir::Attrs& a = op.attrs;
     const int hq = a.num_heads, hkv = a.num_kv_heads, d = a.head_dim, group = hq / hkv;
     const int64_t len = o_.seq_len;
-    const int chunks = o_.kv_chunk > 0 && len > o_.kv_chunk
-                           ? int((len + o_.kv_chunk - 1) / o_.kv_chunk)
-                           : 1;
-    const int64_t chunk_len = (len + chunks - 1) / chunks;
+    const int chunks = num_chunks(len);
     const int q = op.inputs[0], k = op.inputs[1], v = op.inputs[2], pos = op.inputs[3];
     const std::string prefix = layer_prefix(op.layer);
     const int stage = new_stage(prefix + "attn", TaskKind::Attention, op.layer, hkv, 0);
-    // Per query head and chunk: D partial outputs, the running max and the running sum.
+    // Per chunk: for each query head of the group D partial sums, the running max and the
+    // running sum (the layout Task documents).
     const int64_t partial = int64_t(group) * (d + 2);
     int partials = -1;
     if (chunks > 1) {
@@ -158,7 +158,7 @@ class Decomposer {
       for (int c = 0; c < chunks; ++c) {
         Task& t = new_task(stage);
         t.kv_head = h, t.q_head_begin = h * group, t.q_head_end = (h + 1) * group;
-        t.kv_begin = int64_t(c) * chunk_len, t.kv_end = std::min(len, t.kv_begin + chunk_len);
+        std::tie(t.kv_begin, t.kv_end) = chunk_range(len, chunks, c);
         t.chunk = c, t.num_chunks = chunks;
         t.ops.push_back({index, OpKind::Attention});
         t.reads = {{q, out_begin, out_end},
@@ -191,6 +191,20 @@ class Decomposer {
       t.flops = double(chunks) * double(partial) * 3.0;
       finish(t);
     }
+  }
+
+  // Chunks per KV head: kv_splits when set, else enough kv_chunk-long chunks to cover len.
+  int num_chunks(int64_t len) const {
+    if (o_.kv_splits > 0) return o_.kv_splits;
+    return o_.kv_chunk > 0 && len > o_.kv_chunk ? int((len + o_.kv_chunk - 1) / o_.kv_chunk) : 1;
+  }
+
+  // KV positions of chunk c: an even split with kv_splits (as at run time), else kv_chunk-long
+  // chunks (the last one shorter).
+  std::pair<int64_t, int64_t> chunk_range(int64_t len, int chunks, int c) const {
+    if (o_.kv_splits > 0) return {c * len / chunks, (c + 1) * len / chunks};
+    const int64_t chunk_len = (len + chunks - 1) / chunks;
+    return {c * chunk_len, std::min(len, (c + 1) * chunk_len)};
   }
 
   // Any other op: one task over the whole vector.
@@ -242,6 +256,8 @@ TaskGraph decompose(const ir::Graph& graph, const DecomposeOptions& options) {
       << "decompose: seq_len must be positive, got " << options.seq_len;
   MPK_CHECK(options.kv_chunk >= 0 && options.tile_rows >= 0, InvalidArgument)
       << "decompose: kv_chunk and tile_rows must be >= 0";
+  MPK_CHECK(options.kv_splits >= 0, InvalidArgument)
+      << "decompose: kv_splits must be >= 0, got " << options.kv_splits;
   MPK_CHECK(options.target_tiles > 0 && options.row_align > 0, InvalidArgument)
       << "decompose: target_tiles and row_align must be positive";
   ir::validate(graph);

@@ -19,6 +19,11 @@ struct DecomposeOptions {
   // Split attention into chunks of this many KV positions (plus a merge task per KV head) when
   // seq_len exceeds it; 0 never splits.
   int64_t kv_chunk = 1024;
+  // When > 0, split every attention into exactly this many chunks per KV head whatever
+  // seq_len (plus the merge; 1 does not split); takes precedence over kv_chunk. The chunks
+  // divide the live KV length evenly at run time (see Task), so one plan keeps every chunk
+  // busy at any position. Negative: InvalidArgument.
+  int kv_splits = 0;
   // Output rows per linear tile; 0 picks ceil(rows / target_tiles) rounded up to row_align,
   // so that each linear has about target_tiles tiles (one wave over the SMs).
   int64_t tile_rows = 0;

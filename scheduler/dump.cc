@@ -25,7 +25,8 @@ Json task_json(const Task& t) {
             {"weight_bytes", t.weight_bytes}, {"kv_bytes", t.kv_bytes},
             {"act_bytes", t.act_bytes},       {"flops", t.flops},
             {"reads", accesses(t.reads)},     {"writes", accesses(t.writes)},
-            {"waits", t.waits},    {"trigger", t.trigger}};
+            {"waits", t.waits},    {"waits_prev", t.waits_prev},
+            {"trigger", t.trigger}};
   if (t.kind == TaskKind::Linear) {
     Json w = Json::array();
     for (const WeightSlice& s : t.weights)
@@ -59,6 +60,9 @@ void event_nodes(const TaskGraph& tg, std::string& s) {
                      e.name, e.need);
     for (int t : e.triggers) s += fmt::format("  t{} -> e{};\n", t, e.id);
     for (int t : e.waiters) s += fmt::format("  e{} -> t{};\n", e.id, t);
+    // Waits for the previous step: against the flow of the step, so they do not rank nodes.
+    for (int t : e.prev_waiters)
+      s += fmt::format("  e{} -> t{} [style=dashed, color=red, constraint=false];\n", e.id, t);
   }
 }
 
@@ -80,7 +84,8 @@ std::string to_json(const TaskGraph& tg) {
   for (const Task& t : tg.tasks) tasks.push_back(task_json(t));
   for (const Event& e : tg.events)
     events.push_back({{"id", e.id}, {"name", e.name}, {"need", e.need},
-                      {"triggers", e.triggers}, {"waiters", e.waiters}});
+                      {"triggers", e.triggers}, {"waiters", e.waiters},
+                      {"prev_waiters", e.prev_waiters}});
   Json j = {{"seq_len", tg.seq_len},
             {"weight_dtype", dtype_name(tg.weight_dtype)},
             {"weight_bytes", tg.total_weight_bytes()},

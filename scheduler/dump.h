@@ -18,7 +18,7 @@ std::string to_json(const TaskGraph& tasks);
 std::string to_json(const Schedule& schedule, const SimResult* simulation = nullptr);
 
 // Tasks as boxes and events as small circles (trigger -> event -> waiter), one cluster per
-// stage.
+// stage; waits for the previous step (waits_prev) are dashed red edges.
 std::string to_dot(const TaskGraph& tasks);
 // One cluster per worker with its queue in order; event edges as in to_dot(TaskGraph).
 std::string to_dot(const TaskGraph& tasks, const Schedule& schedule);

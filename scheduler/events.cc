@@ -35,6 +35,49 @@ class BufferSets {
   std::vector<uint64_t> bits_;
 };
 
+void sort_unique(std::vector<int>& v) {
+  std::sort(v.begin(), v.end());
+  v.erase(std::unique(v.begin(), v.end()), v.end());
+}
+
+// The writers of each carried buffer trigger an event (their own when they have one; a task
+// triggers one event) and its readers wait on it for the previous step.
+void carried_events(TaskGraph& tg, const std::vector<std::vector<Write>>& writes,
+                    std::vector<int>& per_stage) {
+  for (size_t b = 0; b < tg.buffers.size(); ++b) {
+    if (!tg.buffers[b].carried || writes[b].empty()) continue;
+    int fresh = -1;  // shared by the writers that had no event
+    std::vector<int> events;
+    for (const Write& w : writes[b]) {
+      Task& t = tg.tasks[size_t(w.task)];
+      if (t.trigger < 0) {
+        if (fresh < 0) {
+          Event e;
+          e.id = fresh = int(tg.events.size());
+          e.name = fmt::format("{}#{}", tg.stages[size_t(t.stage)].name, per_stage[size_t(t.stage)]++);
+          tg.events.push_back(std::move(e));
+        }
+        Event& e = tg.events[size_t(fresh)];
+        e.triggers.push_back(t.id);
+        e.need = int(e.triggers.size());
+        t.trigger = fresh;
+      }
+      events.push_back(t.trigger);
+    }
+    sort_unique(events);
+    for (Task& t : tg.tasks) {
+      const bool reads = std::any_of(t.reads.begin(), t.reads.end(),
+                                     [&](const Access& a) { return a.buffer == int(b); });
+      if (!reads) continue;
+      t.waits_prev.insert(t.waits_prev.end(), events.begin(), events.end());
+      sort_unique(t.waits_prev);
+    }
+  }
+  for (Event& e : tg.events) e.prev_waiters.clear();
+  for (const Task& t : tg.tasks)
+    for (int e : t.waits_prev) tg.events[size_t(e)].prev_waiters.push_back(t.id);
+}
+
 }  // namespace
 
 TaskGraph build_events(TaskGraph tg) {
@@ -103,6 +146,7 @@ TaskGraph build_events(TaskGraph tg) {
   std::vector<int> per_stage(tg.stages.size(), 0);
   for (Task& t : tg.tasks) {
     t.waits.clear();
+    t.waits_prev.clear();
     t.trigger = -1;
     const auto& c = consumers[size_t(t.id)];
     if (c.empty()) continue;
@@ -121,9 +165,9 @@ TaskGraph build_events(TaskGraph tg) {
   }
   for (Task& t : tg.tasks) {
     for (int q : producers[size_t(t.id)]) t.waits.push_back(tg.tasks[size_t(q)].trigger);
-    std::sort(t.waits.begin(), t.waits.end());
-    t.waits.erase(std::unique(t.waits.begin(), t.waits.end()), t.waits.end());
+    sort_unique(t.waits);
   }
+  carried_events(tg, writes, per_stage);
   return tg;
 }
 

@@ -2,7 +2,8 @@
 // part (overhead, weights, KV history) starts as soon as its worker is free, its compute part
 // once the prefetch is done and every event it waits on is ready (the events' triggers have
 // finished, plus the event latency). Waits block the worker, so a schedule whose queues and
-// events form a cycle deadlocks here, which is what the validator uses.
+// events form a cycle deadlocks here, which is what the validator uses. Waits for the previous
+// step (Task::waits_prev) are ready at time 0: the model is one step.
 #pragma once
 
 #include <vector>

@@ -11,8 +11,13 @@
 //    proceeds when counter(e) >= e.need * s.
 //  - A buffer marked `carried` is written for the next step (the next token's embedding is
 //    written by the final argmax task); readers in a step read the value of the previous step
-//    (or what the host wrote before the first step) and do not wait for it. Every reader of a
-//    carried buffer is an ancestor of its writer, so the overwrite never races a read.
+//    (or what the host wrote before the first step). Every reader of a carried buffer is an
+//    ancestor of its writer, so the overwrite never races a read in the same step.
+//  - Cross-step waits, for a megakernel that runs several steps in one launch: the writer of a
+//    carried buffer triggers an event, and its readers list it in `waits_prev`, which is ready
+//    in step s when counter >= need * (s - 1) (always ready in step 1, the host wrote the
+//    value). With separate launches per step these waits are trivially met. validate() checks
+//    that they make back-to-back steps race-free (ViolationKind::CrossStepHazard).
 //  - Weights and the KV cache history do not depend on the step's events: a task may stream
 //    them before its events fire; only activation reads wait.
 #pragma once
@@ -97,9 +102,18 @@ struct Task {
   std::vector<WeightSlice> weights;
 
   // Attention / AttentionMerge: KV head, its query heads [q_head_begin, q_head_end), and the
-  // KV positions [kv_begin, kv_end) of this chunk (chunk of num_chunks; 0 of 1 when unsplit).
-  // At run time a chunk covers only the positions <= the step's position; the chunk holding
-  // the position appends the new k, v to the cache.
+  // KV positions [kv_begin, kv_end) of this chunk (chunk of num_chunks; 0 of 1 when unsplit),
+  // as planned for seq_len (costs only).
+  // At run time, with fixed chunks (DecomposeOptions::kv_chunk) a chunk covers only its
+  // positions <= the step's position; with DecomposeOptions::kv_splits = C the live KV length
+  // n (position + 1) is divided evenly: chunk c covers [c*n/C, (c+1)*n/C) (integer division;
+  // while n < C some chunks are empty and write l = 0). Either way the chunk holding the
+  // position (with kv_splits: the last one) appends the new k, v to the cache.
+  // Chunk partials (F32, the merge's input; C = num_chunks, group = query heads per KV head):
+  // the partial of (kv head h, chunk c, query head g within the group) starts at element
+  // ((h*C + c)*group + g)*(head_dim + 2): head_dim unnormalised output sums, then the running
+  // max m, then the running sum l. Chunk task (h, c) writes group*(head_dim + 2) elements from
+  // ((h*C + c)*group)*(head_dim + 2); merge task h reads its C chunks' partials.
   int kv_head = -1;
   int q_head_begin = 0;
   int q_head_end = 0;
@@ -117,8 +131,9 @@ struct Task {
   std::vector<Access> reads;   // activation reads (what events order)
   std::vector<Access> writes;
 
-  std::vector<int> waits;  // event ids, ascending
-  int trigger = -1;        // event id, -1 when nothing in the step reads its outputs
+  std::vector<int> waits;       // event ids, ascending
+  std::vector<int> waits_prev;  // event ids, ascending, to be ready for the previous step
+  int trigger = -1;  // event id, -1 when nothing reads its outputs (in this or the next step)
 };
 
 // A monotonic counter: ready in step s when counter >= need * s.
@@ -127,7 +142,8 @@ struct Event {
   std::string name;
   int need = 0;               // triggers per step = triggers.size()
   std::vector<int> triggers;  // task ids
-  std::vector<int> waiters;   // task ids
+  std::vector<int> waiters;   // task ids (Task::waits)
+  std::vector<int> prev_waiters;  // task ids (Task::waits_prev): they wait for the last step
 };
 
 struct TaskGraph {

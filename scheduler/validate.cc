@@ -2,9 +2,84 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "scheduler/simulate.h"
 
 namespace mpk::sched {
+namespace {
+
+using Lists = std::vector<std::vector<int>>;
+
+// Tasks reachable from `from` (included) through `next`.
+std::vector<bool> reach(int n, const std::vector<int>& from, const auto& next) {
+  std::vector<bool> seen(size_t(n), false);
+  std::vector<int> stack;
+  auto visit = [&](int id) {
+    if (!seen[size_t(id)]) seen[size_t(id)] = true, stack.push_back(id);
+  };
+  for (int id : from) visit(id);
+  while (!stack.empty()) {
+    const int id = stack.back();
+    stack.pop_back();
+    next(id, visit);
+  }
+  return seen;
+}
+
+// CrossStepHazard (see validate.h): for each event triggered by a writer of a carried buffer,
+// every task must end before it in the step and start after it in the previous step. Needs
+// event ids in range; `waiters` are the same-step waiters of each event.
+void cross_step(const TaskGraph& tg, const Lists& waiters, std::vector<Violation>& v) {
+  const int n = int(tg.tasks.size());
+  Lists triggers(tg.events.size());
+  for (const Task& t : tg.tasks)
+    if (t.trigger >= 0) triggers[size_t(t.trigger)].push_back(t.id);
+  std::vector<bool> reported(size_t(n), false);
+  auto report = [&](int task, int event, std::string msg) {
+    if (reported[size_t(task)]) return;
+    reported[size_t(task)] = true;
+    v.push_back({ViolationKind::CrossStepHazard, task, event, -1, std::move(msg)});
+  };
+  std::vector<int> carried;  // writer events
+  for (const Task& t : tg.tasks)
+    for (const Access& a : t.writes) {
+      if (!tg.buffers.at(size_t(a.buffer)).carried) continue;
+      if (t.trigger < 0)
+        report(t.id, -1, fmt::format("task {} writes carried {} but triggers no event", t.name,
+                                     tg.buffers[size_t(a.buffer)].name));
+      else
+        carried.push_back(t.trigger);
+    }
+  std::sort(carried.begin(), carried.end());
+  carried.erase(std::unique(carried.begin(), carried.end()), carried.end());
+  for (int e : carried) {
+    const std::vector<bool> before = reach(n, triggers[size_t(e)], [&](int id, auto visit) {
+      for (int w : tg.tasks[size_t(id)].waits)
+        for (int p : triggers[size_t(w)]) visit(p);
+    });
+    std::vector<int> gated;  // tasks that wait on e for the previous step
+    for (const Task& t : tg.tasks)
+      if (std::find(t.waits_prev.begin(), t.waits_prev.end(), e) != t.waits_prev.end())
+        gated.push_back(t.id);
+    const std::vector<bool> after = reach(n, gated, [&](int id, auto visit) {
+      const int trigger = tg.tasks[size_t(id)].trigger;
+      if (trigger >= 0)
+        for (int w : waiters[size_t(trigger)]) visit(w);
+    });
+    const std::string& event = tg.events[size_t(e)].name;
+    for (const Task& t : tg.tasks)
+      if (!before[size_t(t.id)])
+        report(t.id, e, fmt::format("task {} may still run when carried-writer event {} is ready: "
+                                    "it is no ancestor of its triggers", t.name, event));
+      else if (!after[size_t(t.id)])
+        report(t.id, e, fmt::format("task {} may start before the previous step's event {}: it "
+                                    "neither waits_prev on it nor descends from a task that does",
+                                    t.name, event));
+  }
+}
+
+}  // namespace
 
 const char* violation_kind_name(ViolationKind kind) {
   switch (kind) {
@@ -18,6 +93,7 @@ const char* violation_kind_name(ViolationKind kind) {
     case ViolationKind::OrderNotTopological: return "order_not_topological";
     case ViolationKind::QueueNotInOrder: return "queue_not_in_order";
     case ViolationKind::Deadlock: return "deadlock";
+    case ViolationKind::CrossStepHazard: return "cross_step_hazard";
   }
   return "?";
 }
@@ -64,6 +140,8 @@ std::vector<Violation> validate(const TaskGraph& tg, const Schedule& s) {
     for (int e : t.waits)
       if (e < 0 || e >= num_events) bad(e);
       else waiters[size_t(e)].push_back(t.id);
+    for (int e : t.waits_prev)
+      if (e < 0 || e >= num_events) bad(e);
   }
   for (int e = 0; e < num_events; ++e)
     if (tg.events[size_t(e)].need != triggers[size_t(e)])
@@ -149,6 +227,8 @@ std::vector<Violation> validate(const TaskGraph& tg, const Schedule& s) {
       }
     }
   }
+
+  cross_step(tg, waiters, v);
 
   // Blocking execution of the queues as they are.
   const SimResult sim = simulate(tg, s, CostModel{});

@@ -21,6 +21,7 @@ struct mpk_model {
 struct mpk_session {
   std::unique_ptr<mpk::rt::Session> impl;
   std::vector<int32_t> scratch;
+  std::string profile;
 };
 
 namespace {
@@ -257,6 +258,7 @@ void mpk_session_config_init(mpk_session_config* cfg) {
   std::memset(cfg, 0, sizeof(*cfg));
   cfg->struct_size = sizeof(*cfg);
   cfg->kv_capacity = 4096;
+  cfg->steps_per_launch = 1;
 }
 
 mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
@@ -267,7 +269,12 @@ mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
   MPK_NULL_CHECK(model);
   check_struct(cfg, "cfg");
   auto s = std::make_unique<mpk_session>();
-  s->impl = std::make_unique<mpk::rt::Session>(model->impl, cfg->kv_capacity);
+  MPK_CHECK(cfg->steps_per_launch >= 1, InvalidArgument) << "cfg->steps_per_launch must be >= 1";
+  mpk::rt::SessionOptions o;
+  o.kv_capacity = cfg->kv_capacity;
+  o.steps_per_launch = cfg->steps_per_launch;
+  o.profile = cfg->profile != 0;
+  s->impl = std::make_unique<mpk::rt::Session>(model->impl, o);
   *out = s.release();
   MPK_API_END();
 }
@@ -324,6 +331,26 @@ mpk_status mpk_session_reset(mpk_session* s) {
   MPK_API_BEGIN();
   MPK_NULL_CHECK(s);
   s->impl->reset();
+  MPK_API_END();
+}
+
+mpk_status mpk_session_step_times(const mpk_session* s, const double** ms, size_t* n) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  MPK_NULL_CHECK(ms);
+  MPK_NULL_CHECK(n);
+  const auto& t = s->impl->step_ms();
+  *ms = t.data();
+  *n = t.size();
+  MPK_API_END();
+}
+
+mpk_status mpk_session_profile(mpk_session* s, const char** json) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  MPK_NULL_CHECK(json);
+  s->profile = s->impl->profile_json();
+  *json = s->profile.c_str();
   MPK_API_END();
 }
 

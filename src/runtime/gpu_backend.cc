@@ -1,6 +1,8 @@
 #include "runtime/gpu_backend.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -9,6 +11,7 @@
 #include "cache/cache.h"
 #include "cache/sha256.h"
 #include "ref/kernels.h"
+#include "runtime/profile.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
@@ -57,7 +60,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   dtype_ = model.dtype;
 
   // Plan once at load so that an unsupported fused op fails here, not at the first step.
-  const sched::Plan plan = sched::plan(graph, megakernel_plan_options(num_workers_, 16));
+  const sched::Plan plan = sched::plan(graph, megakernel_plan_options(graph, num_workers_, 16));
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, 16);
   (void)build_tables(graph, plan, mem, SegmentBases{});
   stats.num_tasks = plan.tasks.tasks.size();
@@ -129,24 +132,49 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
 
 GpuModel::~GpuModel() = default;
 
-GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity, Stats& stats)
-    : m_(std::move(model)), stats_(stats), capacity_(kv_capacity), stream_(m_->context()) {
+namespace {
+
+constexpr size_t kStatusBytes = MPK_MK_STATUS_WORDS * 4;
+
+// Prefetch of a linear task's weights into L2 before its waits: enough to cover a wait, little
+// enough that the tiles of one wave together stay well inside L2 (prefetching whole tiles of
+// a large model would evict lines before their loads reach them). MPK_PREFETCH_BYTES overrides
+// it for tuning runs.
+long long prefetch_bytes() {
+  static const long long v = [] {
+    const char* e = std::getenv("MPK_PREFETCH_BYTES");
+    return e && *e ? std::max(0LL, std::atoll(e)) : 128LL * 1024;
+  }();
+  return v;
+}
+
+}  // namespace
+
+GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity,
+                       const GpuSessionOptions& options, Stats& stats)
+    : m_(std::move(model)), stats_(stats), options_(options), capacity_(kv_capacity),
+      stream_(m_->context()) {
+  MPK_CHECK(options_.steps_per_launch >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
+  options_.steps_per_launch = std::min(options_.steps_per_launch, kMaxStepsPerLaunch);
   const ir::Graph& g = m_->graph();
   const cuda::Context& ctx = m_->context();
-  plan_ = sched::plan(g, megakernel_plan_options(m_->num_workers(), int64_t(kv_capacity)));
+  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(kv_capacity)));
   mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(kv_capacity));
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));
   kv_ = cuda::DeviceBuffer(ctx, size_t(std::max<int64_t>(mem_.kv_bytes, 256)));
-  scores_ = cuda::DeviceBuffer(ctx, size_t(mem_.scores_bytes));
   counters_ = cuda::DeviceBuffer(ctx, std::max<size_t>(plan_.tasks.events.size(), 1) * 4);
-  status_ = cuda::DeviceBuffer(ctx, 16);
+  control_ = cuda::DeviceBuffer(ctx, kStatusBytes + 8 * size_t(m_->num_workers()) +
+                                         sizeof(MkStepRecord) * kMaxStepsPerLaunch);
+  forced_ = cuda::DeviceBuffer(ctx, 4 * (kMaxStepsPerLaunch + 1));
   SegmentBases b;
   b.act = act_.ptr();
   b.weights = m_->weights_ptr();
   b.consts = m_->consts_ptr();
   b.kv = kv_.ptr();
-  b.scores = scores_.ptr();
   tables_ = build_tables(g, plan_, mem_, b);
+  MPK_CHECK(tables_.argmax_event >= 0, Unsupported)
+      << "megakernel: the final argmax task triggers no event (needed between steps)";
+  if (options_.profile) profile_ = cuda::DeviceBuffer(ctx, std::max<size_t>(tables_.queue.size(), 1) * 24);
   const int optin = m_->max_dynamic_smem();
   MPK_CHECK(tables_.dynamic_smem <= optin, Unsupported)
       << "megakernel: tasks need " << tables_.dynamic_smem << " bytes of shared memory, the device has "
@@ -167,7 +195,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   act_.fill_bytes(0xff);
   kv_.fill_bytes(0xff);
   counters_.fill_bytes(0);
-  status_.fill_bytes(0);
+  control_.fill_bytes(0);
 
   const int emb = find_op(g, ir::OpKind::Embedding);
   MPK_CHECK(emb >= 0, Unsupported) << "megakernel: graph without an embedding op";
@@ -178,8 +206,8 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   MPK_CHECK(plan_.tasks.buffers[size_t(embed_buffer_)].carried, Unsupported)
       << "megakernel: the next-token embedding is not fused into the argmax task";
   // Counted last: the destructor, which subtracts it, runs only for a constructed session.
-  for (const cuda::DeviceBuffer* d : {&act_, &kv_, &scores_, &counters_, &status_, &d_tasks_,
-                                      &d_queue_begin_, &d_queue_, &d_waits_, &d_needs_})
+  for (const cuda::DeviceBuffer* d : {&act_, &kv_, &counters_, &control_, &forced_, &profile_,
+                                      &d_tasks_, &d_queue_begin_, &d_queue_, &d_waits_, &d_needs_})
     device_bytes_ += d->size();
   stats_.device_bytes += device_bytes_;
 }
@@ -195,24 +223,58 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
         << "token id " << tokens[i] << " at index " << i << " is outside [0, " << vocab << ")";
   MPK_CHECK(position_ + n <= capacity_, Capacity)
       << "KV cache holds " << capacity_ << " tokens; position " << position_ << " + " << n;
+  // The first token's embedding from the host; the device embeds the others (forced tokens).
   const model::Tensor& table = m_->model().weights.at(m_->graph().weights[size_t(embed_weight_)].name);
   const ref::WeightView view = ref::WeightView::of(table);
   std::vector<float> row(size_t(view.cols));
-  for (size_t i = 0; i < n; ++i) {
-    view.load(int64_t(tokens[i]) * view.cols, view.cols, row.data());
-    act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
-    launch_step();
+  view.load(int64_t(tokens[0]) * view.cols, view.cols, row.data());
+  act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
+  std::vector<double> times;
+  for (size_t a = 0; a < n;) {
+    const size_t ns = std::min(n - a, kMaxStepsPerLaunch);
+    const size_t ran = launch(ns, tokens + a, std::min(n - a, ns + 1), {});
+    MPK_ICHECK(ran == ns) << "prefill launch ran " << ran << " of " << ns << " steps";
+    times.insert(times.end(), step_ms_.begin(), step_ms_.end());
+    a += ns;
   }
+  step_ms_ = std::move(times);
 }
 
-void GpuSession::step_on_device_token() {
+void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
+                        std::vector<int32_t>& out) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(has_logits_, BadState) << "decode before prefill: no logits yet";
-  MPK_CHECK(position_ < capacity_, Capacity) << "KV cache full (" << capacity_ << " tokens)";
-  launch_step();
+  auto is_eos = [&](int32_t t) { return std::find(eos.begin(), eos.end(), t) != eos.end(); };
+  // The device checks at most MPK_MK_MAX_EOS ids; with more, the host checks every step.
+  const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : options_.steps_per_launch;
+  std::vector<double> times;
+  size_t done = 0;
+  while (done < max_tokens) {
+    MPK_CHECK(position_ < capacity_, Capacity)
+        << "KV cache full (" << capacity_ << " tokens) after " << out.size() << " decoded tokens";
+    const int32_t first = next_token_;
+    size_t ns = std::min({max_tokens - done, capacity_ - position_, per_launch});
+    if (is_eos(first)) ns = 1;
+    const size_t ran = launch(ns, nullptr, 0, eos);
+    // Fed: first, then the argmax of every step but the last (which is the next token).
+    out.push_back(first);
+    for (size_t i = 0; i + 1 < ran; ++i) {
+      MPK_ICHECK(!is_eos(out.back())) << "the megakernel fed a token after an EOS";
+      out.push_back(step_tokens_[i]);
+    }
+    MPK_ICHECK(ran == ns || is_eos(out.back()))
+        << "the megakernel stopped after " << ran << " of " << ns << " steps without an EOS";
+    times.insert(times.end(), step_ms_.begin(), step_ms_.end());
+    done += ran;
+    if (is_eos(out.back())) break;
+  }
+  step_ms_ = std::move(times);
 }
 
-void GpuSession::launch_step() {
+size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_forced,
+                          const std::vector<int32_t>& eos) {
+  MPK_ICHECK(num_steps >= 1 && num_steps <= kMaxStepsPerLaunch && position_ + num_steps <= capacity_)
+      << "launch of " << num_steps << " steps at position " << position_;
   MkParams p{};
   p.tasks = d_tasks_.ptr();
   p.queue_begin = d_queue_begin_.ptr();
@@ -220,40 +282,83 @@ void GpuSession::launch_step() {
   p.waits = d_waits_.ptr();
   p.needs = d_needs_.ptr();
   p.counters = counters_.ptr();
-  p.status = status_.ptr();
+  p.control = control_.ptr();
+  p.profile = options_.profile ? profile_.ptr() : 0;
   p.step = step_ + 1;
   p.position = int(position_);
+  p.num_steps = int(num_steps);
+  p.num_workers = tables_.num_workers;
   p.timeout_ns = kWaitTimeoutNs;
+  p.prefetch_bytes = prefetch_bytes();
+  if (num_forced > 0) {
+    forced_.upload(forced, num_forced * 4);
+    p.forced = forced_.ptr();
+    p.num_forced = int(num_forced);
+  }
+  p.argmax_event = tables_.argmax_event;
+  if (eos.size() <= MPK_MK_MAX_EOS) {
+    p.num_eos = int(eos.size());
+    std::copy(eos.begin(), eos.end(), p.eos);
+  }
   cuda::LaunchConfig cfg;
   cfg.grid.x = unsigned(tables_.num_workers);
   cfg.block.x = unsigned(m_->block_threads());
   cfg.dynamic_shared = unsigned(tables_.dynamic_smem);
   cfg.cooperative = true;
   void* params[] = {&p};
-  // Until this step completes, any failure (launch, copy, timeout) leaves the device state
+  // Until this launch completes, any failure (launch, copy, timeout) leaves the device state
   // (counters, KV cache, carried embedding) ahead of the host's: the session is unusable
   // until reset().
   broken_ = true;
   cuda::launch(m_->function(), cfg, stream_, params);
-  ++step_;
   ++stats_.launches;
   stream_.synchronize();
-  uint32_t status[4] = {};
-  status_.download(status, sizeof status);
-  if (status[0] != 0) {
-    const auto& tasks = plan_.tasks.tasks;
-    const std::string task = status[2] < tasks.size() ? tasks[status[2]].name : "?";
-    const std::string event = status[3] < plan_.tasks.events.size() ? plan_.tasks.events[status[3]].name : "?";
-    MPK_THROW(Timeout) << "megakernel step " << step_ << ": worker " << status[1] << " waited more than "
-                       << kWaitTimeoutNs / 1000000 << " ms for event " << event << " in task " << task
-                       << "; the session needs mpk_session_reset";
+  const size_t workers = size_t(tables_.num_workers);
+  const size_t head = kStatusBytes + 8 * workers;
+  control_host_.resize(head + sizeof(MkStepRecord) * num_steps);
+  control_.download(control_host_.data(), control_host_.size());
+  uint32_t status[MPK_MK_STATUS_WORDS];
+  std::memcpy(status, control_host_.data(), sizeof status);
+  if (status[0] != 0) throw_timeout(status);
+  const size_t ran = status[4];
+  MPK_ICHECK(ran >= 1 && ran <= num_steps) << "megakernel reports " << ran << " steps of " << num_steps;
+  std::vector<uint64_t> start(workers);
+  std::memcpy(start.data(), control_host_.data() + kStatusBytes, 8 * workers);
+  std::vector<MkStepRecord> rec(ran);
+  std::memcpy(rec.data(), control_host_.data() + head, sizeof(MkStepRecord) * ran);
+  uint64_t prev = *std::min_element(start.begin(), start.end());
+  step_ms_.clear();
+  step_tokens_.clear();
+  for (const MkStepRecord& r : rec) {
+    step_ms_.push_back(double(r.end_ns - prev) / 1e6);
+    step_tokens_.push_back(r.token);
+    prev = r.end_ns;
   }
-  act_.download(&next_token_, 4, size_t(mem_.buffer_offset[size_t(next_token_buffer_)]));
-  ++position_;
-  ++stats_.tokens;
+  step_ += uint32_t(ran);
+  position_ += ran;
+  stats_.tokens += ran;
+  next_token_ = rec.back().token;
   has_logits_ = true;
   logits_valid_ = false;
   broken_ = false;
+  return ran;
+}
+
+void GpuSession::throw_timeout(const uint32_t* status) const {
+  const auto& tasks = plan_.tasks.tasks;
+  const std::string task = status[2] < tasks.size() ? tasks[status[2]].name : "?";
+  const std::string event = status[3] < plan_.tasks.events.size() ? plan_.tasks.events[status[3]].name : "?";
+  MPK_THROW(Timeout) << "megakernel launch at step " << step_ + 1 << ": worker " << status[1]
+                     << " waited more than " << kWaitTimeoutNs / 1000000 << " ms for event " << event
+                     << " in task " << task << "; the session needs mpk_session_reset";
+}
+
+std::string GpuSession::profile_json() const {
+  MPK_CHECK(options_.profile, BadState) << "the session was created without profiling";
+  MPK_CHECK(has_logits_ && !broken_, BadState) << "no completed step to report";
+  std::vector<uint64_t> t(tables_.queue.size() * 3);
+  if (!t.empty()) profile_.download(t.data(), t.size() * 8);
+  return profile_report(plan_, tables_, t, int64_t(position_));
 }
 
 const std::vector<float>& GpuSession::logits() const {
@@ -272,7 +377,7 @@ void GpuSession::reset() {
     // A failed step left counters at an unknown value: start the event epochs again.
     stream_.synchronize();
     counters_.fill_bytes(0);
-    status_.fill_bytes(0);
+    control_.fill_bytes(0);
     step_ = 0;
     broken_ = false;
   }
@@ -280,6 +385,7 @@ void GpuSession::reset() {
   has_logits_ = false;
   logits_valid_ = false;
   next_token_ = -1;
+  step_ms_.clear();
 }
 
 }  // namespace mpk::rt

@@ -1,13 +1,14 @@
-// The GPU backend: megakernel v0 on one device. A GpuModel holds the context, the compiled
+// The GPU backend: the megakernel on one device. A GpuModel holds the context, the compiled
 // megakernel (through the kernel cache) and the weights on the device; a GpuSession holds one
-// sequence's plan, activations, KV cache, event counters and descriptor tables, and runs one
-// cooperative launch per token.
+// sequence's plan, activations, KV cache, event counters and descriptor tables, and runs
+// cooperative launches of one or more decode steps each.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "cuda/driver.h"
@@ -51,17 +52,33 @@ class GpuModel {
   cuda::DeviceBuffer consts_;
 };
 
+struct GpuSessionOptions {
+  size_t steps_per_launch = 1;  // decode steps one launch may run (1: host-controlled steps)
+  bool profile = false;         // record per-task device timers (profile_json)
+};
+
 class GpuSession {
  public:
-  GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity, Stats& stats);
+  // Most steps one launch runs (prefill runs its prompt in launches of this many steps).
+  static constexpr size_t kMaxStepsPerLaunch = 4096;
+
+  GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity,
+             const GpuSessionOptions& options, Stats& stats);
   ~GpuSession();
 
-  // Feeds tokens one step each (the host writes each token's embedding). Error(InvalidArgument)
-  // for an id outside the vocabulary, Error(Capacity) when the cache cannot hold them.
+  // Feeds the prompt, one step per token, in as few launches as possible: the device embeds
+  // each next prompt token itself. Error(InvalidArgument) for an id outside the vocabulary,
+  // Error(Capacity) when the cache cannot hold them (the session is then unchanged).
   void prefill(const int32_t* tokens, size_t n);
-  // One step on the token the previous step chose (its embedding is already on the device).
-  void step_on_device_token();
+  // Greedy: feeds the chosen token, appends it to `out`, up to max_tokens times, stopping after
+  // an id in `eos`; up to steps_per_launch steps per launch. Error(Capacity) when the cache
+  // fills first (the tokens fed so far stay in `out`).
+  void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out);
   int32_t next_token() const { return next_token_; }
+  // Device-clock duration (ms) of each step of the last prefill or decode call.
+  const std::vector<double>& step_ms() const { return step_ms_; }
+  // Per-task timers of the last step, summed by task kind, as JSON (profile sessions only).
+  std::string profile_json() const;
   bool has_logits() const { return has_logits_; }
   const std::vector<float>& logits() const;  // downloads on demand
   size_t position() const { return position_; }
@@ -73,24 +90,32 @@ class GpuSession {
   uint32_t steps() const { return step_; }
 
  private:
-  void launch_step();
+  // Runs up to num_steps steps from the current position in one launch; returns the number
+  // run (fewer when a fed token is an EOS id, see MkParams). forced: the fed tokens (prefill).
+  size_t launch(size_t num_steps, const int32_t* forced, size_t num_forced,
+                const std::vector<int32_t>& eos);
+  [[noreturn]] void throw_timeout(const uint32_t* status) const;
 
   std::shared_ptr<const GpuModel> m_;
   Stats& stats_;
+  GpuSessionOptions options_;
   uint64_t device_bytes_ = 0;  // this session's allocations, counted in stats_.device_bytes
   size_t capacity_ = 0;
   sched::Plan plan_;
   MemoryPlan mem_;
   MegakernelTables tables_;
   cuda::Stream stream_;
-  cuda::DeviceBuffer act_, kv_, scores_, counters_, status_;
+  cuda::DeviceBuffer act_, kv_, counters_, control_, forced_, profile_;
   cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_queue_, d_waits_, d_needs_;
   int embed_buffer_ = -1;   // carried embedding buffer (host writes it during prefill)
   int embed_weight_ = -1;   // graph weight index of the embedding table
   int logits_buffer_ = -1;
   int next_token_buffer_ = -1;
-  uint32_t step_ = 0;
+  uint32_t step_ = 0;  // steps run since the counters started (the last step's epoch)
   size_t position_ = 0;
+  std::vector<double> step_ms_;
+  std::vector<int32_t> step_tokens_;  // argmax of each step of the last launch
+  std::vector<uint8_t> control_host_;
   int32_t next_token_ = -1;
   bool has_logits_ = false;
   bool broken_ = false;

@@ -35,10 +35,18 @@ std::string ops_text(const ir::Graph& g, const sched::Task& t) {
 
 }  // namespace
 
-sched::PlanOptions megakernel_plan_options(int num_workers, int64_t kv_capacity) {
+int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_capacity) {
+  // About one wave of attention tasks: the chunks of every KV head together fill the workers.
+  const int heads = std::max(1, graph.kv_cache.num_kv_heads);
+  return int(std::clamp<int64_t>(num_workers / heads, 1, std::min<int64_t>(kv_capacity, 64)));
+}
+
+sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers,
+                                           int64_t kv_capacity) {
   sched::PlanOptions o;
   o.decompose.seq_len = kv_capacity;
   o.decompose.kv_chunk = 0;
+  o.decompose.kv_splits = megakernel_kv_splits(graph, num_workers, kv_capacity);
   o.decompose.kv_dtype = DType::F32;
   o.decompose.target_tiles = num_workers;
   o.schedule.num_workers = num_workers;
@@ -106,9 +114,6 @@ MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType wei
   m.kv_capacity = kv_capacity;
   m.kv_layer_elems = int64_t(g.kv_cache.num_kv_heads) * kv_capacity * g.kv_cache.head_dim;
   m.kv_bytes = 2 * int64_t(g.kv_cache.num_layers) * m.kv_layer_elems * 4;
-  int64_t attn = 0;
-  for (const sched::Task& t : tg.tasks) attn += t.kind == sched::TaskKind::Attention;
-  m.scores_bytes = std::max<int64_t>(attn, 1) * align_up(kv_capacity * 4);
   return m;
 }
 
@@ -130,15 +135,18 @@ class TableBuilder {
       d.trigger = t.trigger;
       d.wait_begin = int(out.waits.size());
       d.num_waits = int(t.waits.size());
+      d.num_waits_prev = int(t.waits_prev.size());
       out.waits.insert(out.waits.end(), t.waits.begin(), t.waits.end());
+      out.waits.insert(out.waits.end(), t.waits_prev.begin(), t.waits_prev.end());
       int64_t smem = 0;
       switch (t.kind) {
         case sched::TaskKind::Linear: smem = linear(t, d); break;
         case sched::TaskKind::Attention: smem = attention(t, d); break;
-        case sched::TaskKind::Vector: vector(t, d); break;
-        case sched::TaskKind::AttentionMerge:
-          MPK_THROW(Unsupported) << "megakernel v0: task " << t.name
-                                 << " (attention_merge, KV split) is not implemented";
+        case sched::TaskKind::AttentionMerge: merge(t, d); break;
+        case sched::TaskKind::Vector:
+          vector(t, d);
+          out.argmax_event = t.trigger;
+          break;
       }
       out.dynamic_smem = std::max(out.dynamic_smem, smem);
       out.tasks.push_back(d);
@@ -279,8 +287,37 @@ class TableBuilder {
     }
   }
 
+  // The partial buffer of a chunked attention and the element where (kv head, chunk) starts
+  // (layout in scheduler/task_graph.h).
+  uint64_t partial(const sched::Task& t, const ir::Op& a) const {
+    const int buf = buffer_named(g_.tensor(a.output).name + ".partial");
+    MPK_ICHECK(buf >= 0) << "task " << t.name << ": no attention partial buffer";
+    const int group = t.q_head_end - t.q_head_begin;
+    const int64_t at = (int64_t(t.kv_head) * t.num_chunks + t.chunk) * group * (a.attrs.head_dim + 2);
+    MPK_ICHECK((at + int64_t(group) * (a.attrs.head_dim + 2)) * 4 <=
+               int64_t(tg_.buffers[size_t(buf)].numel) * 4)
+        << "task " << t.name << ": partial out of range";
+    return act(buf, at);
+  }
+
+  void merge(const sched::Task& t, MkTask& d) {
+    const ir::Op* a = nullptr;
+    for (const auto& f : t.ops)
+      if (f.kind == ir::OpKind::Attention) a = &g_.ops[size_t(f.op)];
+    if (!a || t.ops.size() != 1) unsupported(t, "merge without its attention op");
+    d.kind = MPK_MK_ATTN_MERGE;
+    d.kv_head = t.kv_head;
+    d.q_head0 = t.q_head_begin;
+    d.group = t.q_head_end - t.q_head_begin;
+    d.head_dim = a->attrs.head_dim;
+    d.num_chunks = t.num_chunks;
+    sched::Task first = t;
+    first.chunk = 0;
+    d.partial = partial(first, *a);
+    d.out = act(a->output);
+  }
+
   int64_t attention(const sched::Task& t, MkTask& d) {
-    if (t.num_chunks != 1) unsupported(t, "KV chunks (kv_chunk must be 0)");
     const ir::Op* a = nullptr;
     int attn_op = -1;
     for (const auto& f : t.ops)
@@ -297,6 +334,9 @@ class TableBuilder {
     d.q_head0 = t.q_head_begin;
     d.group = t.q_head_end - t.q_head_begin;
     d.head_dim = a->attrs.head_dim;
+    d.chunk = t.chunk;
+    d.num_chunks = t.num_chunks;
+    if (t.num_chunks > 1) d.partial = partial(t, *a);
     d.scale = float(a->attrs.scale);
     d.capacity = m_.kv_capacity;
     d.q = act(q);
@@ -321,10 +361,9 @@ class TableBuilder {
     const int64_t layer_bytes = m_.kv_layer_elems * 4;
     d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
     d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
-    d.scores = b_.scores + uint64_t(attn_index_++ * align_up(m_.kv_capacity * 4));
     if (d.head_dim > MPK_MK_MAX_HEAD_DIM) unsupported(t, "head_dim above MPK_MK_MAX_HEAD_DIM");
-    // q heads + k head + v head + one partial P.V row per warp.
-    return int64_t(d.group + 2 + MPK_MK_MAX_WARPS) * d.head_dim * 4;
+    // q heads + k head + v head + one (sums, max, sum) state per warp.
+    return (int64_t(d.group + 2) * d.head_dim + int64_t(MPK_MK_MAX_WARPS) * (d.head_dim + 2)) * 4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {
@@ -356,7 +395,6 @@ class TableBuilder {
   const sched::Plan& p_;
   const MemoryPlan& m_;
   const SegmentBases& b_;
-  int64_t attn_index_ = 0;
 };
 
 }  // namespace

@@ -17,17 +17,20 @@
 namespace mpk::rt {
 
 // Bumped whenever the generated source or the descriptor layout changes meaning.
-inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.5";
+inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.6";
 
-// Scheduler options for the megakernel: T = 1, one worker per SM, no KV split.
-sched::PlanOptions megakernel_plan_options(int num_workers, int64_t kv_capacity);
+// KV chunks per attention head: about one wave of attention tasks over the workers.
+int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_capacity);
+// Scheduler options for the megakernel: T = 1, one worker per SM, attention split into
+// megakernel_kv_splits chunks (divided over the live KV length at run time).
+sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers,
+                                           int64_t kv_capacity);
 
 // Where everything lives on the device, as byte offsets into segments:
 //   activations: every TaskGraph buffer (4-byte elements), 256-byte aligned
 //   weights:     matrices (linear and embedding weights) in the kernel dtype
 //   consts:      fp32 norm scales, biases and RoPE inv_freq tables
 //   kv:          fp32 keys then values, each [layers][kv_heads][capacity][head_dim]
-//   scores:      fp32 attention scratch, `capacity` floats per attention task
 struct MemoryPlan {
   DType weight_dtype = DType::BF16;  // of the weights segment
   std::vector<int64_t> buffer_offset;  // per TaskGraph buffer
@@ -42,7 +45,6 @@ struct MemoryPlan {
   int64_t kv_capacity = 0;
   int64_t kv_layer_elems = 0;  // kv_heads * capacity * head_dim
   int64_t kv_bytes = 0;        // keys + values
-  int64_t scores_bytes = 0;
 };
 
 MemoryPlan plan_memory(const ir::Graph& graph, const sched::TaskGraph& tasks, DType weight_dtype,
@@ -50,7 +52,7 @@ MemoryPlan plan_memory(const ir::Graph& graph, const sched::TaskGraph& tasks, DT
 
 // Device base addresses of the segments (fake ones in CPU tests).
 struct SegmentBases {
-  uint64_t act = 0, weights = 0, consts = 0, kv = 0, scores = 0;
+  uint64_t act = 0, weights = 0, consts = 0, kv = 0;
 };
 
 // The descriptor tables of one plan, ready to upload.
@@ -62,6 +64,7 @@ struct MegakernelTables {
   std::vector<uint32_t> needs;      // per event
   int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need
   int num_workers = 0;
+  int argmax_event = -1;            // the event the final argmax task triggers
 };
 
 // Builds the descriptors. Throws Error(Unsupported) for a task whose fused ops the kernel

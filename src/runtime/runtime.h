@@ -68,10 +68,16 @@ class LoadedModel {
   std::shared_ptr<const GpuModel> gpu_;
 };
 
+struct SessionOptions {
+  size_t kv_capacity = 4096;
+  size_t steps_per_launch = 1;  // GPU: decode steps per megakernel launch (1: host-controlled)
+  bool profile = false;         // GPU: per-task device timers (profile_json)
+};
+
 // One sequence with its KV cache. Not thread-safe.
 class Session {
  public:
-  Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity);
+  Session(std::shared_ptr<const LoadedModel> model, const SessionOptions& options);
   ~Session();
 
   void prefill(const int32_t* tokens, size_t n);
@@ -79,6 +85,11 @@ class Session {
   // Error(Capacity) when the cache fills first (tokens produced so far stay in `out`).
   void decode(size_t max_tokens, std::vector<int32_t>& out);
   const std::vector<float>& logits() const;
+  // GPU: device-clock ms of each step of the last prefill or decode call. Error(Unsupported)
+  // on the reference backend.
+  const std::vector<double>& step_ms() const;
+  // GPU, profile sessions: per-task timers of the last step by task kind (JSON).
+  std::string profile_json() const;
   size_t position() const;
   void reset();
 

@@ -98,8 +98,9 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   return m;
 }
 
-Session::Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity)
+Session::Session(std::shared_ptr<const LoadedModel> model, const SessionOptions& options)
     : model_(std::move(model)) {
+  const size_t kv_capacity = options.kv_capacity;
   const auto& cfg = model_->config();
   MPK_CHECK(kv_capacity >= 1, InvalidArgument) << "kv_capacity must be at least 1";
   MPK_CHECK(cfg.max_position_embeddings <= 0 ||
@@ -108,9 +109,13 @@ Session::Session(std::shared_ptr<const LoadedModel> model, size_t kv_capacity)
       << "kv_capacity " << kv_capacity << " exceeds the model's max_position_embeddings "
       << cfg.max_position_embeddings;
   if (model_->gpu()) {
-    gpu_ = std::make_unique<GpuSession>(model_->gpu(), kv_capacity, model_->stats());
+    GpuSessionOptions go;
+    go.steps_per_launch = options.steps_per_launch;
+    go.profile = options.profile;
+    gpu_ = std::make_unique<GpuSession>(model_->gpu(), kv_capacity, go, model_->stats());
     return;
   }
+  MPK_CHECK(options.steps_per_launch >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   ref::Options o;
   o.num_threads = model_->options().num_threads;
   exec_ = std::make_unique<ref::Executor>(model_->model(), model_->graph(), kv_capacity, o);
@@ -134,23 +139,32 @@ bool Session::is_eos(int32_t token) const {
 }
 
 void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
-  const bool ready = gpu_ ? gpu_->has_logits() : !exec_->logits().empty();
-  MPK_CHECK(ready, BadState) << "decode before prefill: no logits yet";
+  if (gpu_) {
+    gpu_->decode(max_tokens, model_->config().eos_token_ids, out);  // counts tokens, launches
+    return;
+  }
+  MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
   for (size_t i = 0; i < max_tokens; ++i) {
-    // The graph's argmax, computed by the backend in the step that made the logits.
-    const int32_t next = gpu_ ? gpu_->next_token() : exec_->next_token();
-    const size_t capacity = gpu_ ? gpu_->capacity() : exec_->capacity();
-    MPK_CHECK(position() < capacity, Capacity)
-        << "KV cache full (" << capacity << " tokens) after " << out.size() << " decoded tokens";
-    if (gpu_) {
-      gpu_->step_on_device_token();  // the device embeds `next` itself; counts the token
-    } else {
-      exec_->forward(&next, 1);
-      model_->stats().tokens += 1;
-    }
+    // The graph's argmax, computed in the step that made the logits.
+    const int32_t next = exec_->next_token();
+    MPK_CHECK(position() < exec_->capacity(), Capacity)
+        << "KV cache full (" << exec_->capacity() << " tokens) after " << out.size()
+        << " decoded tokens";
+    exec_->forward(&next, 1);
+    model_->stats().tokens += 1;
     out.push_back(next);
     if (is_eos(next)) break;
   }
+}
+
+const std::vector<double>& Session::step_ms() const {
+  MPK_CHECK(gpu_, Unsupported) << "step times are measured on the GPU backend only";
+  return gpu_->step_ms();
+}
+
+std::string Session::profile_json() const {
+  MPK_CHECK(gpu_, Unsupported) << "profiles are recorded on the GPU backend only";
+  return gpu_->profile_json();
 }
 
 const std::vector<float>& Session::logits() const {

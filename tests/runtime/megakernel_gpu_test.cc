@@ -1,7 +1,8 @@
-// megakernel v0 on the device against the CPU reference, on every fixture: prefill the
+// The megakernel on the device against the CPU reference, on every fixture: prefill the
 // fixture's prompt, teacher-force its tokens comparing logits each step (relative L2, argmax,
-// no NaN/Inf; activations are poisoned with NaN when a session starts), greedy decode, two
-// sessions on one model, one launch per step.
+// no NaN/Inf; activations are poisoned with NaN when a session starts), greedy decode in
+// single-step and multi-step mode (EOS stop on the device), two sessions on one model, the
+// launch counts, and a long prompt that spreads attention over many KV chunks.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -64,6 +65,13 @@ RuntimeOptions test_options() {
   return o;
 }
 
+SessionOptions opts(size_t capacity, size_t steps_per_launch = 1) {
+  SessionOptions o;
+  o.kv_capacity = capacity;
+  o.steps_per_launch = steps_per_launch;
+  return o;
+}
+
 class MegakernelGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MegakernelGpu, MatchesReference) {
@@ -75,14 +83,14 @@ TEST_P(MegakernelGpu, MatchesReference) {
   EXPECT_EQ(m->stats().host_fallback_ops, 0u);
   EXPECT_GT(m->stats().num_tasks, 0u);
   const size_t capacity = 64;
-  Session s(m, capacity);
+  Session s(m, opts(capacity));
   ref::Executor r(m->model(), m->graph(), capacity);
 
   double worst = 0;
   const uint64_t launches0 = m->stats().launches;
   s.prefill(ex.prompt.data(), ex.prompt.size());
   r.forward(ex.prompt.data(), ex.prompt.size());
-  EXPECT_EQ(m->stats().launches - launches0, ex.prompt.size()) << "one launch per prompt token";
+  EXPECT_EQ(m->stats().launches - launches0, 1u) << "the prompt in one launch";
   for (size_t i = 0; i <= ex.tokens.size(); ++i) {
     const std::vector<float>& got = s.logits();
     const std::vector<float>& want = r.logits();
@@ -101,10 +109,11 @@ TEST_P(MegakernelGpu, MatchesReference) {
   EXPECT_EQ(s.position(), ex.prompt.size() + ex.tokens.size());
 
   // Greedy decode: the device chooses and embeds the next token itself.
-  Session g1(m, capacity), g2(m, capacity);
+  Session g1(m, opts(capacity)), g2(m, opts(capacity)), g3(m, opts(capacity, 3));
   ref::Executor r2(m->model(), m->graph(), capacity);
   g1.prefill(ex.prompt.data(), ex.prompt.size());
   g2.prefill(ex.prompt.data(), ex.prompt.size());
+  g3.prefill(ex.prompt.data(), ex.prompt.size());
   r2.forward(ex.prompt.data(), ex.prompt.size());
   std::vector<int32_t> want;
   for (int i = 0; i < 8; ++i) {
@@ -117,11 +126,19 @@ TEST_P(MegakernelGpu, MatchesReference) {
   g1.decode(8, out1);
   EXPECT_EQ(m->stats().launches - before, out1.size()) << "one launch per decoded token";
   g2.decode(8, out2);
+  std::vector<int32_t> out3;
+  const uint64_t before3 = m->stats().launches;
+  g3.decode(8, out3);
+  EXPECT_EQ(m->stats().launches - before3, (out3.size() + 2) / 3) << "3 steps per launch";
   // decode stops after an EOS; compare the common prefix length the reference would produce.
   ASSERT_FALSE(out1.empty());
   EXPECT_EQ(out1, std::vector<int32_t>(want.begin(), want.begin() + long(out1.size())));
   EXPECT_EQ(out1, out2) << "two sessions on one model";
   EXPECT_EQ(g1.logits(), g2.logits()) << "two sessions on one model";
+  EXPECT_EQ(out1, out3) << "multi-step mode";
+  EXPECT_EQ(g1.logits(), g3.logits()) << "multi-step mode: the same arithmetic per step";
+  EXPECT_EQ(g3.step_ms().size(), out3.size());
+  for (double ms : g3.step_ms()) EXPECT_GT(ms, 0.0);
   const double e = rel_l2(g1.logits(), r2.logits());
   if (out1.size() == want.size()) {
     EXPECT_LE(e, kTolerance) << "after greedy decode";
@@ -130,7 +147,7 @@ TEST_P(MegakernelGpu, MatchesReference) {
   // reset: the same prompt again gives the same logits.
   g1.reset();
   g1.prefill(ex.prompt.data(), ex.prompt.size());
-  Session fresh(m, capacity);
+  Session fresh(m, opts(capacity));
   fresh.prefill(ex.prompt.data(), ex.prompt.size());
   EXPECT_EQ(g1.logits(), fresh.logits()) << "after reset";
 }
@@ -141,6 +158,46 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MegakernelGpu, ::testing::ValuesIn(kFixtures)
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// A prompt of 200 tokens: attention spreads every KV head over many chunks with several
+// positions each; then the device stops a multi-step launch at an EOS id.
+TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/qwen3-bf16";
+  auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+  const size_t capacity = 256;
+  const int64_t vocab = m->config().vocab_size;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 200; ++i) prompt.push_back(int32_t((int64_t(i) * 7919 + 13) % vocab));
+  GpuSessionOptions go;
+  go.steps_per_launch = 16;
+  GpuSession s(m->gpu(), capacity, go, m->stats());
+  ref::Executor r(m->model(), m->graph(), capacity);
+  s.prefill(prompt.data(), prompt.size());
+  r.forward(prompt.data(), prompt.size());
+  EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance);
+  EXPECT_EQ(s.step_ms().size(), prompt.size());
+  std::vector<int32_t> want;
+  for (int i = 0; i < 12; ++i) {
+    const int32_t next = r.next_token();
+    want.push_back(next);
+    r.forward(&next, 1);
+  }
+  // The 6th token as the only EOS id: the launch stops right after feeding its first
+  // occurrence.
+  const std::vector<int32_t> eos = {want[5]};
+  const size_t stop = size_t(std::find(want.begin(), want.end(), want[5]) - want.begin());
+  std::vector<int32_t> out;
+  s.decode(12, eos, out);
+  EXPECT_EQ(out, std::vector<int32_t>(want.begin(), want.begin() + long(stop) + 1));
+  EXPECT_EQ(s.position(), prompt.size() + stop + 1);
+  // Without EOS ids the rest follows the reference.
+  std::vector<int32_t> rest;
+  s.decode(12 - (stop + 1), {}, rest);
+  out.insert(out.end(), rest.begin(), rest.end());
+  EXPECT_EQ(out, want);
+  EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance);
+}
 
 TEST(MegakernelGpuCache, SecondLoadHitsTheCache) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";

@@ -19,7 +19,7 @@ const std::vector<std::string> kFixtures = {"qwen3-f32", "qwen3-bf16", "qwen2-f3
                                  "qwen2-bf16", "llama-f32", "llama-bf16-sharded"};
 
 constexpr uint64_t kAct = 1ull << 40, kWeights = 2ull << 40, kConsts = 3ull << 40,
-                   kKv = 4ull << 40, kScores = 5ull << 40;
+                   kKv = 4ull << 40;
 
 bool in_segment(uint64_t addr, uint64_t base, int64_t bytes) {
   return addr >= base && addr < base + uint64_t(bytes);
@@ -32,10 +32,10 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
   auto model = model::load(std::string(MPK_TEST_DATA) + "/" + name);
   const ir::Graph g = ir::build(model->config);
   const int64_t capacity = 64;
-  const sched::Plan plan = sched::plan(g, megakernel_plan_options(workers, capacity));
+  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, workers, capacity));
   const sched::TaskGraph& tg = plan.tasks;
   const MemoryPlan mem = plan_memory(g, tg, model->dtype, capacity);
-  SegmentBases b{kAct, kWeights, kConsts, kKv, kScores};
+  SegmentBases b{kAct, kWeights, kConsts, kKv};
   const rt::MegakernelTables t = build_tables(g, plan, mem, b);
 
   ASSERT_EQ(t.tasks.size(), tg.tasks.size());
@@ -107,7 +107,10 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
         EXPECT_EQ(d.capacity, capacity);
         EXPECT_TRUE(in_segment(d.k_cache, kKv, mem.kv_bytes));
         EXPECT_TRUE(in_segment(d.v_cache, kKv, mem.kv_bytes));
-        EXPECT_TRUE(in_segment(d.scores, kScores, mem.scores_bytes));
+        EXPECT_EQ(d.chunk, task.chunk);
+        EXPECT_EQ(d.num_chunks, megakernel_kv_splits(g, workers, capacity));
+        EXPECT_EQ(d.num_chunks, task.num_chunks);
+        if (d.num_chunks > 1) EXPECT_TRUE(in_segment(d.partial, kAct, mem.act_bytes));
         EXPECT_TRUE(in_segment(d.inv_freq, kConsts, mem.const_bytes));
         EXPECT_TRUE(d.flags & MPK_MK_F_ROPE_Q);
         EXPECT_TRUE(d.flags & MPK_MK_F_ROPE_K);
@@ -119,12 +122,45 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
         EXPECT_TRUE(d.flags & MPK_MK_F_EMBED);
         EXPECT_EQ(d.vocab, model->config.vocab_size);
         EXPECT_EQ(d.hidden, model->config.hidden_size);
+        EXPECT_EQ(t.argmax_event, task.trigger);
+        EXPECT_GE(task.trigger, 0);
         break;
-      case sched::TaskKind::AttentionMerge: FAIL() << "no KV split in v0";
+      case sched::TaskKind::AttentionMerge:
+        ASSERT_EQ(d.kind, MPK_MK_ATTN_MERGE) << task.name;
+        EXPECT_EQ(d.num_chunks, task.num_chunks);
+        EXPECT_GT(d.num_chunks, 1);
+        EXPECT_TRUE(in_segment(d.partial, kAct, mem.act_bytes));
+        EXPECT_TRUE(in_segment(d.out, kAct, mem.act_bytes));
+        break;
     }
+    // This step's waits, then the previous step's (the carried embedding).
+    ASSERT_EQ(d.num_waits, int(task.waits.size()));
+    ASSERT_EQ(d.num_waits_prev, int(task.waits_prev.size()));
+    for (size_t i = 0; i < task.waits.size(); ++i)
+      EXPECT_EQ(t.waits[size_t(d.wait_begin) + i], task.waits[i]);
+    for (size_t i = 0; i < task.waits_prev.size(); ++i)
+      EXPECT_EQ(t.waits[size_t(d.wait_begin + d.num_waits) + i], task.waits_prev[i]);
   }
   EXPECT_EQ(argmax_tasks, 1);
-  EXPECT_EQ(kinds, (std::set<int>{MPK_MK_LINEAR, MPK_MK_ATTENTION, MPK_MK_ARGMAX}));
+  // Chunk partials of one (kv head, chunk) never overlap another's, and the merge of a head
+  // reads exactly its chunks' partials.
+  std::set<uint64_t> partials;
+  for (const auto& task : tg.tasks)
+    if (task.kind == sched::TaskKind::Attention && task.num_chunks > 1)
+      EXPECT_TRUE(partials.insert(t.tasks[size_t(task.id)].partial).second) << task.name;
+  for (const auto& task : tg.tasks) {
+    const MkTask& d = t.tasks[size_t(task.id)];
+    if (d.kind != MPK_MK_ATTN_MERGE) continue;
+    for (const auto& c : tg.tasks)
+      if (c.kind == sched::TaskKind::Attention && c.layer == task.layer && c.kv_head == task.kv_head)
+        EXPECT_EQ(t.tasks[size_t(c.id)].partial,
+                  d.partial + uint64_t(c.chunk) * uint64_t(d.group) * uint64_t(d.head_dim + 2) * 4)
+            << c.name;
+  }
+  const bool split = megakernel_kv_splits(g, workers, capacity) > 1;
+  std::set<int> want_kinds = {MPK_MK_LINEAR, MPK_MK_ATTENTION, MPK_MK_ARGMAX};
+  if (split) want_kinds.insert(MPK_MK_ATTN_MERGE);
+  EXPECT_EQ(kinds, want_kinds);
   EXPECT_GT(t.dynamic_smem, 0);
 }
 
@@ -140,7 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MegakernelTables,
 TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {
   auto model = model::load(std::string(MPK_TEST_DATA) + "/qwen3-f32");
   const ir::Graph g = ir::build(model->config);
-  sched::PlanOptions o = megakernel_plan_options(8, 16);
+  sched::PlanOptions o = megakernel_plan_options(g, 8, 16);
   o.fuse.norm_into_linear = false;  // standalone rms_norm tasks: not in v0
   const sched::Plan plan = sched::plan(g, o);
   const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <numeric>
+#include <tuple>
 
 #include "base/error.h"
 #include "configs.h"
@@ -166,10 +168,100 @@ TEST(Decompose, AttentionChunksAndMerge) {
   for (const Task& t : decompose(g, o).tasks) EXPECT_NE(t.kind, TaskKind::AttentionMerge);
 }
 
+// kv_splits: exactly that many chunks per KV head whatever seq_len, an even integer split of
+// it, and precedence over kv_chunk.
+TEST(Decompose, KvSplitsEvenChunks) {
+  const ir::Graph g = ir::build(testing::qwen3_0_6b());
+  using Case = std::tuple<int64_t, int, int64_t>;  // seq_len, kv_splits, kv_chunk
+  for (auto [len, splits, chunk] : {Case{100, 16, 1024}, Case{5, 16, 1024}, Case{4096, 3, 1024},
+                                    Case{4099, 7, 0}}) {
+    SCOPED_TRACE(::testing::Message() << "seq_len=" << len << " kv_splits=" << splits);
+    const TaskGraph tg = decompose(g, {.seq_len = len, .kv_chunk = chunk, .kv_splits = splits});
+    std::map<std::pair<int, int>, std::vector<int>> chunks;  // (layer, kv head) -> chunk ids seen
+    int merges = 0;
+    for (const Task& t : tg.tasks) {
+      if (t.kind == TaskKind::AttentionMerge) ++merges;
+      if (t.kind != TaskKind::Attention && t.kind != TaskKind::AttentionMerge) continue;
+      EXPECT_EQ(t.num_chunks, splits);
+      if (t.kind == TaskKind::AttentionMerge) continue;
+      chunks[{t.layer, t.kv_head}].push_back(t.chunk);
+      EXPECT_EQ(t.kv_begin, t.chunk * len / splits);
+      EXPECT_EQ(t.kv_end, (t.chunk + 1) * len / splits);
+      EXPECT_EQ(t.kv_bytes, (t.kv_end - t.kv_begin) * 2 * 128 * 2);
+    }
+    EXPECT_EQ(merges, 28 * 8);
+    ASSERT_EQ(chunks.size(), size_t(28 * 8));
+    std::vector<int> all(size_t(splits), 0);
+    std::iota(all.begin(), all.end(), 0);
+    for (const auto& [key, ids] : chunks) ASSERT_EQ(ids, all);
+  }
+  // The last chunk holds the last position even when most chunks are empty.
+  const TaskGraph tg = decompose(g, {.seq_len = 5, .kv_splits = 16});
+  for (const Task& t : tg.tasks)
+    if (t.kind == TaskKind::Attention && t.chunk == 15) {
+      EXPECT_EQ(t.kv_begin, 4);
+      EXPECT_EQ(t.kv_end, 5);
+    }
+}
+
+// The partial of (kv head h, chunk c, query head g) starts at ((h*C + c)*group + g)*(D + 2):
+// chunk task (h, c) writes its group's partials there, merge task h reads its C chunks.
+TEST(Decompose, KvSplitsPartialLayout) {
+  const ir::Graph g = ir::build(testing::tiny_llama());  // 6 query heads, 2 KV heads, D = 12
+  const int64_t C = 4, group = 3, D = 12, partial = D + 2;
+  const TaskGraph tg = decompose(g, {.seq_len = 50, .kv_splits = int(C)});
+  const int out = g.find_tensor("layers.0.attn");
+  ASSERT_GE(out, 0);
+  int buffer = -1;
+  for (size_t b = 0; b < tg.buffers.size(); ++b)
+    if (tg.buffers[b].name == "layers.0.attn.partial") buffer = int(b);
+  ASSERT_GE(buffer, 0);
+  EXPECT_EQ(tg.buffers[size_t(buffer)].numel, 2 * C * group * partial);
+  EXPECT_EQ(tg.buffers[size_t(buffer)].dtype, DType::F32);
+  int chunks = 0, merges = 0;
+  for (const Task& t : tg.tasks) {
+    if (t.layer != 0) continue;
+    const int64_t h = t.kv_head;
+    if (t.kind == TaskKind::Attention) {
+      ++chunks;
+      const int64_t c = t.chunk, first = ((h * C + c) * group + 0) * partial;
+      EXPECT_EQ(t.writes, (std::vector<Access>{{buffer, first, first + group * partial}})) << t.name;
+    } else if (t.kind == TaskKind::AttentionMerge) {
+      ++merges;
+      EXPECT_EQ(t.reads, (std::vector<Access>{{buffer, h * C * group * partial, (h + 1) * C * group * partial}}));
+      EXPECT_EQ(t.writes, (std::vector<Access>{{out, h * group * D, (h + 1) * group * D}}));
+    }
+  }
+  EXPECT_EQ(chunks, 2 * C);
+  EXPECT_EQ(merges, 2);
+}
+
+// kv_splits = 1 is no split at all, also where kv_chunk alone would split.
+TEST(Decompose, OneKvSplitIsNoSplit) {
+  const ir::Graph g = ir::build(testing::tiny_qwen2());
+  const TaskGraph one = decompose(g, {.seq_len = 300, .kv_chunk = 64, .kv_splits = 1});
+  const TaskGraph none = decompose(g, {.seq_len = 300, .kv_chunk = 0});
+  ASSERT_EQ(one.tasks.size(), none.tasks.size());
+  EXPECT_EQ(one.buffers.size(), g.tensors.size());  // no partials
+  for (size_t i = 0; i < one.tasks.size(); ++i) {
+    EXPECT_NE(one.tasks[i].kind, TaskKind::AttentionMerge);
+    EXPECT_EQ(one.tasks[i].name, none.tasks[i].name);
+    EXPECT_EQ(one.tasks[i].writes, none.tasks[i].writes);
+    EXPECT_EQ(one.tasks[i].kv_end, none.tasks[i].kv_end);
+  }
+}
+
 TEST(Decompose, BadOptions) {
   const ir::Graph g = ir::build(testing::tiny_qwen3());
   EXPECT_THROW(decompose(g, {.seq_len = 0}), Error);
   EXPECT_THROW(decompose(g, {.kv_chunk = -1}), Error);
+  try {
+    decompose(g, {.kv_splits = -2});
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("kv_splits must be >= 0, got -2"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(decompose(g, {.target_tiles = 0}), Error);
   try {
     decompose(g, {.row_align = 0});

@@ -39,6 +39,7 @@ TEST(Dump, TaskGraphJson) {
     EXPECT_EQ(jt["name"], t.name);
     EXPECT_EQ(jt["trigger"], t.trigger);
     EXPECT_EQ(jt["waits"].get<std::vector<int>>(), t.waits);
+    EXPECT_EQ(jt["waits_prev"].get<std::vector<int>>(), t.waits_prev);
     EXPECT_EQ(jt["ops"].size(), t.ops.size());
     if (t.kind == TaskKind::Linear) {
       EXPECT_EQ(jt["weights"].size(), t.weights.size());
@@ -46,6 +47,30 @@ TEST(Dump, TaskGraphJson) {
   }
   EXPECT_EQ(j["tasks"][0]["ops"][0]["kind"], "rms_norm");
   EXPECT_EQ(j["events"][0]["need"], tg.events[0].need);
+  int prev_edges = 0;
+  for (const Event& e : tg.events) {
+    EXPECT_EQ(j["events"][size_t(e.id)]["prev_waiters"].get<std::vector<int>>(), e.prev_waiters);
+    prev_edges += int(e.prev_waiters.size());
+  }
+  EXPECT_GT(prev_edges, 0);  // the carried embedding's readers
+}
+
+// Same-step waits are solid, waits for the previous step dashed and red.
+TEST(Dump, PrevWaitsAreDashedInDot) {
+  const TaskGraph tg = testing::build_tasks(ir::build(testing::tiny_qwen3()), {.seq_len = 64});
+  const std::string dot = to_dot(tg);
+  int prev = 0;
+  for (const Task& t : tg.tasks) {
+    for (int e : t.waits_prev) {
+      ++prev;
+      EXPECT_NE(dot.find(fmt::format("e{} -> t{} [style=dashed, color=red", e, t.id)), std::string::npos);
+    }
+    for (int e : t.waits) EXPECT_NE(dot.find(fmt::format("e{} -> t{};", e, t.id)), std::string::npos);
+  }
+  EXPECT_GT(prev, 0);
+  int dashed = 0;
+  for (size_t at = 0; (at = dot.find("style=dashed, color=red", at)) != std::string::npos; ++at) ++dashed;
+  EXPECT_EQ(dashed, prev);
 }
 
 TEST(Dump, ScheduleJsonAndDot) {

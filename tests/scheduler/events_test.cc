@@ -45,31 +45,88 @@ TEST(Events, NeedsTriggersAndWaitersAgree) {
     for (const Event& e : tg.events) {
       EXPECT_EQ(e.need, triggers[size_t(e.id)]) << e.name;
       EXPECT_EQ(e.need, int(e.triggers.size())) << e.name;
-      EXPECT_FALSE(e.waiters.empty()) << e.name;
+      EXPECT_FALSE(e.waiters.empty() && e.prev_waiters.empty()) << e.name;
+      for (int w : e.prev_waiters) {
+        const auto& p = tg.tasks[size_t(w)].waits_prev;
+        EXPECT_TRUE(std::find(p.begin(), p.end(), e.id) != p.end()) << e.name;
+      }
     }
-    // Only the final task has no consumer in the step.
-    for (const Task& t : tg.tasks) EXPECT_EQ(t.trigger < 0, t.id == int(tg.tasks.size()) - 1) << t.name;
+    // Every task has a consumer: in the step, or (the final task) in the next one.
+    for (const Task& t : tg.tasks) EXPECT_GE(t.trigger, 0) << t.name;
   }
 }
 
-// Every element a task reads was written by an ancestor (through events), or is carried from
-// the previous step and its writer is a descendant of the reader.
-TEST(Events, EveryReadIsOrderedAfterItsWriter) {
-  for (const model::Config& c : testing::tiny_configs())
-    for (int64_t chunk : {0, 30}) {
-      const TaskGraph tg = build_tasks(ir::build(c), {.seq_len = 100, .kv_chunk = chunk, .tile_rows = 16});
-      const auto anc = testing::ancestors(tg);
-      for (const Task& r : tg.tasks)
-        for (const Access& a : r.reads)
-          for (const Task& w : tg.tasks)
-            for (const Access& b : w.writes) {
-              if (a.buffer != b.buffer || !overlaps(a.begin, a.end, b.begin, b.end)) continue;
-              if (tg.buffers[size_t(a.buffer)].carried)
-                EXPECT_TRUE(anc[size_t(w.id)][size_t(r.id)]) << r.name << " / " << w.name;
-              else
-                EXPECT_TRUE(anc[size_t(r.id)][size_t(w.id)]) << r.name << " reads from " << w.name;
-            }
+// The final task writes the next step's embedding: it triggers an event of its own, and the
+// embedding's readers (layer 0's qkv tiles and its residual epilogue) wait on it for the
+// previous step, and on nothing else.
+TEST(Events, CarriedEmbeddingWaitsForThePreviousStep) {
+  for (const model::Config& c : testing::tiny_configs()) {
+    SCOPED_TRACE(c.architecture);
+    const ir::Graph g = ir::build(c);
+    const TaskGraph tg = build_tasks(g, {.seq_len = 100, .kv_chunk = 30});
+    const int embed = g.find_tensor("embed");
+    ASSERT_TRUE(tg.buffers[size_t(embed)].carried);
+    const Task& last = tg.tasks.back();
+    ASSERT_GE(last.trigger, 0);
+    const Event& e = tg.events[size_t(last.trigger)];
+    EXPECT_EQ(e.triggers, std::vector<int>{last.id});
+    EXPECT_EQ(e.need, 1);
+    EXPECT_TRUE(e.waiters.empty());
+    std::vector<int> readers;
+    for (const Task& t : tg.tasks) {
+      const bool reads = std::any_of(t.reads.begin(), t.reads.end(), [&](const Access& a) { return a.buffer == embed; });
+      if (reads) readers.push_back(t.id);
+      EXPECT_EQ(t.waits_prev, reads ? std::vector<int>{e.id} : std::vector<int>{}) << t.name;
     }
+    EXPECT_EQ(e.prev_waiters, readers);
+    std::vector<int> expected = stage_tasks(tg, "L0.qkv");
+    for (int id : stage_tasks(tg, "L0.attn_out")) expected.push_back(id);
+    EXPECT_EQ(readers, expected);
+  }
+  // Without the fusion nothing is carried: the host writes the token before each step.
+  FuseOptions unfused;
+  unfused.embedding_into_argmax = false;
+  const TaskGraph tg = build_tasks(ir::build(testing::tiny_qwen3()), {}, unfused);
+  for (const Task& t : tg.tasks) EXPECT_TRUE(t.waits_prev.empty()) << t.name;
+  EXPECT_EQ(tg.tasks.back().trigger, -1);
+}
+
+// A writer of a carried buffer that already triggers an event keeps it (a task triggers one
+// event); a writer without one gets a fresh event. Needs stay the number of triggering tasks.
+TEST(Events, CarriedWritersReuseOrGetAnEvent) {
+  TaskGraph tg;
+  for (const char* name : {"carried", "x", "y", "z"}) tg.buffers.push_back({name, DType::F32, 4, -1, false});
+  tg.buffers[0].carried = true;
+  tg.stages.push_back({"s", TaskKind::Vector, -1, 4, 0, {}});
+  auto add = [&](std::vector<Access> reads, std::vector<Access> writes) {
+    Task t;
+    t.id = int(tg.tasks.size()), t.stage = 0, t.tile = t.id, t.name = fmt::format("t{}", t.id);
+    t.reads = std::move(reads), t.writes = std::move(writes);
+    tg.stages[0].tasks.push_back(t.id);
+    tg.tasks.push_back(std::move(t));
+  };
+  add({{0, 0, 4}}, {{1, 0, 4}});             // t0: carried -> x
+  add({{0, 2, 4}, {1, 0, 4}}, {{2, 0, 4}});  // t1: carried[2, 4), x -> y
+  add({{2, 0, 4}}, {{0, 0, 2}, {3, 0, 4}});  // t2: y -> carried[0, 2), z
+  add({{3, 0, 4}}, {{0, 2, 4}});             // t3: z -> carried[2, 4)
+  tg = build_events(std::move(tg));
+  ASSERT_EQ(tg.events.size(), 4u);  // one per task: t0 -> t1 -> t2 -> t3 -> the next step
+  const int reused = tg.tasks[2].trigger, fresh = tg.tasks[3].trigger;
+  EXPECT_EQ(tg.events[size_t(reused)].waiters, std::vector<int>{3});
+  EXPECT_TRUE(tg.events[size_t(fresh)].waiters.empty());
+  for (const Event& e : tg.events) {
+    EXPECT_EQ(e.need, 1) << e.name;
+    EXPECT_EQ(e.triggers.size(), 1u) << e.name;
+  }
+  // A reader waits for every writer of the buffer, also those of the elements it does not read.
+  const std::vector<int> both = {std::min(reused, fresh), std::max(reused, fresh)};
+  EXPECT_EQ(tg.tasks[0].waits_prev, both);
+  EXPECT_EQ(tg.tasks[1].waits_prev, both);
+  EXPECT_TRUE(tg.tasks[2].waits_prev.empty());
+  EXPECT_TRUE(tg.tasks[3].waits_prev.empty());
+  EXPECT_EQ(tg.events[size_t(fresh)].prev_waiters, (std::vector<int>{0, 1}));
+  EXPECT_EQ(tg.events[size_t(reused)].prev_waiters, (std::vector<int>{0, 1}));
+  EXPECT_EQ(tg.tasks[1].waits, std::vector<int>{tg.tasks[0].trigger});  // carried reads: no same-step wait
 }
 
 TEST(Events, Qwen3_8BWaits) {

@@ -101,6 +101,35 @@ TEST(Fuse, LlamaAttentionHasRopeOnly) {
   }
 }
 
+// With kv_splits every chunk of a KV head recomputes its q/k norm and RoPE (and only the last
+// appends to the cache); the merge only merges. The norm scales still count once per step.
+TEST(Fuse, Qwen3ChunksEachGetTheQkPrologue) {
+  const model::Config c = testing::tiny_qwen3();
+  const ir::Graph g = ir::build(c);
+  const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 512, .kv_splits = 16}), {});
+  int chunks = 0, merges = 0;
+  for (const Task& t : tg.tasks) {
+    if (t.kind == TaskKind::Attention) {
+      ++chunks;
+      EXPECT_EQ(kinds(t), (K{OpKind::HeadRmsNorm, OpKind::HeadRmsNorm, OpKind::Rope, OpKind::Rope,
+                             OpKind::Attention})) << t.name;
+      // It reads the prologue's inputs (the projections), not the normed or roped q and k.
+      for (const Access& r : t.reads) {
+        const std::string& b = tg.buffers[size_t(r.buffer)].name;
+        EXPECT_FALSE(b.ends_with("_rope") || b.ends_with("_norm")) << t.name << " reads " << b;
+      }
+    }
+    if (t.kind == TaskKind::AttentionMerge) {
+      ++merges;
+      EXPECT_EQ(kinds(t), (K{OpKind::Attention})) << t.name;
+    }
+  }
+  EXPECT_EQ(chunks, 2 * 16);
+  EXPECT_EQ(merges, 2);
+  EXPECT_EQ(find_stage(tg, "L0.q_norm"), nullptr);
+  EXPECT_EQ(tg.total_weight_bytes(), testing::expected_weight_bytes(c, g.weight_dtype));
+}
+
 TEST(Fuse, ReadsAndWritesAfterFusion) {
   const model::Config c = testing::tiny_qwen3();
   const ir::Graph g = ir::build(c);

@@ -2,7 +2,10 @@
 // worker count; the validator accepts what the scheduler and plan() produce.
 #include "scheduler/schedule.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "base/error.h"
 #include "configs.h"
@@ -75,6 +78,46 @@ TEST(Plan, Qwen3_8BAt132Workers) {
   const Plan p = plan(g, o);
   expect_valid(p.tasks, p.schedule, 132);
   EXPECT_EQ(p.tasks.total_weight_bytes(), testing::expected_weight_bytes(testing::qwen3_8b(), DType::BF16));
+}
+
+// The triggers of the events a task waits on.
+std::vector<int> waited_triggers(const TaskGraph& tg, const Task& t) {
+  std::vector<int> p;
+  for (int e : t.waits) p.insert(p.end(), tg.events[size_t(e)].triggers.begin(), tg.events[size_t(e)].triggers.end());
+  std::sort(p.begin(), p.end());
+  return p;
+}
+
+TEST(Plan, Qwen3_0_6BWithKvSplits) {
+  const model::Config c = testing::qwen3_0_6b();
+  PlanOptions o;
+  o.decompose.seq_len = 512, o.decompose.kv_splits = 16;
+  o.dump = "";
+  const Plan p = plan(ir::build(c), o);
+  expect_valid(p.tasks, p.schedule, 132);
+  const TaskGraph& tg = p.tasks;
+  int layers = 0;
+  for (const Stage& s : tg.stages) {
+    if (s.kind != TaskKind::AttentionMerge) continue;
+    ++layers;
+    const Stage& attn = tg.stages[size_t(&s - tg.stages.data() - 1)];
+    const Stage& o_proj = tg.stages[size_t(&s - tg.stages.data() + 1)];
+    ASSERT_EQ(attn.name, fmt::format("L{}.attn", s.layer));
+    ASSERT_EQ(o_proj.name, fmt::format("L{}.attn_out", s.layer));
+    ASSERT_EQ(attn.tasks.size(), 8u * 16);
+    ASSERT_EQ(s.tasks.size(), 8u);
+    for (int h = 0; h < 8; ++h) {
+      const Task& m = tg.tasks[size_t(s.tasks[size_t(h)])];
+      EXPECT_EQ(m.kv_head, h);
+      std::vector<int> own;
+      for (int a : attn.tasks)
+        if (tg.tasks[size_t(a)].kv_head == h) own.push_back(a);
+      ASSERT_EQ(own.size(), 16u);
+      EXPECT_EQ(waited_triggers(tg, m), own) << m.name;
+    }
+    for (int id : o_proj.tasks) EXPECT_EQ(waited_triggers(tg, tg.tasks[size_t(id)]), s.tasks);
+  }
+  EXPECT_EQ(layers, c.num_layers);
 }
 
 TEST(Plan, WorkerCountsAndOptions) {

@@ -103,6 +103,28 @@ TEST(Simulate, TimingsAreConsistent) {
   }
 }
 
+// One step: waits for the previous step are met at time 0, and the event the final task
+// triggers for the next step (no waiter in this one) holds nothing up.
+TEST(Simulate, PrevWaitsAreReadyAtTheStart) {
+  const TaskGraph tg = testing::build_tasks(ir::build(testing::tiny_llama()), {.seq_len = 64});
+  ASSERT_GE(tg.tasks.back().trigger, 0);
+  const CostModel cost;
+  const Schedule s = schedule(tg, {.num_workers = 4, .cost = cost});
+  const SimResult r = simulate(tg, s, cost);
+  ASSERT_FALSE(r.deadlock);
+  EXPECT_NEAR(r.latency_s, s.predicted_s, 1e-12);
+  EXPECT_EQ(r.critical_path.back(), tg.tasks.back().id);
+  int gated = 0;
+  for (const Task& t : tg.tasks) {
+    if (t.waits_prev.empty()) continue;
+    ++gated;
+    if (t.waits.empty()) {
+      EXPECT_EQ(r.tasks[size_t(t.id)].ready, 0.0) << t.name;
+    }
+  }
+  EXPECT_GT(gated, 0);
+}
+
 TEST(Simulate, MoreWorkersNeverSlowerWithoutBandwidthLimit) {
   CostModel cost;
   cost.read_bytes_per_s = kInf, cost.l2_bytes_per_s = kInf;

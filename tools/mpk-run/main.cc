@@ -89,7 +89,19 @@ int run_cli(int argc, char** argv) {
   app.add_option("--threads", threads, "host threads for the reference backend (0: all)")
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--ignore-eos", ignore_eos, "keep generating after an end-of-sequence token");
+  size_t steps_per_launch = 1;
+  std::string profile_out;
+  app.add_option("--steps-per-launch", steps_per_launch,
+                 "GPU: decode steps per megakernel launch (1: one launch per token)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--profile-out", profile_out,
+                 "GPU: write per-task device timers of the last decode step (JSON) to this file");
   CLI11_PARSE(app, argc, argv);
+  if (steps_per_launch > 1 && !logits_out.empty()) {
+    std::fprintf(stderr, "mpk-run: --logits-out needs every step's logits: use --steps-per-launch 1\n");
+    return 2;
+  }
 
   std::vector<int32_t> prompt;
   try {
@@ -132,7 +144,7 @@ int run_cli(int argc, char** argv) {
   mpk_model_info mi{};
   mi.struct_size = sizeof(mi);
   std::vector<int32_t> tokens;
-  std::vector<double> step_ms;
+  std::vector<double> step_ms, launch_ms, device_ms;
   double prefill_ms = 0;
   std::FILE* lf = nullptr;
 
@@ -170,6 +182,8 @@ int run_cli(int argc, char** argv) {
       kv_capacity = std::min(want, limit);
     }
     sc.kv_capacity = kv_capacity;
+    sc.steps_per_launch = steps_per_launch;
+    sc.profile = profile_out.empty() ? 0 : 1;
     if (mpk_status s = mpk_session_create(model, &sc, &sess); s != MPK_OK)
       return die("session create", s);
     if (!logits_out.empty()) {
@@ -183,7 +197,15 @@ int run_cli(int argc, char** argv) {
     if (mpk_status s = mpk_session_prefill(sess, prompt.data(), prompt.size()); s != MPK_OK)
       return die("prefill", s);
     prefill_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    for (size_t i = 0; i < max_new; ++i) {
+    // Device step times exist on the GPU backend only.
+    auto device_steps = [&] {
+      const double* t = nullptr;
+      size_t n = 0;
+      if (mpk_session_step_times(sess, &t, &n) == MPK_OK) device_ms.insert(device_ms.end(), t, t + n);
+    };
+    const int32_t* eos = mi.eos_token_ids;
+    const int32_t* eos_end = eos + std::min(mi.num_eos_token_ids, 8);
+    while (tokens.size() < max_new) {
       if (lf) {
         const float* l = nullptr;
         size_t v = 0;
@@ -193,17 +215,29 @@ int run_cli(int argc, char** argv) {
           return 1;
         }
       }
-      int32_t tok = -1;
+      const size_t want = std::min(steps_per_launch, max_new - tokens.size());
+      std::vector<int32_t> got(want, -1);
       size_t n = 0;
       auto t = Clock::now();
-      mpk_status s = mpk_session_decode(sess, 1, &tok, &n);
-      step_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
+      mpk_status s = mpk_session_decode(sess, want, got.data(), &n);
+      launch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
       if (s != MPK_OK) return die("decode", s);
-      tokens.push_back(tok);
-      const int32_t* eos = mi.eos_token_ids;
-      const int32_t* eos_end = eos + std::min(mi.num_eos_token_ids, 8);
-      if (!ignore_eos && std::find(eos, eos_end, tok) != eos_end) break;
+      device_steps();
+      tokens.insert(tokens.end(), got.begin(), got.begin() + long(n));
+      if (!ignore_eos && n > 0 && std::find(eos, eos_end, tokens.back()) != eos_end) break;
     }
+    if (!profile_out.empty()) {
+      const char* report = nullptr;
+      if (mpk_status s = mpk_session_profile(sess, &report); s != MPK_OK) return die("profile", s);
+      std::FILE* pf = std::fopen(profile_out.c_str(), "w");
+      if (!pf || std::fputs(report, pf) < 0 || std::fclose(pf) != 0) {
+        std::fprintf(stderr, "mpk-run: cannot write %s\n", profile_out.c_str());
+        return 1;
+      }
+    }
+    // Per token: the host time of each one-token decode, or in multi-step mode (one launch for
+    // many tokens) the device clock of each step.
+    step_ms = steps_per_launch == 1 || device_ms.empty() ? launch_ms : device_ms;
     return 0;
   };
   rc_exit = run();
@@ -217,11 +251,14 @@ int run_cli(int argc, char** argv) {
   if (rc_exit != 0) return rc_exit;
 
   if (!prompt.empty()) {
-    double total = 0;
-    for (double v : step_ms) total += v;
-    nlohmann::json lat = {{"p50", percentile(step_ms, 50)}, {"p95", percentile(step_ms, 95)},
-                          {"p99", percentile(step_ms, 99)},
-                          {"mean", step_ms.empty() ? 0 : total / double(step_ms.size())}};
+    auto summary = [](const std::vector<double>& v) {
+      double sum = 0;
+      for (double x : v) sum += x;
+      return nlohmann::json{{"p50", percentile(v, 50)}, {"p95", percentile(v, 95)},
+                            {"p99", percentile(v, 99)},
+                            {"mean", v.empty() ? 0 : sum / double(v.size())}, {"n", v.size()}};
+    };
+    nlohmann::json lat = summary(step_ms);
     if (json) {
       out["model"] = model_dir;
       out["backend"] = backend_str(mi.backend);
@@ -229,7 +266,12 @@ int run_cli(int argc, char** argv) {
       out["tokens"] = tokens;
       out["prefill_ms"] = prefill_ms;
       out["latency_ms"] = lat;
-      out["timer"] = "host steady_clock around each mpk_session_decode(1)";
+      out["steps_per_launch"] = steps_per_launch;
+      out["launch_ms"] = summary(launch_ms);
+      if (!device_ms.empty()) out["device_step_ms"] = summary(device_ms);
+      out["timer"] = steps_per_launch == 1 || device_ms.empty()
+                         ? "host steady_clock around each mpk_session_decode(1)"
+                         : "device globaltimer per decode step (multi-step launches)";
     } else {
       std::string ids;
       for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);

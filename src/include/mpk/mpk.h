@@ -183,6 +183,13 @@ MPK_API mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats);
 typedef struct mpk_session_config {
   size_t struct_size;  /* set by mpk_session_config_init */
   size_t kv_capacity;  /* tokens the KV cache holds; default 4096; at most max_position_embeddings */
+  size_t steps_per_launch; /* GPU: decode steps one megakernel launch runs (>= 1, default 1). 1 is
+                              the single-step mode: the host controls every step. N > 1 is the
+                              multi-step mode: the device feeds each argmax to the next step and
+                              stops at an EOS id, so mpk_session_decode(s, k, ...) needs about
+                              k / N launches; logits are those of the last step either way.
+                              Prefill always runs the whole prompt in as few launches as it can. */
+  int profile;         /* GPU: nonzero records per-task device timers (mpk_session_profile) */
 } mpk_session_config;
 
 /// A session is one sequence with its KV cache. Not thread-safe: use one thread at a time.
@@ -208,6 +215,16 @@ MPK_API mpk_status mpk_session_logits(mpk_session* s, const float** logits, size
 MPK_API mpk_status mpk_session_position(const mpk_session* s, size_t* position);
 /// Empties the KV cache: the session can take a new prompt (also after a device failure).
 MPK_API mpk_status mpk_session_reset(mpk_session* s);
+/// GPU: the duration in ms of each step of the last prefill or decode call, on the device clock
+/// (globaltimer: a step ends when its argmax is written; the first step of a launch starts when
+/// the first worker starts). Owned by the session, valid until the next call on it.
+/// MPK_ERROR_UNSUPPORTED on the reference backend.
+MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** ms, size_t* n);
+/// GPU sessions created with cfg.profile: per-task device timers of the last step summed by
+/// task kind, as a JSON object (schema in docs/PERFORMANCE.md). Owned by the session, valid
+/// until the next call on it. MPK_ERROR_BAD_STATE without profiling or before any step;
+/// MPK_ERROR_UNSUPPORTED on the reference backend.
+MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
 MPK_API void mpk_session_destroy(mpk_session* s);
 
 #ifdef __cplusplus

@@ -1,13 +1,16 @@
-// megakernel v0: one persistent CTA per worker runs its static queue of tasks for one decode
-// step. The code generator prepends kernels/task_desc.h. No headers: NVRTC needs none.
+// The megakernel: one persistent CTA per worker runs its static queue of tasks once per decode
+// step, for params.num_steps steps back to back. The code generator prepends
+// kernels/task_desc.h. No headers: NVRTC needs none.
 //
-// Per task: prefetch the task's weight rows into L2 (weights do not wait), wait on each event
-// (thread 0 spins on an acquire load until counter >= need * step), compute, barrier, and
-// thread 0 publishes with a fence and a release add on its trigger event. A wait longer than
-// params.timeout_ns sets params.status and every worker leaves the step (no hang).
+// Per task: prefetch the start of the task's weight rows into L2 (weights do not wait), wait
+// on each event (thread 0 spins on an acquire load until counter >= need * epoch; the epoch is
+// the step, or the step before for a read of what the previous step carried over), compute,
+// barrier, and thread 0 publishes with a fence and a release add on its trigger event. A wait
+// longer than params.timeout_ns records the failure in the control block and every worker
+// leaves the launch (no hang).
 //
 // Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
-// formulas as src/ref/kernels.cc (no fast math).
+// formulas as src/ref/kernels.cc (no fast math); attention sums in online-softmax order.
 
 #define MK_F32 0
 #define MK_BF16 1
@@ -43,38 +46,32 @@ struct MkW<MK_F32> {
     f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
   }
 };
-template <>
-struct MkW<MK_BF16> {
+
+// 16-bit weights: one widening rule per dtype, shared by the scalar and the vector loads.
+template <int DT>
+__device__ __forceinline__ float mk_half_to_f32(unsigned short h) {
+  return DT == MK_BF16 ? mk_bf16_to_f32(h) : mk_f16_to_f32(h);
+}
+template <int DT>
+struct MkHalfW {
   static constexpr int kSize = 2;
   static constexpr int kVec = 8;
   __device__ static float load(const void* p, long long i) {
-    return mk_bf16_to_f32(((const unsigned short*)p)[i]);
+    return mk_half_to_f32<DT>(((const unsigned short*)p)[i]);
   }
   __device__ static void unpack(uint4 u, float* f) {
-    unsigned w[4] = {u.x, u.y, u.z, u.w};
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
-      f[2 * j] = __uint_as_float(w[j] << 16);
-      f[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+      f[2 * j] = mk_half_to_f32<DT>((unsigned short)(w[j] & 0xffffu));
+      f[2 * j + 1] = mk_half_to_f32<DT>((unsigned short)(w[j] >> 16));
     }
   }
 };
 template <>
-struct MkW<MK_F16> {
-  static constexpr int kSize = 2;
-  static constexpr int kVec = 8;
-  __device__ static float load(const void* p, long long i) {
-    return mk_f16_to_f32(((const unsigned short*)p)[i]);
-  }
-  __device__ static void unpack(uint4 u, float* f) {
-    unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      f[2 * j] = mk_f16_to_f32((unsigned short)(w[j] & 0xffffu));
-      f[2 * j + 1] = mk_f16_to_f32((unsigned short)(w[j] >> 16));
-    }
-  }
-};
+struct MkW<MK_BF16> : MkHalfW<MK_BF16> {};
+template <>
+struct MkW<MK_F16> : MkHalfW<MK_F16> {};
 
 __device__ __forceinline__ float mk_warp_sum(float v) {
 #pragma unroll
@@ -147,24 +144,23 @@ __device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
   return u;
 }
 
-// x . w_r for R rows by one warp; the results in every lane. Decode is bound by how many
-// bytes are in flight: every lane issues R * kUnroll independent 16-byte loads before it
-// uses any of them, instead of one load per dependent iteration.
+// x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane.
+// Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
+// 16-byte loads before it uses any of them. `aligned`: the rows are 16-byte aligned and k0, k1
+// are multiples of the vector width.
 template <int DT, int R>
-__device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k, float (&out)[R]) {
+__device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, int k1,
+                            bool aligned, float (&out)[R]) {
   const int lane = threadIdx.x & 31;
   constexpr int V = MkW<DT>::kVec;
   constexpr int kUnroll = 4;
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  bool aligned = k % V == 0;
-#pragma unroll
-  for (int r = 0; r < R; ++r) aligned = aligned && (((u64)w[r]) & 15) == 0;
   if (aligned) {
-    const int nv = k / V;
-    int i = lane;
-    for (; i + 32 * (kUnroll - 1) < nv; i += 32 * kUnroll) {
+    const int v1 = k1 / V;
+    int i = k0 / V + lane;
+    for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
       uint4 u[R][kUnroll];
 #pragma unroll
       for (int r = 0; r < R; ++r)
@@ -182,7 +178,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k, f
         }
       }
     }
-    for (; i < nv; i += 32) {
+    for (; i < v1; i += 32) {
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float f[V];
@@ -192,7 +188,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k, f
       }
     }
   } else {
-    for (int i = lane; i < k; i += 32)
+    for (int i = k0 + lane; i < k1; i += 32)
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r] += MkW<DT>::load(w[r], i) * xs[i];
   }
@@ -222,8 +218,48 @@ __device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float ac
   ((float*)sl.out)[lr] = v;
 }
 
-template <int DT>
-__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi) {
+// K parts per row group: a tile's work items are (row group, K part) pairs dealt to the warps
+// round-robin; more parts when there are too few groups to keep every warp busy (a tile of 8
+// rows would otherwise run on 4 of 16 warps). Their sums go through shared memory.
+__device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw) {
+  int best = 1;
+  float best_use = 0.f;
+  for (int ks = 1; ks <= MPK_MK_MAX_KSPLIT; ++ks) {
+    if (ks > 1 && rows * ks > MPK_MK_KSPLIT_SLOTS) break;
+    const int items = groups * ks;
+    const float use = (float)items / (float)(((items + nw - 1) / nw) * nw);
+    if (use > best_use + 1e-6f) { best = ks; best_use = use; }
+  }
+  return best;
+}
+
+// Output rows of a tile: rows r of the tile take x . w_r over K part p, written straight to
+// the output (one part) or to part_sums (several: added in part order afterwards).
+template <int DT, int R>
+__device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, int r0, int k0,
+                                               int k1, bool aligned, int p, int ks, int total,
+                                               float* part_sums) {
+  const char* w[R];
+  int slice[R], local[R];
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    mk_row_of(t, r0 + j, slice[j], local[j]);
+    w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * t.k * MkW<DT>::kSize;
+  }
+  float acc[R];
+  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, acc);
+  if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    if (ks == 1)
+      mk_store_row(t.slices[slice[j]], local[j], acc[j]);
+    else
+      part_sums[p * total + r0 + j] = acc[j];
+  }
+}
+
+// The input vector of a linear, staged in shared memory as fp32 (after its prologue).
+__device__ void mk_linear_input(const MkTask& t, float* xs, float* red) {
   const int k = t.k;
   const float* x = (const float*)t.x;
   if (t.input_mode == MPK_MK_IN_SILUMUL) {
@@ -232,50 +268,60 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi) {
       const float g = x[i];
       xs[i] = g / (1.0f + expf(-g)) * up[i];
     }
-  } else {
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      const float v = x[i];
-      xs[i] = v;
-      ss += v * v;
-    }
-    if (t.input_mode == MPK_MK_IN_RMSNORM) {
-      ss = mk_block_sum(ss, red);
-      const float r = 1.0f / sqrtf(ss / (float)k + t.eps);
-      const float* nw = (const float*)t.norm_w;
-      for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = nw[i] * (xs[i] * r);
-    }
+    return;
   }
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < k; i += blockDim.x) {
+    const float v = x[i];
+    xs[i] = v;
+    ss += v * v;
+  }
+  if (t.input_mode == MPK_MK_IN_RMSNORM) {
+    ss = mk_block_sum(ss, red);
+    const float r = 1.0f / sqrtf(ss / (float)k + t.eps);
+    const float* nw = (const float*)t.norm_w;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = nw[i] * (xs[i] * r);
+  }
+}
+
+template <int DT>
+__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums) {
+  mk_linear_input(t, xs, red);
   __syncthreads();
 
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int k = t.k;
+  constexpr int V = MkW<DT>::kVec;
   int total = 0;
-  for (int s = 0; s < t.num_slices; ++s) total += t.slices[s].rows;
-  // Rows are dealt to warps in groups of kRows (one group per warp per round); the last,
-  // partial group goes row by row.
-  constexpr int kRows = 2;
-  const int full = total / kRows;
-  for (int g = warp; g < full; g += nw) {
-    const char* w[kRows];
-    int slice[kRows], local[kRows];
-#pragma unroll
-    for (int j = 0; j < kRows; ++j) mk_row_of(t, g * kRows + j, slice[j], local[j]);
-#pragma unroll
-    for (int j = 0; j < kRows; ++j)
-      w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * k * MkW<DT>::kSize;
-    float acc[kRows];
-    mk_dot_rows<DT, kRows>(w, xs, k, acc);
-    if (lane == 0)
-#pragma unroll
-      for (int j = 0; j < kRows; ++j) mk_store_row(t.slices[slice[j]], local[j], acc[j]);
+  bool aligned = k % V == 0;
+  for (int s = 0; s < t.num_slices; ++s) {
+    total += t.slices[s].rows;
+    aligned = aligned && (t.slices[s].w & 15) == 0;
   }
-  for (int r = full * kRows + warp; r < total; r += nw) {
-    int s, lr;
-    mk_row_of(t, r, s, lr);
-    const char* w[1] = {(const char*)t.slices[s].w + (long long)lr * k * MkW<DT>::kSize};
-    float acc[1];
-    mk_dot_rows<DT, 1>(w, xs, k, acc);
-    if (lane == 0) mk_store_row(t.slices[s], lr, acc[0]);
+  // Row groups of kRows (the last may be shorter) times K parts of whole vectors.
+  constexpr int kRows = 2;
+  const int groups = (total + kRows - 1) / kRows;
+  const int ks = mk_ksplit(groups, total, nw);
+  const int unit = aligned ? V : 1, units = k / unit;
+  for (int it = warp; it < groups * ks; it += nw) {
+    const int g = it / ks, p = it % ks;
+    const int k0 = (int)((long long)p * units / ks) * unit;
+    const int k1 = (int)((long long)(p + 1) * units / ks) * unit;
+    const int r0 = g * kRows;
+    if (r0 + kRows <= total)
+      mk_linear_item<DT, kRows>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
+    else
+      mk_linear_item<DT, 1>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
+  }
+  if (ks > 1) {
+    __syncthreads();
+    for (int r = threadIdx.x; r < total; r += blockDim.x) {
+      float v = 0.f;
+      for (int p = 0; p < ks; ++p) v += part_sums[p * total + r];
+      int s, lr;
+      mk_row_of(t, r, s, lr);
+      mk_store_row(t.slices[s], lr, v);
+    }
   }
 
   if (t.flags & MPK_MK_F_ARGMAX) {
@@ -302,22 +348,19 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi) {
   }
 }
 
-__device__ void mk_attention(const MkTask& t, int position, float* sm, float* red) {
+#define MK_NEG_INF (-__int_as_float(0x7f800000))
+
+// Softmax weight of a state with max m against the combined max M (an empty state weighs 0).
+__device__ __forceinline__ float mk_rescale(float m, float M) {
+  return m == MK_NEG_INF ? 0.f : expf(m - M);
+}
+
+// Head RMSNorm (Qwen3 q_norm / k_norm) and RoPE of the staged heads: `nh` heads of D in qk,
+// the G query heads first, then the key head when nh == G + 1.
+__device__ void mk_qk_prologue(const MkTask& t, float* qk, int nh, int position) {
   const int D = t.head_dim, G = t.group, half = D / 2;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  float* qk = sm;                   // (G + 1) heads: G query heads, then the key head
-  float* vs = sm + (G + 1) * D;     // the value head
-  const float* q = (const float*)t.q + (long long)t.q_head0 * D;
-  const float* kx = (const float*)t.kx + (long long)t.kv_head * D;
-  const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
-  for (int i = threadIdx.x; i < G * D; i += blockDim.x) qk[i] = q[i];
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    qk[G * D + i] = kx[i];
-    vs[i] = vx[i];
-  }
-  __syncthreads();
-  // Head RMSNorm (Qwen3 q_norm / k_norm): one warp per head.
-  for (int h = warp; h <= G; h += nw) {
+  for (int h = warp; h < nh; h += nw) {  // one warp per head
     const bool is_k = h == G;
     if (!(t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM))) continue;
     const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
@@ -332,7 +375,7 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, float* re
   // RoPE (rotate half) at `position`.
   const float* inv_freq = (const float*)t.inv_freq;
   const float p = (float)position;
-  for (int idx = threadIdx.x; idx < (G + 1) * half; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < nh * half; idx += blockDim.x) {
     const int h = idx / half, i = idx % half;
     if (!(t.flags & (h == G ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q))) continue;
     const float angle = p * inv_freq[i];
@@ -343,95 +386,158 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, float* re
     xh[i + half] = b * c + a * s;
   }
   __syncthreads();
-  // Append k, v at `position`.
-  float* kc = (float*)t.k_cache + (long long)t.kv_head * t.capacity * D;
-  float* vc = (float*)t.v_cache + (long long)t.kv_head * t.capacity * D;
-  for (int i = threadIdx.x; i < D; i += blockDim.x) {
-    kc[(long long)position * D + i] = qk[G * D + i];
-    vc[(long long)position * D + i] = vs[i];
+}
+
+// One KV head's query heads over one chunk of the live KV length (see MkTask). Each warp runs
+// an online softmax over its positions for up to MPK_MK_HEADS_PER_PASS query heads at once, so
+// a K or V row is read once per pass, coalesced (lane owns dims lane + 32c); then the warps'
+// (max, sum, output) states are combined through shared memory.
+__device__ void mk_attention(const MkTask& t, int position, float* sm) {
+  const int D = t.head_dim, G = t.group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int n = position + 1;
+  const int j0 = (int)((long long)t.chunk * n / t.num_chunks);
+  const int j1 = (int)((long long)(t.chunk + 1) * n / t.num_chunks);
+  const bool appends = t.chunk == t.num_chunks - 1;  // its range ends at the new position
+  float* qk = sm;                // G query heads, then the new key head
+  float* vs = sm + (G + 1) * D;  // the new value head
+  float* wst = vs + D;           // per warp: D output sums, max, sum
+  const float* q = (const float*)t.q + (long long)t.q_head0 * D;
+  for (int i = threadIdx.x; i < G * D; i += blockDim.x) qk[i] = q[i];
+  if (appends) {
+    const float* kx = (const float*)t.kx + (long long)t.kv_head * D;
+    const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+      qk[G * D + i] = kx[i];
+      vs[i] = vx[i];
+    }
   }
   __syncthreads();
-  float* scores = (float*)t.scores;
-  const int n = position + 1;
-  for (int g = 0; g < G; ++g) {
-    const float* qh = qk + g * D;
-    // q.k: one thread per position, so every key row's loads are in flight at once (q is a
-    // shared-memory broadcast).
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
+  mk_qk_prologue(t, qk, appends ? G + 1 : G, position);
+  float* kc = (float*)t.k_cache + (long long)t.kv_head * t.capacity * D;
+  float* vc = (float*)t.v_cache + (long long)t.kv_head * t.capacity * D;
+  if (appends) {
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+      kc[(long long)position * D + i] = qk[G * D + i];
+      vc[(long long)position * D + i] = vs[i];
+    }
+    __syncthreads();  // this block reads the new row below
+  }
+  constexpr int HP = MPK_MK_HEADS_PER_PASS, DC = MPK_MK_MAX_HEAD_DIM / 32;
+  for (int g0 = 0; g0 < G; g0 += HP) {
+    float m[HP], l[HP], acc[HP][DC];
+#pragma unroll
+    for (int h = 0; h < HP; ++h) {
+      m[h] = MK_NEG_INF;
+      l[h] = 0.f;
+#pragma unroll
+      for (int c = 0; c < DC; ++c) acc[h][c] = 0.f;
+    }
+    for (int j = j0 + warp; j < j1; j += nw) {
       const float* kj = kc + (long long)j * D;
-      float acc = 0.f;
-      if (D % 4 == 0) {
-        const float4* k4 = (const float4*)kj;
-        for (int i = 0; i < D / 4; ++i) {
-          const float4 kv = k4[i];
-          acc += qh[4 * i] * kv.x;
-          acc += qh[4 * i + 1] * kv.y;
-          acc += qh[4 * i + 2] * kv.z;
-          acc += qh[4 * i + 3] * kv.w;
-        }
-      } else {
-        for (int i = 0; i < D; ++i) acc += qh[i] * kj[i];
-      }
-      scores[j] = acc * t.scale;
-    }
-    __syncthreads();
-    float m = -__int_as_float(0x7f800000);
-    for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, scores[j]);
-    m = mk_block_max(m, red);
-    float sum = 0.f;
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      const float e = expf(scores[j] - m);
-      scores[j] = e;
-      sum += e;
-    }
-    sum = mk_block_sum(sum, red);  // its barriers also order the scores writes
-    // P.V: the warps split the positions (a serial loop over positions is latency-bound);
-    // lane owns dims lane + 32c; per-warp partials are summed through shared memory.
-    float* part = vs + D;  // MPK_MK_MAX_WARPS * D floats
-    float accv[MPK_MK_MAX_HEAD_DIM / 32];
-#pragma unroll
-    for (int c = 0; c < MPK_MK_MAX_HEAD_DIM / 32; ++c) accv[c] = 0.f;
-    for (int j = warp; j < n; j += nw) {
-      const float pj = scores[j] / sum;
       const float* vj = vc + (long long)j * D;
+      float kr[DC], vr[DC];
 #pragma unroll
-      for (int c = 0; c < MPK_MK_MAX_HEAD_DIM / 32; ++c) {
+      for (int c = 0; c < DC; ++c) {
         const int e = lane + 32 * c;
-        if (e < D) accv[c] += pj * vj[e];
+        kr[c] = e < D ? kj[e] : 0.f;
+        vr[c] = e < D ? vj[e] : 0.f;
+      }
+#pragma unroll
+      for (int h = 0; h < HP; ++h) {
+        if (g0 + h >= G) continue;
+        const float* qh = qk + (g0 + h) * D;
+        float s = 0.f;
+#pragma unroll
+        for (int c = 0; c < DC; ++c)
+          if (lane + 32 * c < D) s += qh[lane + 32 * c] * kr[c];
+        s = mk_warp_sum(s) * t.scale;
+        const float mn = fmaxf(m[h], s);
+        const float corr = mk_rescale(m[h], mn), pj = expf(s - mn);
+        l[h] = l[h] * corr + pj;
+#pragma unroll
+        for (int c = 0; c < DC; ++c) acc[h][c] = acc[h][c] * corr + pj * vr[c];
+        m[h] = mn;
       }
     }
 #pragma unroll
-    for (int c = 0; c < MPK_MK_MAX_HEAD_DIM / 32; ++c) {
-      const int e = lane + 32 * c;
-      if (e < D) part[warp * D + e] = accv[c];
+    for (int h = 0; h < HP; ++h) {
+      if (g0 + h >= G) continue;
+      float* ws = wst + warp * (D + 2);
+#pragma unroll
+      for (int c = 0; c < DC; ++c)
+        if (lane + 32 * c < D) ws[lane + 32 * c] = acc[h][c];
+      if (lane == 0) { ws[D] = m[h]; ws[D + 1] = l[h]; }
+      __syncthreads();
+      const int g = g0 + h;
+      for (int e = threadIdx.x; e < D; e += blockDim.x) {
+        float M = MK_NEG_INF;
+        for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[w * (D + 2) + D]);
+        float L = 0.f, O = 0.f;
+        for (int w = 0; w < nw; ++w) {
+          const float* sw = wst + w * (D + 2);
+          const float f = mk_rescale(sw[D], M);
+          L += sw[D + 1] * f;
+          O += sw[e] * f;
+        }
+        if (t.num_chunks == 1) {
+          ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;
+        } else {
+          float* pp = (float*)t.partial + (long long)g * (D + 2);
+          pp[e] = O;
+          if (e == 0) { pp[D] = M; pp[D + 1] = L; }
+        }
+      }
+      __syncthreads();
     }
-    __syncthreads();
-    float* out = (float*)t.out + (long long)(t.q_head0 + g) * D;
-    for (int e = threadIdx.x; e < D; e += blockDim.x) {
-      float acc = 0.f;
-      for (int w = 0; w < nw; ++w) acc += part[w * D + e];
-      out[e] = acc;
-    }
-    __syncthreads();
   }
 }
 
+// Combines one KV head's chunk partials: per query head g and dim e, with M the largest chunk
+// max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M).
+__device__ void mk_attn_merge(const MkTask& t) {
+  const int D = t.head_dim, G = t.group, C = t.num_chunks;
+  const float* part = (const float*)t.partial;
+  float* out = (float*)t.out + (long long)t.q_head0 * D;
+  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+    const int g = idx / D, e = idx % D;
+    float M = MK_NEG_INF;
+    for (int c = 0; c < C; ++c) M = fmaxf(M, part[((long long)c * G + g) * (D + 2) + D]);
+    float L = 0.f, O = 0.f;
+    for (int c = 0; c < C; ++c) {
+      const float* pc = part + ((long long)c * G + g) * (D + 2);
+      const float f = mk_rescale(pc[D], M);
+      L += pc[D + 1] * f;
+      O += pc[e] * f;
+    }
+    out[(long long)g * D + e] = O / L;
+  }
+}
+
+// The argmax over the LM-head tiles' partials; writes the step's token, and the embedding of
+// the token the next step is fed: the next forced (prompt) token while there is one, else the
+// argmax.
 template <int DT>
-__device__ void mk_argmax(const MkTask& t, float* red, int* redi) {
+__device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRecord* rec,
+                          float* red, int* redi) {
   const float* pv = (const float*)t.part_val;
   const int* pi = (const int*)t.part_idx;
-  float best = -__int_as_float(0x7f800000);
+  float best = MK_NEG_INF;
   int bi = 0x7fffffff;
   bool have = false;
-  for (int i = threadIdx.x; i < t.n; i += blockDim.x) {
-    if (!have) { best = pv[i]; bi = pi[i]; have = true; } else mk_better(best, bi, pv[i], pi[i]);
+  for (int j = threadIdx.x; j < t.n; j += blockDim.x) {
+    if (!have) { best = pv[j]; bi = pi[j]; have = true; } else mk_better(best, bi, pv[j], pi[j]);
   }
   mk_block_argmax(best, bi, red, redi);
-  if (threadIdx.x == 0) *(int*)t.next_token = bi;
-  if ((t.flags & MPK_MK_F_EMBED) && bi >= 0 && bi < t.vocab) {
-    const char* row = (const char*)t.table + (long long)bi * t.hidden * MkW<DT>::kSize;
+  if (threadIdx.x == 0) {
+    *(int*)t.next_token = bi;
+    rec[i].token = bi;
+  }
+  const int feed = i + 1 < prm.num_forced ? ((const int*)prm.forced)[i + 1] : bi;
+  if ((t.flags & MPK_MK_F_EMBED) && feed >= 0 && feed < t.vocab) {
+    const char* row = (const char*)t.table + (long long)feed * t.hidden * MkW<DT>::kSize;
     float* out = (float*)t.embed_out;
-    for (int i = threadIdx.x; i < t.hidden; i += blockDim.x) out[i] = MkW<DT>::load(row, i);
+    for (int j = threadIdx.x; j < t.hidden; j += blockDim.x) out[j] = MkW<DT>::load(row, j);
   }
 }
 
@@ -441,63 +547,118 @@ __device__ __forceinline__ unsigned mk_load_acquire(const unsigned* p) {
   return v;
 }
 
+// Thread 0: spins until counter e reaches target (wrap-safe: counters grow by need per step
+// and may pass 2^32). False when the launch is aborted: another worker failed, or this wait
+// passed the timeout (then the failure is recorded in the status words).
+__device__ bool mk_wait(const MkParams& prm, int e, unsigned target, int task) {
+  const unsigned* counters = (const unsigned*)prm.counters;
+  volatile unsigned* status = (volatile unsigned*)prm.control;
+  const unsigned long long t0 = mk_globaltimer();
+  unsigned spins = 0;
+  while ((int)(mk_load_acquire(counters + e) - target) < 0) {
+    if (status[0] != 0) return false;
+    if ((++spins & 1023) == 0 && (long long)(mk_globaltimer() - t0) > prm.timeout_ns) {
+      if (atomicCAS((unsigned*)prm.control, 0u, 1u) == 0u) {
+        status[1] = blockIdx.x;
+        status[2] = (unsigned)task;
+        status[3] = (unsigned)e;
+      }
+      return false;
+    }
+    __nanosleep(64);
+  }
+  return true;
+}
+
+__device__ __forceinline__ bool mk_is_eos(const MkParams& prm, int token) {
+  for (int j = 0; j < prm.num_eos && j < MPK_MK_MAX_EOS; ++j)
+    if (prm.eos[j] == token) return true;
+  return false;
+}
+
 template <int DT>
 __device__ void mk_run(const MkParams& prm) {
   extern __shared__ float mk_smem[];
   __shared__ float red[32];
   __shared__ int redi[32];
-  __shared__ int abort_step;
+  __shared__ float part_sums[MPK_MK_KSPLIT_SLOTS];
+  __shared__ int abort_launch, stop;
   const MkTask* tasks = (const MkTask*)prm.tasks;
   const int* qb = (const int*)prm.queue_begin;
   const int* queue = (const int*)prm.queue;
   const int* waits = (const int*)prm.waits;
   const unsigned* needs = (const unsigned*)prm.needs;
   unsigned* counters = (unsigned*)prm.counters;
-  volatile unsigned* status = (volatile unsigned*)prm.status;
-  if (threadIdx.x == 0) abort_step = 0;
+  unsigned* status = (unsigned*)prm.control;
+  u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
+  MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
+  u64* profile = (u64*)prm.profile;
+  if (threadIdx.x == 0) {
+    abort_launch = 0;
+    stop = 0;
+    worker_start[blockIdx.x] = mk_globaltimer();
+  }
   __syncthreads();
 
-  for (int qi = qb[blockIdx.x]; qi < qb[blockIdx.x + 1]; ++qi) {
-    const MkTask& t = tasks[queue[qi]];
-    // Weights do not wait: stream this task's rows towards L2 before the events.
-    if (t.kind == MPK_MK_LINEAR)
-      for (int s = 0; s < t.num_slices; ++s)
-        mk_prefetch(t.slices[s].w, (long long)t.slices[s].rows * t.k * MkW<DT>::kSize);
-    for (int wi = 0; wi < t.num_waits; ++wi) {
-      const int e = waits[t.wait_begin + wi];
+  for (int i = 0; i < prm.num_steps; ++i) {
+    const unsigned step = prm.step + (unsigned)i;
+    const int position = prm.position + i;
+    // Step i is fed step i-2's argmax (the host checked the token of step 0, and step 1's feed
+    // is the one step 0 was given): an EOS ends the launch on every worker alike. The event
+    // has fired already (step i-1 waited for it); the acquire makes the token visible.
+    if (i >= 2 && prm.num_eos > 0 && prm.argmax_event >= 0) {
       if (threadIdx.x == 0) {
-        const unsigned target = needs[e] * prm.step;
-        const unsigned long long t0 = mk_globaltimer();
-        unsigned spins = 0;
-        // Wrap-safe: counters and targets grow by need per step and may pass 2^32.
-        while ((int)(mk_load_acquire(counters + e) - target) < 0) {
-          if (status[0] != 0) { abort_step = 1; break; }
-          if ((++spins & 1023) == 0 && (long long)(mk_globaltimer() - t0) > prm.timeout_ns) {
-            if (atomicCAS((unsigned*)prm.status, 0u, 1u) == 0u) {
-              status[1] = blockIdx.x;
-              status[2] = (unsigned)t.id;
-              status[3] = (unsigned)e;
-            }
-            abort_step = 1;
-            break;
-          }
-          __nanosleep(64);
-        }
+        const int e = prm.argmax_event;
+        if (!mk_wait(prm, e, needs[e] * (step - 2u), -1))
+          abort_launch = 1;
+        else if (i - 1 >= prm.num_forced && mk_is_eos(prm, ((volatile MkStepRecord*)rec)[i - 2].token))
+          stop = 1;
       }
       __syncthreads();
-      if (abort_step) return;
+      if (abort_launch || stop) return;
     }
-    switch (t.kind) {
-      case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi); break;
-      case MPK_MK_ATTENTION: mk_attention(t, prm.position, mk_smem, red); break;
-      case MPK_MK_ARGMAX: mk_argmax<DT>(t, red, redi); break;
-      default: break;
-    }
-    __syncthreads();
-    if (threadIdx.x == 0 && t.trigger >= 0) {
-      __threadfence();
-      asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + t.trigger)
-                   : "memory");
+    for (int qi = qb[blockIdx.x]; qi < qb[blockIdx.x + 1]; ++qi) {
+      const MkTask& t = tasks[queue[qi]];
+      if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
+      // Weights do not wait: stream the start of this task's rows towards L2 before the events.
+      if (t.kind == MPK_MK_LINEAR) {
+        long long left = prm.prefetch_bytes;
+        for (int s = 0; s < t.num_slices && left > 0; ++s) {
+          const long long b = (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
+          mk_prefetch(t.slices[s].w, b < left ? b : left);
+          left -= b;
+        }
+      }
+      if (threadIdx.x == 0) {
+        for (int wi = 0; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
+          const int e = waits[t.wait_begin + wi];
+          const unsigned epoch = wi < t.num_waits ? step : step - 1u;
+          if (!mk_wait(prm, e, needs[e] * epoch, t.id)) abort_launch = 1;
+        }
+        if (profile) profile[3 * qi + 1] = mk_globaltimer();
+      }
+      __syncthreads();
+      if (abort_launch) return;
+      switch (t.kind) {
+        case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi, part_sums); break;
+        case MPK_MK_ATTENTION: mk_attention(t, position, mk_smem); break;
+        case MPK_MK_ATTN_MERGE: mk_attn_merge(t); break;
+        case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;
+        default: break;
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        if (t.kind == MPK_MK_ARGMAX) {
+          rec[i].end_ns = mk_globaltimer();
+          status[4] = (unsigned)(i + 1);
+        }
+        if (profile) profile[3 * qi + 2] = mk_globaltimer();
+        if (t.trigger >= 0) {
+          __threadfence();
+          asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + t.trigger)
+                       : "memory");
+        }
+      }
     }
   }
 }

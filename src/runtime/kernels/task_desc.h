@@ -8,11 +8,17 @@
 #define MPK_MK_MAX_SLICES 4
 #define MPK_MK_MAX_WARPS 32      // 1024-thread workers at most
 #define MPK_MK_MAX_HEAD_DIM 256  // attention keeps a head row in registers, 32 dims per lane-slot
+#define MPK_MK_HEADS_PER_PASS 4  // query heads one attention pass accumulates in registers
+#define MPK_MK_MAX_KSPLIT 8      // linear: K parts per row group (see mk_linear)
+#define MPK_MK_KSPLIT_SLOTS 256  // linear: shared partial sums when K is split
+#define MPK_MK_MAX_EOS 8
+#define MPK_MK_STATUS_WORDS 8    // control block: error, worker, task, event, steps done, pad
 
 // Task kinds the kernel switches on.
 #define MPK_MK_LINEAR 1
 #define MPK_MK_ATTENTION 2
 #define MPK_MK_ARGMAX 3
+#define MPK_MK_ATTN_MERGE 4  // online-softmax merge of one KV head's chunk partials
 
 // Linear prologues (the input vector staged in shared memory as fp32).
 #define MPK_MK_IN_PLAIN 0    // x
@@ -41,8 +47,10 @@ struct MkSlice {
 struct MkTask {
   int kind;
   int flags;
-  int wait_begin;  // into the waits table
-  int num_waits;
+  int wait_begin;  // into the waits table: num_waits events of this step, then
+  int num_waits;   // num_waits_prev events that must have fired for the previous step
+  int num_waits_prev;
+  int pad0;
   int trigger;     // event id or -1
   int id;          // TaskGraph task id
 
@@ -59,7 +67,12 @@ struct MkTask {
   unsigned long long part_idx;  // i32 argmax partial index slot
   long long out_index0;         // logits index of the first output row (for argmax)
 
-  // Attention: one KV head and its query heads.
+  // Attention: one KV head and its query heads, chunk `chunk` of `num_chunks` of the live KV
+  // length n = position + 1: positions [chunk * n / num_chunks, (chunk + 1) * n / num_chunks).
+  // The last chunk appends the new k, v. With one chunk the output is final; otherwise the
+  // chunk writes partials (per query head: head_dim sums, max, sum) that a merge task combines.
+  int chunk;
+  int num_chunks;
   int kv_head;
   int q_head0;
   int group;  // query heads
@@ -75,7 +88,7 @@ struct MkTask {
   unsigned long long inv_freq;  // f32 head_dim / 2
   unsigned long long k_cache;   // f32 [kv_heads][capacity][head_dim] of this layer
   unsigned long long v_cache;
-  unsigned long long scores;    // f32 scratch, capacity entries, private to this task
+  unsigned long long partial;   // f32 partials of (kv_head, chunk) (merge: of (kv_head, 0)), or 0
   unsigned long long out;       // f32 attention output (whole vector)
 
   // Argmax reduce (+ embedding of the chosen token).
@@ -88,7 +101,15 @@ struct MkTask {
   int pad2;
 };
 
-// Kernel parameters, passed by value.
+// Per step of a launch, in the control block after the status words and the worker starts.
+struct MkStepRecord {
+  int token;                 // the step's argmax
+  int pad;
+  unsigned long long end_ns; // globaltimer when the step's argmax task finished
+};
+
+// Kernel parameters, passed by value. One launch runs num_steps decode steps back to back;
+// step i has the 1-based event epoch step + i and the position position + i.
 struct MkParams {
   unsigned long long tasks;         // MkTask[num_tasks]
   unsigned long long queue_begin;   // int[num_workers + 1] into queue
@@ -96,10 +117,19 @@ struct MkParams {
   unsigned long long waits;         // int event ids
   unsigned long long needs;         // unsigned need per event
   unsigned long long counters;      // unsigned per event (monotonic)
-  unsigned long long status;        // unsigned[4]: error flag, worker, task, event
-  unsigned int step;                // 1-based launch count of the session
-  int position;                     // the token's position
-  long long timeout_ns;             // a wait longer than this aborts the step
+  unsigned long long control;       // status words, u64 start per worker, MkStepRecord per step
+  unsigned long long profile;       // 0, or u64[queue length][3]: start, ready, end per task
+  unsigned int step;                // 1-based epoch of the first step of this launch
+  int position;                     // the first step's position
+  int num_steps;                    // steps to run (fewer when a fed token is an EOS id)
+  int num_workers;
+  long long timeout_ns;             // a wait longer than this aborts the launch
+  long long prefetch_bytes;         // L2 prefetch of a linear task's weights, at most this
+  unsigned long long forced;        // i32 tokens: step i embeds forced[i + 1] while i + 1 < num_forced
+  int num_forced;
+  int argmax_event;                 // event the argmax task triggers (EOS checks), or -1
+  int num_eos;
+  int eos[MPK_MK_MAX_EOS];
 };
 
 #endif  // MPK_RUNTIME_KERNELS_TASK_DESC_H_

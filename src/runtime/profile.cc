@@ -1,0 +1,93 @@
+#include "runtime/profile.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+
+namespace mpk::rt {
+namespace {
+
+// "L3.gate_up" -> "gate_up".
+std::string kind_of(const std::string& stage) {
+  if (stage.size() > 1 && stage[0] == 'L') {
+    const size_t dot = stage.find('.');
+    if (dot != std::string::npos &&
+        std::all_of(stage.begin() + 1, stage.begin() + long(dot), [](char c) { return c >= '0' && c <= '9'; }))
+      return stage.substr(dot + 1);
+  }
+  return stage;
+}
+
+// Bytes a task streams in the step: its weights, and for attention the live KV rows it reads.
+int64_t task_bytes(const sched::Task& t, const MkTask& d, int64_t kv_len) {
+  if (d.kind != MPK_MK_ATTENTION) return t.weight_bytes;
+  const int64_t j0 = int64_t(d.chunk) * kv_len / d.num_chunks;
+  const int64_t j1 = int64_t(d.chunk + 1) * kv_len / d.num_chunks;
+  return (j1 - j0) * 2 * d.head_dim * 4;
+}
+
+struct Span {
+  uint64_t first_ready = UINT64_MAX, last_end = 0;
+};
+
+struct Kind {
+  int tasks = 0;
+  int64_t bytes = 0;
+  double busy_ns = 0, wait_ns = 0;
+  std::map<int, Span> stages;
+};
+
+}  // namespace
+
+std::string profile_report(const sched::Plan& plan, const MegakernelTables& tables,
+                           const std::vector<uint64_t>& times, int64_t kv_len) {
+  MPK_ICHECK(times.size() == tables.queue.size() * 3) << "profile: " << times.size() << " timers";
+  const auto& tasks = plan.tasks.tasks;
+  std::map<std::string, Kind> kinds;
+  std::vector<std::string> order;
+  uint64_t first = UINT64_MAX, last = 0;
+  for (size_t qi = 0; qi < tables.queue.size(); ++qi) {
+    const int id = tables.queue[qi];
+    const sched::Task& t = tasks[size_t(id)];
+    const uint64_t start = times[3 * qi], ready = times[3 * qi + 1], end = times[3 * qi + 2];
+    MPK_ICHECK(start <= ready && ready <= end) << "profile: timers of task " << t.name << " out of order";
+    first = std::min(first, start);
+    last = std::max(last, end);
+    const std::string k = kind_of(plan.tasks.stages[size_t(t.stage)].name);
+    if (!kinds.count(k)) order.push_back(k);
+    Kind& kd = kinds[k];
+    ++kd.tasks;
+    kd.bytes += task_bytes(t, tables.tasks[size_t(id)], kv_len);
+    kd.busy_ns += double(end - ready);
+    kd.wait_ns += double(ready - start);
+    Span& s = kd.stages[t.stage];
+    s.first_ready = std::min(s.first_ready, ready);
+    s.last_end = std::max(s.last_end, end);
+  }
+  nlohmann::json out;
+  out["timer"] = "globaltimer (ns, one clock for all SMs) per task: start, events ready, end";
+  out["step_us"] = tables.queue.empty() ? 0.0 : double(last - first) / 1e3;
+  out["workers"] = tables.num_workers;
+  out["tasks"] = tables.queue.size();
+  out["kv_len"] = kv_len;
+  nlohmann::json list = nlohmann::json::array();
+  for (const std::string& k : order) {
+    const Kind& kd = kinds[k];
+    double span_ns = 0;
+    for (const auto& [stage, s] : kd.stages) span_ns += double(s.last_end - s.first_ready);
+    list.push_back({{"kind", k},
+                    {"tasks", kd.tasks},
+                    {"stages", kd.stages.size()},
+                    {"bytes", kd.bytes},
+                    {"span_us", span_ns / 1e3},
+                    {"busy_us_mean", kd.busy_ns / kd.tasks / 1e3},
+                    {"wait_us_mean", kd.wait_ns / kd.tasks / 1e3},
+                    {"gbps", span_ns > 0 ? double(kd.bytes) / span_ns : 0.0}});
+  }
+  out["kinds"] = std::move(list);
+  return out.dump(1);
+}
+
+}  // namespace mpk::rt

@@ -161,14 +161,43 @@ def mpk_env(mpk_run):
     return env
 
 
-def mpk_command(mpk_run, model_dir, prompt, steps, backend, kv_capacity=None, logits_out=None):
+def mpk_command(mpk_run, model_dir, prompt, steps, backend, kv_capacity=None, logits_out=None,
+                steps_per_launch=None, profile_out=None):
+    """The mpk-run command line: greedy, EOS ignored, JSON out. steps_per_launch N > 1 is
+    multi-step mode (one launch decodes up to N tokens); 1 is mpk-run's default and is left out,
+    so that an mpk-run without --steps-per-launch still runs the single-step setting."""
     cmd = [mpk_run, "--model", model_dir, "--prompt-ids", ",".join(str(t) for t in prompt),
            "--max-new-tokens", str(steps), "--backend", backend, "--json", "--ignore-eos"]
     if kv_capacity:
         cmd += ["--kv-capacity", str(kv_capacity)]
+    if steps_per_launch and steps_per_launch != 1:
+        cmd += ["--steps-per-launch", str(steps_per_launch)]
     if logits_out:
         cmd += ["--logits-out", logits_out]
+    if profile_out:
+        cmd += ["--profile-out", profile_out]
     return cmd
+
+
+def mpk_timings(res):
+    """The timing parts of mpk-run's JSON, with the keys an older mpk-run lacks as None
+    (steps_per_launch: 1). latency_ms is the per-token figure (single-step: host time per
+    one-token decode; multi-step: device time per step); device_step_ms is per decode step on
+    the device clock; launch_ms is host time per mpk_session_decode call."""
+    return {"steps_per_launch": res.get("steps_per_launch", 1), "timer": res.get("timer"),
+            "latency_ms": res.get("latency_ms"), "device_step_ms": res.get("device_step_ms"),
+            "launch_ms": res.get("launch_ms"), "prefill_ms": res.get("prefill_ms")}
+
+
+def read_json_file(path):
+    """(object, None) from a JSON file, or (None, why not)."""
+    try:
+        with open(path) as f:
+            return json.load(f), None
+    except FileNotFoundError:
+        return None, f"{path} was not written"
+    except (OSError, ValueError) as e:
+        return None, f"{path}: {type(e).__name__}: {e}"
 
 
 def run_mpk(cmd, timeout_s, env=None):
@@ -335,6 +364,19 @@ def free_gpu():
     if torch.cuda.is_available():
         torch.cuda.synchronize()
         torch.cuda.empty_cache()
+
+
+def gpu_memory(device):
+    """GPU memory now, in GB: free and total on the device (all processes), and this process's
+    allocated and peak allocated bytes; {} on a CPU device."""
+    import torch
+    if not str(device).startswith("cuda"):
+        return {}
+    dev = torch.device(device)
+    free, total = torch.cuda.mem_get_info(dev)
+    return {"free_gb": round(free / 1e9, 2), "total_gb": round(total / 1e9, 2),
+            "allocated_gb": round(torch.cuda.memory_allocated(dev) / 1e9, 2),
+            "peak_allocated_gb": round(torch.cuda.max_memory_allocated(dev) / 1e9, 2)}
 
 
 class StepTimer:

@@ -140,7 +140,10 @@ class TableBuilder {
       out.waits.insert(out.waits.end(), t.waits_prev.begin(), t.waits_prev.end());
       int64_t smem = 0;
       switch (t.kind) {
-        case sched::TaskKind::Linear: smem = linear(t, d); break;
+        case sched::TaskKind::Linear:
+          smem = linear(t, d);
+          out.linear_smem = std::max(out.linear_smem, smem);
+          break;
         case sched::TaskKind::Attention: smem = attention(t, d); break;
         case sched::TaskKind::AttentionMerge: merge(t, d); break;
         case sched::TaskKind::Vector:
@@ -362,8 +365,9 @@ class TableBuilder {
     d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
     d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
     if (d.head_dim > MPK_MK_MAX_HEAD_DIM) unsupported(t, "head_dim above MPK_MK_MAX_HEAD_DIM");
-    // q heads + k head + v head + one (sums, max, sum) state per warp.
-    return (int64_t(d.group + 2) * d.head_dim + int64_t(MPK_MK_MAX_WARPS) * (d.head_dim + 2)) * 4;
+    // q heads + k head + v head + one (sums, max, sum) state per warp and head of a pass.
+    return (int64_t(d.group + 2) * d.head_dim +
+            int64_t(MPK_MK_MAX_WARPS) * MPK_MK_HEADS_PER_PASS * (d.head_dim + 2)) * 4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {

@@ -63,6 +63,7 @@ struct MegakernelTables {
   std::vector<int> waits;           // event ids
   std::vector<uint32_t> needs;      // per event
   int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need
+  int64_t linear_smem = 0;          // of which a linear's input vector (the weight stage follows)
   int num_workers = 0;
   int argmax_event = -1;            // the event the final argmax task triggers
 };

@@ -148,7 +148,14 @@ __device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
 // Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
 // 16-byte loads before it uses any of them. `aligned`: the rows are 16-byte aligned and k0, k1
 // are multiples of the vector width.
-template <int DT, int R>
+template <bool Smem>
+__device__ __forceinline__ uint4 mk_ld_w(const uint4* p) {
+  if (Smem) return *p;
+  return mk_ld_stream(p);
+}
+
+// (from a weight stage in shared memory when Smem)
+template <int DT, int R, bool Smem>
 __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, int k1,
                             bool aligned, float (&out)[R]) {
   const int lane = threadIdx.x & 31;
@@ -165,7 +172,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, 
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int j = 0; j < kUnroll; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
+        for (int j = 0; j < kUnroll; ++j) u[r][j] = mk_ld_w<Smem>((const uint4*)w[r] + i + 32 * j);
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         const float* xv = xs + (i + 32 * j) * V;
@@ -182,7 +189,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, 
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float f[V];
-        MkW<DT>::unpack(mk_ld_stream((const uint4*)w[r] + i), f);
+        MkW<DT>::unpack(mk_ld_w<Smem>((const uint4*)w[r] + i), f);
 #pragma unroll
         for (int e = 0; e < V; ++e) acc[r] += f[e] * xs[i * V + e];
       }
@@ -235,19 +242,27 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw) {
 
 // Output rows of a tile: rows r of the tile take x . w_r over K part p, written straight to
 // the output (one part) or to part_sums (several: added in part order afterwards).
+// Rows below `staged` are read from the weight stage (row r at stage + r * row bytes).
 template <int DT, int R>
 __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, int r0, int k0,
                                                int k1, bool aligned, int p, int ks, int total,
-                                               float* part_sums) {
+                                               float* part_sums, const char* stage, int staged) {
+  const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
   const char* w[R];
   int slice[R], local[R];
 #pragma unroll
   for (int j = 0; j < R; ++j) {
     mk_row_of(t, r0 + j, slice[j], local[j]);
-    w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * t.k * MkW<DT>::kSize;
+    w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
   }
   float acc[R];
-  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, acc);
+  if (r0 + R <= staged) {
+#pragma unroll
+    for (int j = 0; j < R; ++j) w[j] = stage + (r0 + j) * row_bytes;
+    mk_dot_rows<DT, R, true>(w, xs, k0, k1, aligned, acc);
+  } else {
+    mk_dot_rows<DT, R, false>(w, xs, k0, k1, aligned, acc);
+  }
   if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
@@ -284,20 +299,71 @@ __device__ void mk_linear_input(const MkTask& t, float* xs, float* red) {
   }
 }
 
+// Whether a linear task's rows can be read with 16-byte vector loads.
 template <int DT>
-__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums) {
+__device__ __forceinline__ bool mk_linear_aligned(const MkTask& t) {
+  bool aligned = t.k % MkW<DT>::kVec == 0;
+  for (int s = 0; s < t.num_slices; ++s) aligned = aligned && (t.slices[s].w & 15) == 0;
+  return aligned;
+}
+
+__device__ __forceinline__ int mk_linear_rows(const MkTask& t) {
+  int total = 0;
+  for (int s = 0; s < t.num_slices; ++s) total += t.slices[s].rows;
+  return total;
+}
+
+// Rows of a linear task that fit the weight stage (0 when its rows are not 16-byte aligned).
+template <int DT>
+__device__ __forceinline__ int mk_staged_rows(const MkTask& t, int stage_bytes) {
+  if (!mk_linear_aligned<DT>(t)) return 0;
+  const int fit = (int)(stage_bytes / ((long long)t.k * MkW<DT>::kSize));
+  const int total = mk_linear_rows(t);
+  return fit < total ? fit : total;
+}
+
+// Weights do not wait: copies the first `staged` rows of the tile into the stage with
+// cp.async (completed by mk_stage_wait after the events), and prefetches up to
+// `prefetch_bytes` of the rest into L2.
+template <int DT>
+__device__ void mk_stage_weights(const MkTask& t, char* stage, int staged, long long prefetch_bytes) {
+  const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
+  const int chunks = (int)(row_bytes / 16);
+  int r = 0;
+  for (int s = 0; s < t.num_slices; ++s) {
+    const int rows = t.slices[s].rows;
+    const int here = staged - r < rows ? (staged - r > 0 ? staged - r : 0) : rows;
+    // Rows [r, r + here) of the stage come from this slice, one 16-byte chunk per thread-step.
+    const unsigned dst0 = (unsigned)__cvta_generic_to_shared(stage + r * row_bytes);
+    for (long long c = threadIdx.x; c < (long long)here * chunks; c += blockDim.x)
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst0 + (unsigned)(c * 16)),
+                   "l"(t.slices[s].w + c * 16)
+                   : "memory");
+    const long long rest = (rows - here) * row_bytes;
+    if (prefetch_bytes > 0 && rest > 0) {
+      const long long b = rest < prefetch_bytes ? rest : prefetch_bytes;
+      mk_prefetch(t.slices[s].w + here * row_bytes, b);
+      prefetch_bytes -= b;
+    }
+    r += rows;
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+__device__ __forceinline__ void mk_stage_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+template <int DT>
+__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
+                          const char* stage, int staged) {
   mk_linear_input(t, xs, red);
+  mk_stage_wait();  // this thread's copies; the barrier below publishes everyone's
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int k = t.k;
   constexpr int V = MkW<DT>::kVec;
-  int total = 0;
-  bool aligned = k % V == 0;
-  for (int s = 0; s < t.num_slices; ++s) {
-    total += t.slices[s].rows;
-    aligned = aligned && (t.slices[s].w & 15) == 0;
-  }
+  const int total = mk_linear_rows(t);
+  const bool aligned = mk_linear_aligned<DT>(t);
   // Row groups of kRows (the last may be shorter) times K parts of whole vectors.
   constexpr int kRows = 2;
   const int groups = (total + kRows - 1) / kRows;
@@ -309,9 +375,9 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     const int k1 = (int)((long long)(p + 1) * units / ks) * unit;
     const int r0 = g * kRows;
     if (r0 + kRows <= total)
-      mk_linear_item<DT, kRows>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
+      mk_linear_item<DT, kRows>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums, stage, staged);
     else
-      mk_linear_item<DT, 1>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
+      mk_linear_item<DT, 1>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums, stage, staged);
   }
   if (ks > 1) {
     __syncthreads();
@@ -401,7 +467,7 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm) {
   const bool appends = t.chunk == t.num_chunks - 1;  // its range ends at the new position
   float* qk = sm;                // G query heads, then the new key head
   float* vs = sm + (G + 1) * D;  // the new value head
-  float* wst = vs + D;           // per warp: D output sums, max, sum
+  float* wst = vs + D;           // per warp and head of a pass: D output sums, max, sum
   const float* q = (const float*)t.q + (long long)t.q_head0 * D;
   for (int i = threadIdx.x; i < G * D; i += blockDim.x) qk[i] = q[i];
   if (appends) {
@@ -460,36 +526,38 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm) {
         m[h] = mn;
       }
     }
+    // Every warp's states for this pass's heads, then one combine over (head, dim) pairs.
+    const int hn = G - g0 < HP ? G - g0 : HP;
+    float* ws = wst + warp * HP * (D + 2);
 #pragma unroll
     for (int h = 0; h < HP; ++h) {
-      if (g0 + h >= G) continue;
-      float* ws = wst + warp * (D + 2);
+      if (h >= hn) continue;
 #pragma unroll
       for (int c = 0; c < DC; ++c)
-        if (lane + 32 * c < D) ws[lane + 32 * c] = acc[h][c];
-      if (lane == 0) { ws[D] = m[h]; ws[D + 1] = l[h]; }
-      __syncthreads();
-      const int g = g0 + h;
-      for (int e = threadIdx.x; e < D; e += blockDim.x) {
-        float M = MK_NEG_INF;
-        for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[w * (D + 2) + D]);
-        float L = 0.f, O = 0.f;
-        for (int w = 0; w < nw; ++w) {
-          const float* sw = wst + w * (D + 2);
-          const float f = mk_rescale(sw[D], M);
-          L += sw[D + 1] * f;
-          O += sw[e] * f;
-        }
-        if (t.num_chunks == 1) {
-          ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;
-        } else {
-          float* pp = (float*)t.partial + (long long)g * (D + 2);
-          pp[e] = O;
-          if (e == 0) { pp[D] = M; pp[D + 1] = L; }
-        }
-      }
-      __syncthreads();
+        if (lane + 32 * c < D) ws[h * (D + 2) + lane + 32 * c] = acc[h][c];
+      if (lane == 0) { ws[h * (D + 2) + D] = m[h]; ws[h * (D + 2) + D + 1] = l[h]; }
     }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < hn * D; idx += blockDim.x) {
+      const int h = idx / D, e = idx % D, g = g0 + h;
+      float M = MK_NEG_INF;
+      for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[(w * HP + h) * (D + 2) + D]);
+      float L = 0.f, O = 0.f;
+      for (int w = 0; w < nw; ++w) {
+        const float* sw = wst + (w * HP + h) * (D + 2);
+        const float f = mk_rescale(sw[D], M);
+        L += sw[D + 1] * f;
+        O += sw[e] * f;
+      }
+      if (t.num_chunks == 1) {
+        ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;
+      } else {
+        float* pp = (float*)t.partial + (long long)g * (D + 2);
+        pp[e] = O;
+        if (e == 0) { pp[D] = M; pp[D + 1] = L; }
+      }
+    }
+    __syncthreads();
   }
 }
 
@@ -593,6 +661,7 @@ __device__ void mk_run(const MkParams& prm) {
   u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
   MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
   u64* profile = (u64*)prm.profile;
+  char* stage = (char*)mk_smem + prm.stage_offset;
   if (threadIdx.x == 0) {
     abort_launch = 0;
     stop = 0;
@@ -620,13 +689,20 @@ __device__ void mk_run(const MkParams& prm) {
     for (int qi = qb[blockIdx.x]; qi < qb[blockIdx.x + 1]; ++qi) {
       const MkTask& t = tasks[queue[qi]];
       if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
-      // Weights do not wait: stream the start of this task's rows towards L2 before the events.
+      // Weights and the KV history do not wait: start loading them before the events.
+      int staged = 0;
       if (t.kind == MPK_MK_LINEAR) {
-        long long left = prm.prefetch_bytes;
-        for (int s = 0; s < t.num_slices && left > 0; ++s) {
-          const long long b = (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
-          mk_prefetch(t.slices[s].w, b < left ? b : left);
-          left -= b;
+        staged = mk_staged_rows<DT>(t, prm.stage_bytes);
+        mk_stage_weights<DT>(t, stage, staged, prm.prefetch_bytes);
+      } else if (t.kind == MPK_MK_ATTENTION) {
+        const int n = position + 1;
+        const long long j0 = (long long)t.chunk * n / t.num_chunks;
+        long long j1 = (long long)(t.chunk + 1) * n / t.num_chunks;
+        if (j1 > position) j1 = position;  // the new row is written in this step
+        if (j1 > j0) {
+          const long long off = ((long long)t.kv_head * t.capacity + j0) * t.head_dim * 4;
+          mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
+          mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
         }
       }
       if (threadIdx.x == 0) {
@@ -640,7 +716,7 @@ __device__ void mk_run(const MkParams& prm) {
       __syncthreads();
       if (abort_launch) return;
       switch (t.kind) {
-        case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi, part_sums); break;
+        case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi, part_sums, stage, staged); break;
         case MPK_MK_ATTENTION: mk_attention(t, position, mk_smem); break;
         case MPK_MK_ATTN_MERGE: mk_attn_merge(t); break;
         case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;

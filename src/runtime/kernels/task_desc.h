@@ -124,7 +124,10 @@ struct MkParams {
   int num_steps;                    // steps to run (fewer when a fed token is an EOS id)
   int num_workers;
   long long timeout_ns;             // a wait longer than this aborts the launch
-  long long prefetch_bytes;         // L2 prefetch of a linear task's weights, at most this
+  long long prefetch_bytes;         // L2 prefetch of a linear task's unstaged weights, at most this
+  int stage_offset;                 // linear: dynamic shared memory byte offset of the weight stage
+  int stage_bytes;                  // its size: the first rows of a tile that fit are copied there
+                                    // (cp.async) before the task's events are waited for
   unsigned long long forced;        // i32 tokens: step i embeds forced[i + 1] while i + 1 < num_forced
   int num_forced;
   int argmax_event;                 // event the argmax task triggers (EOS checks), or -1

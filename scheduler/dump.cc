@@ -41,6 +41,7 @@ Json task_json(const Task& t) {
     j["kv"] = {t.kv_begin, t.kv_end};
     j["chunk"] = t.chunk;
     j["num_chunks"] = t.num_chunks;
+    if (t.merges) j["merges"] = true;
   }
   return j;
 }

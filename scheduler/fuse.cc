@@ -25,6 +25,7 @@ class Fuser {
         if (Task* a = single_op(int(s), OpKind::Add)) residual(*a);
     // Consumers first, so a chain (rope after head norm) folds into the same tasks in order.
     for (size_t s = tg_.stages.size(); s-- > 0;) prologue(int(s));
+    if (o_.merge_into_attention) fold_merges();
     if (o_.argmax_into_linear) argmax();
     if (o_.embedding_into_argmax) embedding();
     return compact();
@@ -148,6 +149,34 @@ class Fuser {
       first = false;
     }
     dead_[size_t(p->id)] = true;
+  }
+
+  // Each merge task into its KV head's chunk tasks: every chunk is given an equal share of the
+  // head's output range (see Task::merges) and the merge's flops. Not when the range has fewer
+  // elements than there are chunks: a chunk with an empty share would be waited for by nobody,
+  // yet it may be the one that merges.
+  void fold_merges() {
+    for (Task& m : tg_.tasks) {
+      if (dead_[size_t(m.id)] || m.kind != TaskKind::AttentionMerge || m.writes.size() != 1) continue;
+      std::vector<Task*> chunks;
+      for (Task& c : tg_.tasks)
+        if (!dead_[size_t(c.id)] && c.kind == TaskKind::Attention && c.layer == m.layer &&
+            c.kv_head == m.kv_head && c.num_chunks == m.num_chunks)
+          chunks.push_back(&c);
+      if (int(chunks.size()) != m.num_chunks) continue;
+      const Access out = m.writes[0];
+      const int64_t len = out.end - out.begin, n = int64_t(chunks.size());
+      if (len < n) continue;
+      for (Task* c : chunks) {
+        const int64_t b = out.begin + c->chunk * len / n, e = out.begin + (c->chunk + 1) * len / n;
+        c->writes.push_back({out.buffer, b, e});
+        c->writes = normalize(std::move(c->writes));
+        c->merges = true;
+        c->flops += m.flops / double(n);
+        reread_[size_t(c->id)] += m.act_bytes / n;  // the merge's partial reads (one chunk does them)
+      }
+      dead_[size_t(m.id)] = true;
+    }
   }
 
   Task* find_single(OpKind kind) {

@@ -18,6 +18,9 @@ struct FuseOptions {
   bool residual_into_linear = true;
   // silu(gate) * up into the prologue of the linear reading it (down_proj).
   bool silu_into_linear = true;
+  // The merge of a KV head's chunk partials into its chunk tasks (the last to finish merges):
+  // no merge wave of its own (see Task::merges).
+  bool merge_into_attention = true;
   // argmax: a partial (value, index) per LM-head tile plus one reduce task.
   bool argmax_into_linear = true;
   // The next token's embedding into the argmax reduce; its output becomes a carried buffer.

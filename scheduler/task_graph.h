@@ -121,6 +121,11 @@ struct Task {
   int64_t kv_end = 0;
   int chunk = 0;
   int num_chunks = 1;
+  // Attention chunk with the merge folded in (FuseOptions::merge_into_attention): the last chunk
+  // of its KV head to finish (an arrival counter at run time, not an event) merges every
+  // chunk's partials into the head's output. Each chunk's writes name an equal, non-empty share
+  // of that output range, so a reader of the output waits for all of the head's chunks.
+  bool merges = false;
 
   // Per-step traffic and work, planned for DecomposeOptions::seq_len.
   int64_t weight_bytes = 0;  // weights first read from DRAM by this task

@@ -148,16 +148,6 @@ long long prefetch_bytes() {
   return v;
 }
 
-// Shared memory for the weight stage of linear tasks (cp.async before their events): whole
-// tiles of a small model, the first rows of a large one's. MPK_STAGE_BYTES overrides it.
-int64_t stage_bytes_wanted() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("MPK_STAGE_BYTES");
-    return e && *e ? std::max(0LL, std::atoll(e)) : 128LL * 1024;
-  }();
-  return v;
-}
-
 }  // namespace
 
 GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity,
@@ -172,7 +162,6 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(kv_capacity));
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));
   kv_ = cuda::DeviceBuffer(ctx, size_t(std::max<int64_t>(mem_.kv_bytes, 256)));
-  counters_ = cuda::DeviceBuffer(ctx, std::max<size_t>(plan_.tasks.events.size(), 1) * 4);
   control_ = cuda::DeviceBuffer(ctx, kStatusBytes + 8 * size_t(m_->num_workers()) +
                                          sizeof(MkStepRecord) * kMaxStepsPerLaunch);
   forced_ = cuda::DeviceBuffer(ctx, 4 * (kMaxStepsPerLaunch + 1));
@@ -182,6 +171,9 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   b.consts = m_->consts_ptr();
   b.kv = kv_.ptr();
   tables_ = build_tables(g, plan_, mem_, b);
+  // Event counters, then the attention arrival counters (reset together).
+  counters_ = cuda::DeviceBuffer(
+      ctx, std::max<size_t>(plan_.tasks.events.size() + size_t(tables_.num_arrivals), 1) * 4);
   MPK_CHECK(tables_.argmax_event >= 0, Unsupported)
       << "megakernel: the final argmax task triggers no event (needed between steps)";
   if (options_.profile) profile_ = cuda::DeviceBuffer(ctx, std::max<size_t>(tables_.queue.size(), 1) * 24);
@@ -189,9 +181,6 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   MPK_CHECK(tables_.dynamic_smem <= optin, Unsupported)
       << "megakernel: tasks need " << tables_.dynamic_smem << " bytes of shared memory, the device has "
       << optin;
-  stage_offset_ = (tables_.linear_smem + 127) / 128 * 128;
-  stage_bytes_ = std::clamp<int64_t>(optin - stage_offset_, 0, stage_bytes_wanted()) / 16 * 16;
-  tables_.dynamic_smem = std::max(tables_.dynamic_smem, stage_offset_ + stage_bytes_);
   const int fit = m_->function().max_active_blocks_per_sm(m_->block_threads(), size_t(tables_.dynamic_smem));
   MPK_CHECK(fit >= 1, Cuda) << "megakernel: a " << m_->block_threads() << "-thread worker with "
                             << tables_.dynamic_smem << " bytes of shared memory does not fit on an SM";
@@ -295,6 +284,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.waits = d_waits_.ptr();
   p.needs = d_needs_.ptr();
   p.counters = counters_.ptr();
+  p.arrivals = counters_.ptr() + 4 * plan_.tasks.events.size();
   p.control = control_.ptr();
   p.profile = options_.profile ? profile_.ptr() : 0;
   p.step = step_ + 1;
@@ -303,8 +293,6 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.num_workers = tables_.num_workers;
   p.timeout_ns = kWaitTimeoutNs;
   p.prefetch_bytes = prefetch_bytes();
-  p.stage_offset = int(stage_offset_);
-  p.stage_bytes = int(stage_bytes_);
   if (num_forced > 0) {
     forced_.upload(forced, num_forced * 4);
     p.forced = forced_.ptr();

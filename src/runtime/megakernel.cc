@@ -140,10 +140,7 @@ class TableBuilder {
       out.waits.insert(out.waits.end(), t.waits_prev.begin(), t.waits_prev.end());
       int64_t smem = 0;
       switch (t.kind) {
-        case sched::TaskKind::Linear:
-          smem = linear(t, d);
-          out.linear_smem = std::max(out.linear_smem, smem);
-          break;
+        case sched::TaskKind::Linear: smem = linear(t, d); break;
         case sched::TaskKind::Attention: smem = attention(t, d); break;
         case sched::TaskKind::AttentionMerge: merge(t, d); break;
         case sched::TaskKind::Vector:
@@ -160,6 +157,7 @@ class TableBuilder {
       out.queue_begin.push_back(int(out.queue.size()));
     }
     MPK_ICHECK(int(out.queue_begin.size()) == out.num_workers + 1) << "queue count";
+    out.num_arrivals = num_arrivals();
     return out;
   }
 
@@ -259,6 +257,7 @@ class TableBuilder {
       }
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
+    const int64_t smem = int64_t(t.k) * 4 * (d.input_mode == MPK_MK_IN_RMSNORM ? 2 : 1);
     if (argmax) {
       const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
       if (pv < 0 || pi < 0 || t.weights.size() != 1) unsupported(t, "argmax partial layout");
@@ -271,7 +270,7 @@ class TableBuilder {
       d.part_idx = act(pi, slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    return int64_t(t.k) * 4;
+    return smem;  // the input vector (and the norm scale)
   }
 
   // Follows the fused chain [head_rms_norm] -> [rope] back from an attention input.
@@ -340,6 +339,10 @@ class TableBuilder {
     d.chunk = t.chunk;
     d.num_chunks = t.num_chunks;
     if (t.num_chunks > 1) d.partial = partial(t, *a);
+    if (t.merges) {
+      d.flags |= MPK_MK_F_MERGE;
+      d.arrival = arrival_[{t.layer, t.kv_head}];  // inserted with the next index if new
+    }
     d.scale = float(a->attrs.scale);
     d.capacity = m_.kv_capacity;
     d.q = act(q);
@@ -399,6 +402,13 @@ class TableBuilder {
   const sched::Plan& p_;
   const MemoryPlan& m_;
   const SegmentBases& b_;
+  struct ArrivalIndex {  // (layer, kv head) -> counter index, numbered as first seen
+    std::map<std::pair<int, int>, int> ids;
+    int operator[](std::pair<int, int> k) { return ids.emplace(k, int(ids.size())).first->second; }
+  } arrival_;
+
+ public:
+  int num_arrivals() const { return int(arrival_.ids.size()); }
 };
 
 }  // namespace

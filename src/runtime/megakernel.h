@@ -63,9 +63,9 @@ struct MegakernelTables {
   std::vector<int> waits;           // event ids
   std::vector<uint32_t> needs;      // per event
   int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need
-  int64_t linear_smem = 0;          // of which a linear's input vector (the weight stage follows)
   int num_workers = 0;
   int argmax_event = -1;            // the event the final argmax task triggers
+  int num_arrivals = 0;             // arrival counters of attention heads that merge in-chunk
 };
 
 // Builds the descriptors. Throws Error(Unsupported) for a task whose fused ops the kernel

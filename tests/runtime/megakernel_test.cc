@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -111,6 +112,14 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
         EXPECT_EQ(d.num_chunks, megakernel_kv_splits(g, workers, capacity));
         EXPECT_EQ(d.num_chunks, task.num_chunks);
         if (d.num_chunks > 1) EXPECT_TRUE(in_segment(d.partial, kAct, mem.act_bytes));
+        // Split attention merges in its chunks by default, unless a head's output has fewer
+        // elements than there are chunks (then a merge task does it).
+        EXPECT_EQ(bool(d.flags & MPK_MK_F_MERGE),
+                  d.num_chunks > 1 && d.group * d.head_dim >= d.num_chunks) << task.name;
+        if (d.flags & MPK_MK_F_MERGE) {
+          EXPECT_GE(d.arrival, 0);
+          EXPECT_LT(d.arrival, t.num_arrivals);
+        }
         EXPECT_TRUE(in_segment(d.inv_freq, kConsts, mem.const_bytes));
         EXPECT_TRUE(d.flags & MPK_MK_F_ROPE_Q);
         EXPECT_TRUE(d.flags & MPK_MK_F_ROPE_K);
@@ -148,19 +157,19 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
   for (const auto& task : tg.tasks)
     if (task.kind == sched::TaskKind::Attention && task.num_chunks > 1)
       EXPECT_TRUE(partials.insert(t.tasks[size_t(task.id)].partial).second) << task.name;
-  for (const auto& task : tg.tasks) {
-    const MkTask& d = t.tasks[size_t(task.id)];
-    if (d.kind != MPK_MK_ATTN_MERGE) continue;
-    for (const auto& c : tg.tasks)
-      if (c.kind == sched::TaskKind::Attention && c.layer == task.layer && c.kv_head == task.kv_head)
-        EXPECT_EQ(t.tasks[size_t(c.id)].partial,
-                  d.partial + uint64_t(c.chunk) * uint64_t(d.group) * uint64_t(d.head_dim + 2) * 4)
-            << c.name;
-  }
-  const bool split = megakernel_kv_splits(g, workers, capacity) > 1;
+  const int chunks = megakernel_kv_splits(g, workers, capacity);
+  const auto& c = model->config;
+  const bool fold = chunks > 1 && c.num_heads / c.num_kv_heads * c.head_dim >= chunks;
   std::set<int> want_kinds = {MPK_MK_LINEAR, MPK_MK_ATTENTION, MPK_MK_ARGMAX};
-  if (split) want_kinds.insert(MPK_MK_ATTN_MERGE);
+  if (chunks > 1 && !fold) want_kinds.insert(MPK_MK_ATTN_MERGE);
   EXPECT_EQ(kinds, want_kinds);
+  // One arrival counter per (layer, KV head), shared by exactly that head's chunks.
+  EXPECT_EQ(t.num_arrivals, fold ? c.num_layers * c.num_kv_heads : 0);
+  std::map<int, std::set<std::pair<int, int>>> heads_of_counter;
+  for (const auto& task : tg.tasks)
+    if (t.tasks[size_t(task.id)].flags & MPK_MK_F_MERGE)
+      heads_of_counter[t.tasks[size_t(task.id)].arrival].insert({task.layer, task.kv_head});
+  for (const auto& [counter, heads] : heads_of_counter) EXPECT_EQ(heads.size(), 1u) << counter;
   EXPECT_GT(t.dynamic_smem, 0);
 }
 
@@ -172,6 +181,33 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MegakernelTables,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// With the merge kept as its own stage, merge tasks read their head's chunk partials.
+TEST(Megakernel, SeparateMergeTasks) {
+  auto model = model::load(std::string(MPK_TEST_DATA) + "/qwen3-bf16");
+  const ir::Graph g = ir::build(model->config);
+  sched::PlanOptions o = megakernel_plan_options(g, 16, 64);
+  o.fuse.merge_into_attention = false;
+  const sched::Plan plan = sched::plan(g, o);
+  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 64);
+  const rt::MegakernelTables t = build_tables(g, plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
+  int merges = 0;
+  for (const auto& task : plan.tasks.tasks) {
+    const MkTask& d = t.tasks[size_t(task.id)];
+    EXPECT_FALSE(d.flags & MPK_MK_F_MERGE);
+    if (task.kind != sched::TaskKind::AttentionMerge) continue;
+    ++merges;
+    ASSERT_EQ(d.kind, MPK_MK_ATTN_MERGE);
+    EXPECT_GT(d.num_chunks, 1);
+    for (const auto& c : plan.tasks.tasks)
+      if (c.kind == sched::TaskKind::Attention && c.layer == task.layer && c.kv_head == task.kv_head)
+        EXPECT_EQ(t.tasks[size_t(c.id)].partial,
+                  d.partial + uint64_t(c.chunk) * uint64_t(d.group) * uint64_t(d.head_dim + 2) * 4)
+            << c.name;
+  }
+  EXPECT_EQ(merges, model->config.num_layers * model->config.num_kv_heads);
+  EXPECT_EQ(t.num_arrivals, 0);
+}
 
 TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {
   auto model = model::load(std::string(MPK_TEST_DATA) + "/qwen3-f32");

@@ -25,6 +25,20 @@ using mpk::testing::tiny_qwen3;
 // embedding row, and the LM head (the embedding table again when tied).
 int64_t expected_weight_bytes(const model::Config& c, DType weight_dtype);
 
+// Fuse options with every fusion off.
+inline FuseOptions unfused() {
+  static_assert(sizeof(FuseOptions) == 7, "a new FuseOptions flag: turn it off here too");
+  FuseOptions f;
+  f.norm_into_linear = false;
+  f.qk_into_attention = false;
+  f.residual_into_linear = false;
+  f.silu_into_linear = false;
+  f.merge_into_attention = false;
+  f.argmax_into_linear = false;
+  f.embedding_into_argmax = false;
+  return f;
+}
+
 // decompose + fuse + build_events.
 TaskGraph build_tasks(const ir::Graph& g, const DecomposeOptions& d = {}, const FuseOptions& f = {});
 

@@ -34,6 +34,7 @@ TEST(Dump, TaskGraphJson) {
   ASSERT_EQ(j["tasks"].size(), tg.tasks.size());
   ASSERT_EQ(j["events"].size(), tg.events.size());
   EXPECT_EQ(j["weight_bytes"].get<int64_t>(), tg.total_weight_bytes());
+  int merging = 0;
   for (const Task& t : tg.tasks) {
     const Json& jt = j["tasks"][size_t(t.id)];
     EXPECT_EQ(jt["name"], t.name);
@@ -44,7 +45,10 @@ TEST(Dump, TaskGraphJson) {
     if (t.kind == TaskKind::Linear) {
       EXPECT_EQ(jt["weights"].size(), t.weights.size());
     }
+    EXPECT_EQ(jt.value("merges", false), t.merges) << t.name;
+    merging += t.merges;
   }
+  EXPECT_GT(merging, 0);  // the KV chunks, with the merge folded in
   EXPECT_EQ(j["tasks"][0]["ops"][0]["kind"], "rms_norm");
   EXPECT_EQ(j["events"][0]["need"], tg.events[0].need);
   int prev_edges = 0;

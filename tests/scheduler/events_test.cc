@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "configs.h"
@@ -182,7 +183,8 @@ TEST(Events, Qwen3_8BWaits) {
 
 TEST(Events, ChunkedAttentionMergeWaitsOnItsChunks) {
   const ir::Graph g = ir::build(testing::qwen3_0_6b());
-  const TaskGraph tg = build_tasks(g, {.seq_len = 4096, .kv_chunk = 1024});
+  const TaskGraph tg =
+      build_tasks(g, {.seq_len = 4096, .kv_chunk = 1024}, {.merge_into_attention = false});
   const auto attn = stage_tasks(tg, "L3.attn"), merge = stage_tasks(tg, "L3.attn_merge");
   ASSERT_EQ(attn.size(), 32u);
   ASSERT_EQ(merge.size(), 8u);
@@ -194,6 +196,22 @@ TEST(Events, ChunkedAttentionMergeWaitsOnItsChunks) {
     EXPECT_EQ(waited_triggers(tg, m), expected);
   }
   for (int id : stage_tasks(tg, "L3.attn_out")) EXPECT_EQ(waited_triggers(tg, tg.tasks[size_t(id)]), merge);
+}
+
+// With the merge folded into the chunks, whichever chunk of a head finishes last writes the
+// head's output: every o_proj tile waits on every chunk of every head, directly.
+TEST(Events, FoldedMergeOProjWaitsOnEveryChunk) {
+  const model::Config c = testing::qwen3_0_6b();
+  const TaskGraph tg = build_tasks(ir::build(c), {.seq_len = 512, .kv_splits = 16});
+  for (int l = 0; l < c.num_layers; ++l) {
+    const auto attn = stage_tasks(tg, fmt::format("L{}.attn", l));
+    ASSERT_EQ(attn.size(), 8u * 16);
+    for (int id : stage_tasks(tg, fmt::format("L{}.attn_out", l))) {
+      const Task& t = tg.tasks[size_t(id)];
+      const std::vector<int> w = waited_triggers(tg, t);
+      EXPECT_TRUE(std::includes(w.begin(), w.end(), attn.begin(), attn.end())) << t.name;
+    }
+  }
 }
 
 }  // namespace

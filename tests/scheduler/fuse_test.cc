@@ -1,7 +1,10 @@
 // fuse: a layer becomes qkv, attention, o_proj, gate_up, down; each fusion is recorded in order.
 #include "scheduler/fuse.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "configs.h"
 #include "scheduler/decompose.h"
@@ -90,7 +93,9 @@ TEST(Fuse, EveryGraphOpImplemented) {
 
 TEST(Fuse, LlamaAttentionHasRopeOnly) {
   const ir::Graph g = ir::build(testing::tiny_llama());
-  const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 100, .kv_chunk = 40}), {});
+  // The merge kept as a task of its own, to check that it gets no prologue.
+  const TaskGraph tg =
+      fuse(g, decompose(g, {.seq_len = 100, .kv_chunk = 40}), {.merge_into_attention = false});
   for (const Task& t : tg.tasks) {
     if (t.kind == TaskKind::Attention) {
       EXPECT_EQ(kinds(t), (K{OpKind::Rope, OpKind::Rope, OpKind::Attention})) << t.name;
@@ -102,32 +107,37 @@ TEST(Fuse, LlamaAttentionHasRopeOnly) {
 }
 
 // With kv_splits every chunk of a KV head recomputes its q/k norm and RoPE (and only the last
-// appends to the cache); the merge only merges. The norm scales still count once per step.
+// appends to the cache); the merge, a task or folded into the chunks, only merges. The norm
+// scales still count once per step.
 TEST(Fuse, Qwen3ChunksEachGetTheQkPrologue) {
   const model::Config c = testing::tiny_qwen3();
   const ir::Graph g = ir::build(c);
-  const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 512, .kv_splits = 16}), {});
-  int chunks = 0, merges = 0;
-  for (const Task& t : tg.tasks) {
-    if (t.kind == TaskKind::Attention) {
-      ++chunks;
-      EXPECT_EQ(kinds(t), (K{OpKind::HeadRmsNorm, OpKind::HeadRmsNorm, OpKind::Rope, OpKind::Rope,
-                             OpKind::Attention})) << t.name;
-      // It reads the prologue's inputs (the projections), not the normed or roped q and k.
-      for (const Access& r : t.reads) {
-        const std::string& b = tg.buffers[size_t(r.buffer)].name;
-        EXPECT_FALSE(b.ends_with("_rope") || b.ends_with("_norm")) << t.name << " reads " << b;
+  for (bool fold : {false, true}) {
+    SCOPED_TRACE(fold ? "merge folded" : "merge task");
+    const TaskGraph tg =
+        fuse(g, decompose(g, {.seq_len = 512, .kv_splits = 16}), {.merge_into_attention = fold});
+    int chunks = 0, merges = 0;
+    for (const Task& t : tg.tasks) {
+      if (t.kind == TaskKind::Attention) {
+        ++chunks;
+        EXPECT_EQ(kinds(t), (K{OpKind::HeadRmsNorm, OpKind::HeadRmsNorm, OpKind::Rope, OpKind::Rope,
+                               OpKind::Attention})) << t.name;
+        // It reads the prologue's inputs (the projections), not the normed or roped q and k.
+        for (const Access& r : t.reads) {
+          const std::string& b = tg.buffers[size_t(r.buffer)].name;
+          EXPECT_FALSE(b.ends_with("_rope") || b.ends_with("_norm")) << t.name << " reads " << b;
+        }
+      }
+      if (t.kind == TaskKind::AttentionMerge) {
+        ++merges;
+        EXPECT_EQ(kinds(t), (K{OpKind::Attention})) << t.name;
       }
     }
-    if (t.kind == TaskKind::AttentionMerge) {
-      ++merges;
-      EXPECT_EQ(kinds(t), (K{OpKind::Attention})) << t.name;
-    }
+    EXPECT_EQ(chunks, 2 * 16);
+    EXPECT_EQ(merges, fold ? 0 : 2);
+    EXPECT_EQ(find_stage(tg, "L0.q_norm"), nullptr);
+    EXPECT_EQ(tg.total_weight_bytes(), testing::expected_weight_bytes(c, g.weight_dtype));
   }
-  EXPECT_EQ(chunks, 2 * 16);
-  EXPECT_EQ(merges, 2);
-  EXPECT_EQ(find_stage(tg, "L0.q_norm"), nullptr);
-  EXPECT_EQ(tg.total_weight_bytes(), testing::expected_weight_bytes(c, g.weight_dtype));
 }
 
 TEST(Fuse, ReadsAndWritesAfterFusion) {
@@ -174,9 +184,9 @@ TEST(Fuse, NormWeightReadFromDramOnce) {
 
 TEST(Fuse, EachFusionCanBeTurnedOff) {
   const ir::Graph g = ir::build(testing::tiny_qwen3());
-  const TaskGraph plain = decompose(g, {});
-  const FuseOptions none{false, false, false, false, false, false};
-  EXPECT_EQ(stage_names(fuse(g, plain, none)), stage_names(plain));
+  const TaskGraph plain = decompose(g, {});  // seq_len 4096: KV chunks and a merge per layer
+  ASSERT_NE(find_stage(plain, "L0.attn_merge"), nullptr);
+  EXPECT_EQ(stage_names(fuse(g, plain, testing::unfused())), stage_names(plain));
   FuseOptions no_residual;
   no_residual.residual_into_linear = false;
   const TaskGraph tg = fuse(g, decompose(g, {}), no_residual);
@@ -188,6 +198,94 @@ TEST(Fuse, EachFusionCanBeTurnedOff) {
   const TaskGraph te = fuse(g, decompose(g, {}), no_embed);
   EXPECT_EQ(te.stages.front().name, "embed");
   EXPECT_EQ(kinds(te.tasks.back()), K{OpKind::Argmax});
+  FuseOptions no_merge;
+  no_merge.merge_into_attention = false;
+  EXPECT_NE(find_stage(fuse(g, plain, no_merge), "L0.attn_merge"), nullptr);
+  EXPECT_EQ(find_stage(fuse(g, plain, {}), "L0.attn_merge"), nullptr);
+}
+
+// Qwen3-0.6B (8 KV heads of 2 query heads, head_dim 128) at seq_len 512, attention split into
+// kv_splits chunks per KV head.
+TaskGraph split_qwen3_0_6b(const ir::Graph& g, int kv_splits, const FuseOptions& f = {}) {
+  return fuse(g, decompose(g, {.seq_len = 512, .kv_splits = kv_splits}), f);
+}
+
+// The merge of a KV head folds into its chunk tasks: no merge task is left, every chunk merges,
+// and chunk c writes share c of the head's output, so a head's shares are disjoint and cover
+// its output range exactly (a reader of any part of it waits for all the head's chunks).
+TEST(Fuse, MergeFoldsIntoTheChunks) {
+  const model::Config c = testing::qwen3_0_6b();
+  const ir::Graph g = ir::build(c);
+  const TaskGraph tg = split_qwen3_0_6b(g, 16);
+  const int64_t head_out = int64_t(c.num_heads / c.num_kv_heads) * c.head_dim;  // 256
+  std::map<std::pair<int, int>, std::vector<Access>> shares;  // (layer, KV head): per chunk
+  for (const Task& t : tg.tasks) {
+    EXPECT_NE(t.kind, TaskKind::AttentionMerge) << t.name;
+    EXPECT_EQ(t.merges, t.kind == TaskKind::Attention) << t.name;
+    if (t.kind != TaskKind::Attention) continue;
+    ASSERT_EQ(t.num_chunks, 16) << t.name;
+    const int out = g.ops[size_t(t.ops.back().op)].output;  // the attention output
+    std::vector<Access>& head = shares[{t.layer, t.kv_head}];
+    head.resize(16);
+    for (const Access& w : t.writes)
+      if (w.buffer == out) {
+        EXPECT_EQ(head[size_t(t.chunk)].buffer, -1) << t.name << " writes two shares";
+        head[size_t(t.chunk)] = w;
+      }
+  }
+  ASSERT_EQ(shares.size(), size_t(c.num_layers * c.num_kv_heads));
+  for (const auto& [key, head] : shares) {
+    SCOPED_TRACE(fmt::format("L{} head {}", key.first, key.second));
+    int64_t next = key.second * head_out;  // chunk c's share starts where chunk c - 1's ends
+    for (const Access& a : head) {
+      EXPECT_EQ(a.begin, next);
+      EXPECT_GT(a.end, a.begin);
+      next = a.end;
+    }
+    EXPECT_EQ(next, (key.second + 1) * head_out);
+  }
+}
+
+TEST(Fuse, MergeKeptWhenNotFolded) {
+  const ir::Graph g = ir::build(testing::qwen3_0_6b());
+  const TaskGraph kept = split_qwen3_0_6b(g, 16, {.merge_into_attention = false});
+  int merges = 0;
+  for (const Task& t : kept.tasks) {
+    EXPECT_FALSE(t.merges) << t.name;
+    merges += t.kind == TaskKind::AttentionMerge;
+  }
+  EXPECT_EQ(merges, 28 * 8);
+  EXPECT_NE(find_stage(kept, "L0.attn_merge"), nullptr);
+  // Folding moves the merges' flops to the chunks; the step's total stays.
+  EXPECT_NEAR(split_qwen3_0_6b(g, 16).total_flops(), kept.total_flops(), 1e-9 * kept.total_flops());
+}
+
+// A chunk with an empty share of its head's output would be waited for by nobody, yet it may
+// be the one that merges: with more chunks than output elements per head the merge stays.
+TEST(Fuse, MergeKeptWhenChunksOutnumberTheHeadsOutput) {
+  const ir::Graph g = ir::build(testing::tiny_qwen2());  // 3 layers, 2 KV heads of 2 x 12 outputs
+  for (int splits : {24, 25}) {
+    SCOPED_TRACE(fmt::format("kv_splits {}", splits));
+    const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 512, .kv_splits = splits}), {});
+    int merges = 0, merging = 0;
+    for (const Task& t : tg.tasks) {
+      merges += t.kind == TaskKind::AttentionMerge;
+      merging += t.merges;
+    }
+    EXPECT_EQ(merges, splits == 24 ? 0 : 3 * 2);
+    EXPECT_EQ(merging, splits == 24 ? 3 * 2 * 24 : 0);
+  }
+}
+
+TEST(Fuse, NothingToFoldWithOneSplit) {
+  const ir::Graph g = ir::build(testing::qwen3_0_6b());
+  int attention = 0;
+  for (const Task& t : split_qwen3_0_6b(g, 1).tasks) {
+    EXPECT_FALSE(t.merges) << t.name;
+    EXPECT_NE(t.kind, TaskKind::AttentionMerge) << t.name;
+    attention += t.kind == TaskKind::Attention;
+  }
+  EXPECT_EQ(attention, 28 * 8);
 }
 
 }  // namespace

@@ -60,8 +60,7 @@ TEST(Schedule, MoreWorkersThanTasksLeavesIdleWorkers) {
 
 TEST(Schedule, UnfusedGraphAlsoSchedules) {
   const ir::Graph g = ir::build(testing::tiny_qwen3());
-  const FuseOptions none{false, false, false, false, false, false};
-  const TaskGraph tg = testing::build_tasks(g, {.seq_len = 64}, none);
+  const TaskGraph tg = testing::build_tasks(g, {.seq_len = 64}, testing::unfused());
   expect_valid(tg, schedule(tg, testing::with_workers(3)), 3);
 }
 
@@ -88,10 +87,12 @@ std::vector<int> waited_triggers(const TaskGraph& tg, const Task& t) {
   return p;
 }
 
+// With the merge as a stage of its own: merge h waits on head h's chunks, o_proj on the merges.
 TEST(Plan, Qwen3_0_6BWithKvSplits) {
   const model::Config c = testing::qwen3_0_6b();
   PlanOptions o;
   o.decompose.seq_len = 512, o.decompose.kv_splits = 16;
+  o.fuse.merge_into_attention = false;
   o.dump = "";
   const Plan p = plan(ir::build(c), o);
   expect_valid(p.tasks, p.schedule, 132);
@@ -118,6 +119,25 @@ TEST(Plan, Qwen3_0_6BWithKvSplits) {
     for (int id : o_proj.tasks) EXPECT_EQ(waited_triggers(tg, tg.tasks[size_t(id)]), s.tasks);
   }
   EXPECT_EQ(layers, c.num_layers);
+}
+
+// With the merges folded into the chunks (the default) the plan still validates, back-to-back
+// steps included (the embedding is carried, so validate checks cross-step hazards).
+TEST(Plan, Qwen3_0_6BWithMergesFolded) {
+  const model::Config c = testing::qwen3_0_6b();
+  PlanOptions o;
+  o.decompose.seq_len = 512, o.decompose.kv_splits = 16;
+  o.dump = "";
+  const Plan p = plan(ir::build(c), o);
+  expect_valid(p.tasks, p.schedule, 132);
+  const auto& bufs = p.tasks.buffers;
+  EXPECT_TRUE(std::any_of(bufs.begin(), bufs.end(), [](const Buffer& b) { return b.carried; }));
+  int merging = 0;
+  for (const Task& t : p.tasks.tasks) {
+    EXPECT_NE(t.kind, TaskKind::AttentionMerge) << t.name;
+    merging += t.merges;
+  }
+  EXPECT_EQ(merging, c.num_layers * 8 * 16);
 }
 
 TEST(Plan, WorkerCountsAndOptions) {

@@ -148,14 +148,7 @@ __device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
 // Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
 // 16-byte loads before it uses any of them. `aligned`: the rows are 16-byte aligned and k0, k1
 // are multiples of the vector width.
-template <bool Smem>
-__device__ __forceinline__ uint4 mk_ld_w(const uint4* p) {
-  if (Smem) return *p;
-  return mk_ld_stream(p);
-}
-
-// (from a weight stage in shared memory when Smem)
-template <int DT, int R, bool Smem>
+template <int DT, int R>
 __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, int k1,
                             bool aligned, float (&out)[R]) {
   const int lane = threadIdx.x & 31;
@@ -172,7 +165,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, 
 #pragma unroll
       for (int r = 0; r < R; ++r)
 #pragma unroll
-        for (int j = 0; j < kUnroll; ++j) u[r][j] = mk_ld_w<Smem>((const uint4*)w[r] + i + 32 * j);
+        for (int j = 0; j < kUnroll; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
 #pragma unroll
       for (int j = 0; j < kUnroll; ++j) {
         const float* xv = xs + (i + 32 * j) * V;
@@ -189,7 +182,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, 
 #pragma unroll
       for (int r = 0; r < R; ++r) {
         float f[V];
-        MkW<DT>::unpack(mk_ld_w<Smem>((const uint4*)w[r] + i), f);
+        MkW<DT>::unpack(mk_ld_stream((const uint4*)w[r] + i), f);
 #pragma unroll
         for (int e = 0; e < V; ++e) acc[r] += f[e] * xs[i * V + e];
       }
@@ -242,11 +235,10 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw) {
 
 // Output rows of a tile: rows r of the tile take x . w_r over K part p, written straight to
 // the output (one part) or to part_sums (several: added in part order afterwards).
-// Rows below `staged` are read from the weight stage (row r at stage + r * row bytes).
 template <int DT, int R>
 __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, int r0, int k0,
                                                int k1, bool aligned, int p, int ks, int total,
-                                               float* part_sums, const char* stage, int staged) {
+                                               float* part_sums) {
   const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
   const char* w[R];
   int slice[R], local[R];
@@ -256,13 +248,7 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
     w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
   }
   float acc[R];
-  if (r0 + R <= staged) {
-#pragma unroll
-    for (int j = 0; j < R; ++j) w[j] = stage + (r0 + j) * row_bytes;
-    mk_dot_rows<DT, R, true>(w, xs, k0, k1, aligned, acc);
-  } else {
-    mk_dot_rows<DT, R, false>(w, xs, k0, k1, aligned, acc);
-  }
+  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, acc);
   if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
@@ -285,18 +271,23 @@ __device__ void mk_linear_input(const MkTask& t, float* xs, float* red) {
     }
     return;
   }
+  if (t.input_mode != MPK_MK_IN_RMSNORM) {
+    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
+    return;
+  }
+  // The norm scale is loaded with x (into xs + k), not after the sum: one L2 round trip less.
+  const float* nw = (const float*)t.norm_w;
+  float* ws = xs + k;
   float ss = 0.f;
   for (int i = threadIdx.x; i < k; i += blockDim.x) {
     const float v = x[i];
+    ws[i] = nw[i];
     xs[i] = v;
     ss += v * v;
   }
-  if (t.input_mode == MPK_MK_IN_RMSNORM) {
-    ss = mk_block_sum(ss, red);
-    const float r = 1.0f / sqrtf(ss / (float)k + t.eps);
-    const float* nw = (const float*)t.norm_w;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = nw[i] * (xs[i] * r);
-  }
+  ss = mk_block_sum(ss, red);
+  const float r = 1.0f / sqrtf(ss / (float)k + t.eps);
+  for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = ws[i] * (xs[i] * r);
 }
 
 // Whether a linear task's rows can be read with 16-byte vector loads.
@@ -313,50 +304,22 @@ __device__ __forceinline__ int mk_linear_rows(const MkTask& t) {
   return total;
 }
 
-// Rows of a linear task that fit the weight stage (0 when its rows are not 16-byte aligned).
+// Weights do not wait: prefetches up to `bytes` of the task's rows into L2 before its events
+// (bounded: the tiles of one wave together must stay well inside L2, or lines are evicted
+// before their loads reach them). Staging whole tiles in shared memory with cp.async instead
+// measured slower (the copy must complete before any row is used).
 template <int DT>
-__device__ __forceinline__ int mk_staged_rows(const MkTask& t, int stage_bytes) {
-  if (!mk_linear_aligned<DT>(t)) return 0;
-  const int fit = (int)(stage_bytes / ((long long)t.k * MkW<DT>::kSize));
-  const int total = mk_linear_rows(t);
-  return fit < total ? fit : total;
-}
-
-// Weights do not wait: copies the first `staged` rows of the tile into the stage with
-// cp.async (completed by mk_stage_wait after the events), and prefetches up to
-// `prefetch_bytes` of the rest into L2.
-template <int DT>
-__device__ void mk_stage_weights(const MkTask& t, char* stage, int staged, long long prefetch_bytes) {
-  const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
-  const int chunks = (int)(row_bytes / 16);
-  int r = 0;
-  for (int s = 0; s < t.num_slices; ++s) {
-    const int rows = t.slices[s].rows;
-    const int here = staged - r < rows ? (staged - r > 0 ? staged - r : 0) : rows;
-    // Rows [r, r + here) of the stage come from this slice, one 16-byte chunk per thread-step.
-    const unsigned dst0 = (unsigned)__cvta_generic_to_shared(stage + r * row_bytes);
-    for (long long c = threadIdx.x; c < (long long)here * chunks; c += blockDim.x)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst0 + (unsigned)(c * 16)),
-                   "l"(t.slices[s].w + c * 16)
-                   : "memory");
-    const long long rest = (rows - here) * row_bytes;
-    if (prefetch_bytes > 0 && rest > 0) {
-      const long long b = rest < prefetch_bytes ? rest : prefetch_bytes;
-      mk_prefetch(t.slices[s].w + here * row_bytes, b);
-      prefetch_bytes -= b;
-    }
-    r += rows;
+__device__ void mk_prefetch_weights(const MkTask& t, long long bytes) {
+  for (int s = 0; s < t.num_slices && bytes > 0; ++s) {
+    const long long b = (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
+    mk_prefetch(t.slices[s].w, b < bytes ? b : bytes);
+    bytes -= b;
   }
-  asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
-__device__ __forceinline__ void mk_stage_wait() { asm volatile("cp.async.wait_all;" ::: "memory"); }
-
 template <int DT>
-__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
-                          const char* stage, int staged) {
+__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums) {
   mk_linear_input(t, xs, red);
-  mk_stage_wait();  // this thread's copies; the barrier below publishes everyone's
   __syncthreads();
 
   const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -375,9 +338,9 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     const int k1 = (int)((long long)(p + 1) * units / ks) * unit;
     const int r0 = g * kRows;
     if (r0 + kRows <= total)
-      mk_linear_item<DT, kRows>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums, stage, staged);
+      mk_linear_item<DT, kRows>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
     else
-      mk_linear_item<DT, 1>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums, stage, staged);
+      mk_linear_item<DT, 1>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
   }
   if (ks > 1) {
     __syncthreads();
@@ -458,7 +421,9 @@ __device__ void mk_qk_prologue(const MkTask& t, float* qk, int nh, int position)
 // an online softmax over its positions for up to MPK_MK_HEADS_PER_PASS query heads at once, so
 // a K or V row is read once per pass, coalesced (lane owns dims lane + 32c); then the warps'
 // (max, sum, output) states are combined through shared memory.
-__device__ void mk_attention(const MkTask& t, int position, float* sm) {
+__device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals);
+
+__device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals) {
   const int D = t.head_dim, G = t.group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int n = position + 1;
@@ -559,27 +524,44 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm) {
     }
     __syncthreads();
   }
+  if (t.flags & MPK_MK_F_MERGE) mk_attn_arrive(t, arrivals);
 }
 
-// Combines one KV head's chunk partials: per query head g and dim e, with M the largest chunk
-// max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M).
-__device__ void mk_attn_merge(const MkTask& t) {
+// Combines one KV head's chunk partials (`part`: chunk 0's, then chunk 1's, ...): per query
+// head g and dim e, with M the largest chunk max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M).
+// The partials were written by other workers in this step: read through L2 (__ldcg), never
+// from a line this SM's L1 may hold from an earlier step.
+__device__ void mk_attn_merge(const MkTask& t, const float* part) {
   const int D = t.head_dim, G = t.group, C = t.num_chunks;
-  const float* part = (const float*)t.partial;
   float* out = (float*)t.out + (long long)t.q_head0 * D;
   for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
     const int g = idx / D, e = idx % D;
     float M = MK_NEG_INF;
-    for (int c = 0; c < C; ++c) M = fmaxf(M, part[((long long)c * G + g) * (D + 2) + D]);
+    for (int c = 0; c < C; ++c) M = fmaxf(M, __ldcg(part + ((long long)c * G + g) * (D + 2) + D));
     float L = 0.f, O = 0.f;
     for (int c = 0; c < C; ++c) {
       const float* pc = part + ((long long)c * G + g) * (D + 2);
-      const float f = mk_rescale(pc[D], M);
-      L += pc[D + 1] * f;
-      O += pc[e] * f;
+      const float f = mk_rescale(__ldcg(pc + D), M);
+      L += __ldcg(pc + D + 1) * f;
+      O += __ldcg(pc + e) * f;
     }
     out[(long long)g * D + e] = O / L;
   }
+}
+
+// A chunk with the merge folded in arrives at its head's counter (cyclic, one round per step);
+// the last to arrive merges everyone's partials.
+__device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals) {
+  __shared__ int last;
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's partials (ordered by the caller's barrier) before arriving
+    const unsigned old = atomicInc(arrivals + t.arrival, (unsigned)(t.num_chunks - 1));
+    last = old == (unsigned)(t.num_chunks - 1);
+    if (last) __threadfence();  // and the others' before reading them
+  }
+  __syncthreads();
+  if (last)
+    mk_attn_merge(t, (const float*)t.partial - (long long)t.chunk * t.group * (t.head_dim + 2));
 }
 
 // The argmax over the LM-head tiles' partials; writes the step's token, and the embedding of
@@ -661,7 +643,6 @@ __device__ void mk_run(const MkParams& prm) {
   u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
   MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
   u64* profile = (u64*)prm.profile;
-  char* stage = (char*)mk_smem + prm.stage_offset;
   if (threadIdx.x == 0) {
     abort_launch = 0;
     stop = 0;
@@ -690,10 +671,8 @@ __device__ void mk_run(const MkParams& prm) {
       const MkTask& t = tasks[queue[qi]];
       if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
       // Weights and the KV history do not wait: start loading them before the events.
-      int staged = 0;
       if (t.kind == MPK_MK_LINEAR) {
-        staged = mk_staged_rows<DT>(t, prm.stage_bytes);
-        mk_stage_weights<DT>(t, stage, staged, prm.prefetch_bytes);
+        mk_prefetch_weights<DT>(t, prm.prefetch_bytes);
       } else if (t.kind == MPK_MK_ATTENTION) {
         const int n = position + 1;
         const long long j0 = (long long)t.chunk * n / t.num_chunks;
@@ -716,9 +695,9 @@ __device__ void mk_run(const MkParams& prm) {
       __syncthreads();
       if (abort_launch) return;
       switch (t.kind) {
-        case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi, part_sums, stage, staged); break;
-        case MPK_MK_ATTENTION: mk_attention(t, position, mk_smem); break;
-        case MPK_MK_ATTN_MERGE: mk_attn_merge(t); break;
+        case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi, part_sums); break;
+        case MPK_MK_ATTENTION: mk_attention(t, position, mk_smem, (unsigned*)prm.arrivals); break;
+        case MPK_MK_ATTN_MERGE: mk_attn_merge(t, (const float*)t.partial); break;
         case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;
         default: break;
       }

@@ -32,6 +32,7 @@
 #define MPK_MK_F_ROPE_Q 8     // attention: RoPE of q
 #define MPK_MK_F_ROPE_K 16    // attention: RoPE of k
 #define MPK_MK_F_EMBED 32     // argmax: also writes the next token's embedding row
+#define MPK_MK_F_MERGE 64     // attention chunk: the last of its head to finish merges the partials
 
 // Rows [row0, row0 + rows) of one weight matrix of K columns (dtype of the kernel), written
 // to out[0 .. rows) (+ bias[row0 ..]) (+ res[0 .. rows): the residual epilogue).
@@ -73,6 +74,8 @@ struct MkTask {
   // chunk writes partials (per query head: head_dim sums, max, sum) that a merge task combines.
   int chunk;
   int num_chunks;
+  int arrival;  // MPK_MK_F_MERGE: the head's arrival counter in params.arrivals
+  int pad1;
   int kv_head;
   int q_head0;
   int group;  // query heads
@@ -117,6 +120,7 @@ struct MkParams {
   unsigned long long waits;         // int event ids
   unsigned long long needs;         // unsigned need per event
   unsigned long long counters;      // unsigned per event (monotonic)
+  unsigned long long arrivals;      // unsigned per merging attention head (cyclic: 0 .. chunks - 1)
   unsigned long long control;       // status words, u64 start per worker, MkStepRecord per step
   unsigned long long profile;       // 0, or u64[queue length][3]: start, ready, end per task
   unsigned int step;                // 1-based epoch of the first step of this launch
@@ -124,10 +128,7 @@ struct MkParams {
   int num_steps;                    // steps to run (fewer when a fed token is an EOS id)
   int num_workers;
   long long timeout_ns;             // a wait longer than this aborts the launch
-  long long prefetch_bytes;         // L2 prefetch of a linear task's unstaged weights, at most this
-  int stage_offset;                 // linear: dynamic shared memory byte offset of the weight stage
-  int stage_bytes;                  // its size: the first rows of a tile that fit are copied there
-                                    // (cp.async) before the task's events are waited for
+  long long prefetch_bytes;         // L2 prefetch of a linear task's weights, at most this
   unsigned long long forced;        // i32 tokens: step i embeds forced[i + 1] while i + 1 < num_forced
   int num_forced;
   int argmax_event;                 // event the argmax task triggers (EOS checks), or -1

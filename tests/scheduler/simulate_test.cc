@@ -143,7 +143,8 @@ TEST(Simulate, MoreWorkersNeverSlowerWithoutBandwidthLimit) {
 
 TEST(Simulate, Qwen3_8BNearTheBytesBound) {
   const model::Config c = testing::qwen3_8b();
-  const TaskGraph tg = testing::build_tasks(ir::build(c), {.seq_len = 512});
+  // The megakernel's plan: attention in 16 KV chunks per head with the merge folded in.
+  const TaskGraph tg = testing::build_tasks(ir::build(c), {.seq_len = 512, .kv_splits = 16});
   const CostModel cost;
   const Schedule s = schedule(tg, {.num_workers = 132, .cost = cost});
   const SimResult r = simulate(tg, s, cost);
@@ -163,7 +164,8 @@ TEST(Simulate, Qwen3_8BNearTheBytesBound) {
 }
 
 TEST(Simulate, Qwen3_0_6BPrediction) {
-  const TaskGraph tg = testing::build_tasks(ir::build(testing::qwen3_0_6b()), {.seq_len = 512});
+  const TaskGraph tg =
+      testing::build_tasks(ir::build(testing::qwen3_0_6b()), {.seq_len = 512, .kv_splits = 16});
   const CostModel cost;
   const SimResult r = simulate(tg, schedule(tg, {.num_workers = 132, .cost = cost}), cost);
   ASSERT_FALSE(r.deadlock);

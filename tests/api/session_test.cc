@@ -1,6 +1,7 @@
 // Sessions through the C API: greedy decoding is deterministic, chunking does not change it,
 // reset starts over, and the stats count tokens.
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "api_fixture.h"
@@ -84,6 +85,47 @@ TEST(ApiSession, ResetStartsOverAndStatsCountTokens) {
   ASSERT_EQ(mpk_model_stats(l.model, &st), MPK_OK);
   EXPECT_EQ(st.tokens, 8 + na + nb);
   EXPECT_EQ(st.launches, 0u);
+  mpk_session_destroy(s);
+}
+
+}  // namespace
+
+namespace {
+
+// The GPU-only session options and reports through the C API on the reference backend:
+// steps_per_launch is validated, step times and profiles are refused with UNSUPPORTED.
+TEST(ApiSession, MultiStepOptionsAndGpuReportsOnTheReference) {
+  Loaded l(fixture("qwen3-f32"));
+  ASSERT_NE(l.model, nullptr);
+  mpk_session_config sc;
+  mpk_session_config_init(&sc);
+  EXPECT_EQ(sc.steps_per_launch, 1u);
+  EXPECT_EQ(sc.profile, 0);
+  sc.kv_capacity = 32;
+  sc.steps_per_launch = 0;
+  mpk_session* s = reinterpret_cast<mpk_session*>(1);
+  EXPECT_EQ(mpk_session_create(l.model, &sc, &s), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(mpk_last_error()).find("steps_per_launch"), std::string::npos);
+
+  sc.steps_per_launch = 8;  // ignored by the reference: same tokens as one step at a time
+  sc.profile = 1;
+  ASSERT_EQ(mpk_session_create(l.model, &sc, &s), MPK_OK) << mpk_last_error();
+  const int32_t prompt[] = {11, 5, 3};
+  ASSERT_EQ(mpk_session_prefill(s, prompt, 3), MPK_OK);
+  int32_t out[8];
+  size_t n = 0;
+  EXPECT_EQ(mpk_session_decode(s, 8, out, &n), MPK_OK);
+  EXPECT_GE(n, 1u);
+  const double* ms = nullptr;
+  size_t steps = 0;
+  EXPECT_EQ(mpk_session_step_times(s, &ms, &steps), MPK_ERROR_UNSUPPORTED);
+  EXPECT_EQ(mpk_session_step_times(s, nullptr, &steps), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_step_times(nullptr, &ms, &steps), MPK_ERROR_INVALID_ARGUMENT);
+  const char* json = nullptr;
+  EXPECT_EQ(mpk_session_profile(s, &json), MPK_ERROR_UNSUPPORTED);
+  EXPECT_EQ(mpk_session_profile(s, nullptr), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(mpk_session_profile(nullptr, &json), MPK_ERROR_INVALID_ARGUMENT);
   mpk_session_destroy(s);
 }
 

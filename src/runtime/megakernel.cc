@@ -413,6 +413,8 @@ class TableBuilder {
 
 }  // namespace
 
+static_assert(sizeof(MkTask) % 8 == 0, "the kernel copies descriptors in 8-byte words");
+
 MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases) {
   return TableBuilder(graph, plan, mem, bases).run();

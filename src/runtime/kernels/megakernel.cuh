@@ -247,15 +247,29 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
     mk_row_of(t, r0 + j, slice[j], local[j]);
     w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
   }
+  // The epilogue's bias and residual are loaded before the dot product, not after it.
+  float bias[R], res[R];
+  const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const MkSlice& sl = t.slices[slice[j]];
+    bias[j] = lead && sl.bias ? ((const float*)sl.bias)[local[j]] : 0.f;
+    res[j] = lead && sl.res ? ((const float*)sl.res)[local[j]] : 0.f;
+  }
   float acc[R];
   mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, acc);
   if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
-    if (ks == 1)
-      mk_store_row(t.slices[slice[j]], local[j], acc[j]);
-    else
+    const MkSlice& sl = t.slices[slice[j]];
+    if (ks == 1) {
+      float v = acc[j];  // as mk_store_row: bias, then residual, in fp32
+      if (sl.bias) v = v + bias[j];
+      if (sl.res) v = v + res[j];
+      ((float*)sl.out)[local[j]] = v;
+    } else {
       part_sums[p * total + r0 + j] = acc[j];
+    }
   }
 }
 
@@ -384,37 +398,42 @@ __device__ __forceinline__ float mk_rescale(float m, float M) {
   return m == MK_NEG_INF ? 0.f : expf(m - M);
 }
 
-// Head RMSNorm (Qwen3 q_norm / k_norm) and RoPE of the staged heads: `nh` heads of D in qk,
-// the G query heads first, then the key head when nh == G + 1.
-__device__ void mk_qk_prologue(const MkTask& t, float* qk, int nh, int position) {
-  const int D = t.head_dim, G = t.group, half = D / 2;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  for (int h = warp; h < nh; h += nw) {  // one warp per head
-    const bool is_k = h == G;
-    if (!(t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM))) continue;
+// Stages head h of the task in qk + h * D, after its head RMSNorm (Qwen3 q_norm / k_norm) and
+// RoPE at `position`: heads 0 .. G-1 are the query heads, head G the new key. One warp per
+// head, so neither the norm nor the rotation needs a block barrier (only __syncwarp).
+__device__ void mk_stage_head(const MkTask& t, float* qk, int h, int position) {
+  const int D = t.head_dim, G = t.group, half = D / 2, lane = threadIdx.x & 31;
+  const bool is_k = h == G;
+  const float* src = is_k ? (const float*)t.kx + (long long)t.kv_head * D
+                          : (const float*)t.q + (long long)(t.q_head0 + h) * D;
+  float* xh = qk + h * D;
+  if (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) {
     const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
-    float* xh = qk + h * D;
     float ss = 0.f;
-    for (int i = lane; i < D; i += 32) ss += xh[i] * xh[i];
+    for (int i = lane; i < D; i += 32) {
+      const float v = src[i];
+      xh[i] = v;
+      ss += v * v;
+    }
     ss = mk_warp_sum(ss);
     const float r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
     for (int i = lane; i < D; i += 32) xh[i] = w[i] * (xh[i] * r);
+  } else {
+    for (int i = lane; i < D; i += 32) xh[i] = src[i];
   }
-  __syncthreads();
-  // RoPE (rotate half) at `position`.
-  const float* inv_freq = (const float*)t.inv_freq;
-  const float p = (float)position;
-  for (int idx = threadIdx.x; idx < nh * half; idx += blockDim.x) {
-    const int h = idx / half, i = idx % half;
-    if (!(t.flags & (h == G ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q))) continue;
-    const float angle = p * inv_freq[i];
-    const float c = cosf(angle), s = sinf(angle);
-    float* xh = qk + h * D;
-    const float a = xh[i], b = xh[i + half];
-    xh[i] = a * c + (-b) * s;
-    xh[i + half] = b * c + a * s;
+  __syncwarp();
+  if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {  // rotate half
+    const float* inv_freq = (const float*)t.inv_freq;
+    const float p = (float)position;
+    for (int i = lane; i < half; i += 32) {
+      const float angle = p * inv_freq[i];
+      const float c = cosf(angle), s = sinf(angle);
+      const float a = xh[i], b = xh[i + half];
+      xh[i] = a * c + (-b) * s;
+      xh[i + half] = b * c + a * s;
+    }
+    __syncwarp();
   }
-  __syncthreads();
 }
 
 // One KV head's query heads over one chunk of the live KV length (see MkTask). Each warp runs
@@ -431,29 +450,22 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned*
   const int j1 = (int)((long long)(t.chunk + 1) * n / t.num_chunks);
   const bool appends = t.chunk == t.num_chunks - 1;  // its range ends at the new position
   float* qk = sm;                // G query heads, then the new key head
-  float* vs = sm + (G + 1) * D;  // the new value head
-  float* wst = vs + D;           // per warp and head of a pass: D output sums, max, sum
-  const float* q = (const float*)t.q + (long long)t.q_head0 * D;
-  for (int i = threadIdx.x; i < G * D; i += blockDim.x) qk[i] = q[i];
-  if (appends) {
-    const float* kx = (const float*)t.kx + (long long)t.kv_head * D;
-    const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-      qk[G * D + i] = kx[i];
-      vs[i] = vx[i];
-    }
-  }
-  __syncthreads();
-  mk_qk_prologue(t, qk, appends ? G + 1 : G, position);
+  float* wst = sm + (G + 2) * D; // per warp and head of a pass: D output sums, max, sum
   float* kc = (float*)t.k_cache + (long long)t.kv_head * t.capacity * D;
   float* vc = (float*)t.v_cache + (long long)t.kv_head * t.capacity * D;
-  if (appends) {
-    for (int i = threadIdx.x; i < D; i += blockDim.x) {
-      kc[(long long)position * D + i] = qk[G * D + i];
-      vc[(long long)position * D + i] = vs[i];
-    }
-    __syncthreads();  // this block reads the new row below
+  // The appending chunk's last warp copies the new value row; the key is appended by the warp
+  // that stages it. One barrier then publishes the heads and the new rows to the block.
+  const int nh = appends ? G + 1 : G;
+  for (int h = warp; h < nh; h += nw) {
+    mk_stage_head(t, qk, h, position);
+    if (h == G)
+      for (int i = lane; i < D; i += 32) kc[(long long)position * D + i] = qk[G * D + i];
   }
+  if (appends && warp == nw - 1) {
+    const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
+    for (int i = lane; i < D; i += 32) vc[(long long)position * D + i] = vx[i];
+  }
+  __syncthreads();
   constexpr int HP = MPK_MK_HEADS_PER_PASS, DC = MPK_MK_MAX_HEAD_DIM / 32;
   for (int g0 = 0; g0 < G; g0 += HP) {
     float m[HP], l[HP], acc[HP][DC];
@@ -633,6 +645,7 @@ __device__ void mk_run(const MkParams& prm) {
   __shared__ int redi[32];
   __shared__ float part_sums[MPK_MK_KSPLIT_SLOTS];
   __shared__ int abort_launch, stop;
+  __shared__ MkTask desc[2];
   const MkTask* tasks = (const MkTask*)prm.tasks;
   const int* qb = (const int*)prm.queue_begin;
   const int* queue = (const int*)prm.queue;
@@ -668,8 +681,16 @@ __device__ void mk_run(const MkParams& prm) {
       if (abort_launch || stop) return;
     }
     for (int qi = qb[blockIdx.x]; qi < qb[blockIdx.x + 1]; ++qi) {
-      const MkTask& t = tasks[queue[qi]];
       if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
+      // The descriptor into shared memory before the events: after an acquire the L1 holds
+      // nothing, and every field read would go to L2. Two buffers, so that thread 0 may still
+      // read the previous task's while the others copy this one.
+      MkTask& t = desc[qi & 1];
+      {
+        const u64* src = (const u64*)(tasks + queue[qi]);
+        for (int i = threadIdx.x; i < (int)(sizeof(MkTask) / 8); i += blockDim.x) ((u64*)&t)[i] = src[i];
+      }
+      __syncthreads();
       // Weights and the KV history do not wait: start loading them before the events.
       if (t.kind == MPK_MK_LINEAR) {
         mk_prefetch_weights<DT>(t, prm.prefetch_bytes);

@@ -402,54 +402,35 @@ __device__ __forceinline__ float mk_rescale(float m, float M) {
 // RoPE at `position`: heads 0 .. G-1 are the query heads, head G the new key. One warp per
 // head, so neither the norm nor the rotation needs a block barrier (only __syncwarp).
 __device__ void mk_stage_head(const MkTask& t, float* qk, int h, int position) {
-  constexpr int DC = MPK_MK_MAX_HEAD_DIM / 32;  // dims per lane: lane + 32c
   const int D = t.head_dim, G = t.group, half = D / 2, lane = threadIdx.x & 31;
   const bool is_k = h == G;
-  const bool norm = t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM);
-  const bool rope = t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q);
   const float* src = is_k ? (const float*)t.kx + (long long)t.kv_head * D
                           : (const float*)t.q + (long long)(t.q_head0 + h) * D;
-  const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
-  const float* inv_freq = (const float*)t.inv_freq;
-  // Every load first (the head, its norm scale, the RoPE frequencies): one L2 round trip.
-  float x[DC], wv[DC], f[DC / 2];
-#pragma unroll
-  for (int c = 0; c < DC; ++c) {
-    const int e = lane + 32 * c;
-    x[c] = e < D ? src[e] : 0.f;
-    wv[c] = norm && e < D ? w[e] : 0.f;
-  }
-#pragma unroll
-  for (int c = 0; c < DC / 2; ++c) {
-    const int i = lane + 32 * c;
-    f[c] = rope && i < half ? inv_freq[i] : 0.f;
-  }
-  if (norm) {
+  float* xh = qk + h * D;
+  if (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) {
+    const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
     float ss = 0.f;
-#pragma unroll
-    for (int c = 0; c < DC; ++c)
-      if (lane + 32 * c < D) ss += x[c] * x[c];
+    for (int i = lane; i < D; i += 32) {
+      const float v = src[i];
+      xh[i] = v;
+      ss += v * v;
+    }
     ss = mk_warp_sum(ss);
     const float r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
-#pragma unroll
-    for (int c = 0; c < DC; ++c) x[c] = wv[c] * (x[c] * r);
+    for (int i = lane; i < D; i += 32) xh[i] = w[i] * (xh[i] * r);
+  } else {
+    for (int i = lane; i < D; i += 32) xh[i] = src[i];
   }
-  float* xh = qk + h * D;
-#pragma unroll
-  for (int c = 0; c < DC; ++c)
-    if (lane + 32 * c < D) xh[lane + 32 * c] = x[c];
   __syncwarp();
-  if (rope) {  // rotate half
+  if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {  // rotate half
+    const float* inv_freq = (const float*)t.inv_freq;
     const float p = (float)position;
-#pragma unroll
-    for (int c = 0; c < DC / 2; ++c) {
-      const int i = lane + 32 * c;
-      if (i >= half) continue;
-      const float angle = p * f[c];
-      const float cs = cosf(angle), sn = sinf(angle);
+    for (int i = lane; i < half; i += 32) {
+      const float angle = p * inv_freq[i];
+      const float c = cosf(angle), s = sinf(angle);
       const float a = xh[i], b = xh[i + half];
-      xh[i] = a * cs + (-b) * sn;
-      xh[i + half] = b * cs + a * sn;
+      xh[i] = a * c + (-b) * s;
+      xh[i + half] = b * c + a * s;
     }
     __syncwarp();
   }
@@ -559,8 +540,7 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned*
 }
 
 // Combines one KV head's chunk partials (`part`: chunk 0's, then chunk 1's, ...): per query
-// head g and dim e, with M the largest chunk max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M)
-// (computed in one pass with a running max).
+// head g and dim e, with M the largest chunk max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M).
 // The partials were written by other workers in this step: read through L2 (__ldcg), never
 // from a line this SM's L1 may hold from an earlier step.
 __device__ void mk_attn_merge(const MkTask& t, const float* part) {
@@ -568,18 +548,14 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
   float* out = (float*)t.out + (long long)t.q_head0 * D;
   for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
     const int g = idx / D, e = idx % D;
-    // One pass, rescaling as the max grows (the loads of all chunks can be in flight at once).
-    float M = MK_NEG_INF, L = 0.f, O = 0.f;
-#pragma unroll 4
+    float M = MK_NEG_INF;
+    for (int c = 0; c < C; ++c) M = fmaxf(M, __ldcg(part + ((long long)c * G + g) * (D + 2) + D));
+    float L = 0.f, O = 0.f;
     for (int c = 0; c < C; ++c) {
       const float* pc = part + ((long long)c * G + g) * (D + 2);
-      const float mc = __ldcg(pc + D), lc = __ldcg(pc + D + 1), oc = __ldcg(pc + e);
-      if (mc == MK_NEG_INF) continue;  // an empty chunk
-      const float Mn = fmaxf(M, mc);
-      const float a = mk_rescale(M, Mn), b = expf(mc - Mn);
-      L = L * a + lc * b;
-      O = O * a + oc * b;
-      M = Mn;
+      const float f = mk_rescale(__ldcg(pc + D), M);
+      L += __ldcg(pc + D + 1) * f;
+      O += __ldcg(pc + e) * f;
     }
     out[(long long)g * D + e] = O / L;
   }

@@ -2,6 +2,7 @@
 // into an mpk_status and the thread-local last-error text. Nothing escapes to the host.
 #include <mpk/mpk.h>
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -267,13 +268,22 @@ mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
   MPK_NULL_CHECK(out);
   *out = nullptr;
   MPK_NULL_CHECK(model);
-  check_struct(cfg, "cfg");
-  auto s = std::make_unique<mpk_session>();
-  MPK_CHECK(cfg->steps_per_launch >= 1, InvalidArgument) << "cfg->steps_per_launch must be >= 1";
+  // Callers built against the 0.1 header know kv_capacity only: fields past their struct_size
+  // keep their defaults.
+  MPK_CHECK(cfg != nullptr, InvalidArgument) << "cfg is NULL";
+  constexpr size_t kV1 = offsetof(mpk_session_config, steps_per_launch);
+  MPK_CHECK(cfg->struct_size >= kV1, InvalidArgument)
+      << "cfg->struct_size is " << cfg->struct_size << ", expected " << sizeof(mpk_session_config)
+      << " (initialise it with mpk_session_config_init)";
+  auto has = [&](size_t offset, size_t size) { return cfg->struct_size >= offset + size; };
   mpk::rt::SessionOptions o;
   o.kv_capacity = cfg->kv_capacity;
-  o.steps_per_launch = cfg->steps_per_launch;
-  o.profile = cfg->profile != 0;
+  if (has(offsetof(mpk_session_config, steps_per_launch), sizeof cfg->steps_per_launch)) {
+    MPK_CHECK(cfg->steps_per_launch >= 1, InvalidArgument) << "cfg->steps_per_launch must be >= 1";
+    o.steps_per_launch = cfg->steps_per_launch;
+  }
+  if (has(offsetof(mpk_session_config, profile), sizeof cfg->profile)) o.profile = cfg->profile != 0;
+  auto s = std::make_unique<mpk_session>();
   s->impl = std::make_unique<mpk::rt::Session>(model->impl, o);
   *out = s.release();
   MPK_API_END();

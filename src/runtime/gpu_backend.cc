@@ -59,9 +59,13 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   num_workers_ = props.sm_count;
   dtype_ = model.dtype;
 
-  // Plan once at load so that an unsupported fused op fails here, not at the first step.
-  const sched::Plan plan = sched::plan(graph, megakernel_plan_options(graph, num_workers_, 16));
-  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, 16);
+  // Plan once at load so that an unsupported fused op fails here, not at the first step, for
+  // the default session capacity (the KV split, hence the task count, depends on it).
+  const int64_t cap = graph.config.max_position_embeddings > 0
+                          ? std::min<int64_t>(4096, graph.config.max_position_embeddings)
+                          : 4096;
+  const sched::Plan plan = sched::plan(graph, megakernel_plan_options(graph, num_workers_, cap));
+  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   (void)build_tables(graph, plan, mem, SegmentBases{});
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);
@@ -142,8 +146,16 @@ constexpr size_t kStatusBytes = MPK_MK_STATUS_WORDS * 4;
 // it for tuning runs.
 long long prefetch_bytes() {
   static const long long v = [] {
+    constexpr long long kDefault = 128LL * 1024;
     const char* e = std::getenv("MPK_PREFETCH_BYTES");
-    return e && *e ? std::max(0LL, std::atoll(e)) : 128LL * 1024;
+    if (!e || !*e) return kDefault;
+    char* end = nullptr;
+    const long long b = std::strtoll(e, &end, 10);
+    if (*end != '\0' || b < 0) {
+      log(LogLevel::Warn, "MPK_PREFETCH_BYTES='{}' is not a byte count; using {}", e, kDefault);
+      return kDefault;
+    }
+    return b;
   }();
   return v;
 }
@@ -204,7 +216,6 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   embed_buffer_ = g.ops[size_t(emb)].output;
   embed_weight_ = g.ops[size_t(emb)].weight;
   logits_buffer_ = g.logits;
-  next_token_buffer_ = g.next_token;
   MPK_CHECK(plan_.tasks.buffers[size_t(embed_buffer_)].carried, Unsupported)
       << "megakernel: the next-token embedding is not fused into the argmax task";
   // Counted last: the destructor, which subtracts it, runs only for a constructed session.
@@ -231,15 +242,13 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
   std::vector<float> row(size_t(view.cols));
   view.load(int64_t(tokens[0]) * view.cols, view.cols, row.data());
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
-  std::vector<double> times;
+  step_ms_.clear();
   for (size_t a = 0; a < n;) {
     const size_t ns = std::min(n - a, kMaxStepsPerLaunch);
     const size_t ran = launch(ns, tokens + a, std::min(n - a, ns + 1), {});
     MPK_ICHECK(ran == ns) << "prefill launch ran " << ran << " of " << ns << " steps";
-    times.insert(times.end(), step_ms_.begin(), step_ms_.end());
     a += ns;
   }
-  step_ms_ = std::move(times);
 }
 
 void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
@@ -249,7 +258,7 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
   auto is_eos = [&](int32_t t) { return std::find(eos.begin(), eos.end(), t) != eos.end(); };
   // The device checks at most MPK_MK_MAX_EOS ids; with more, the host checks every step.
   const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : options_.steps_per_launch;
-  std::vector<double> times;
+  step_ms_.clear();
   size_t done = 0;
   while (done < max_tokens) {
     MPK_CHECK(position_ < capacity_, Capacity)
@@ -266,11 +275,9 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
     }
     MPK_ICHECK(ran == ns || is_eos(out.back()))
         << "the megakernel stopped after " << ran << " of " << ns << " steps without an EOS";
-    times.insert(times.end(), step_ms_.begin(), step_ms_.end());
     done += ran;
     if (is_eos(out.back())) break;
   }
-  step_ms_ = std::move(times);
 }
 
 size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_forced,
@@ -329,8 +336,8 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   std::memcpy(start.data(), control_host_.data() + kStatusBytes, 8 * workers);
   std::vector<MkStepRecord> rec(ran);
   std::memcpy(rec.data(), control_host_.data() + head, sizeof(MkStepRecord) * ran);
+  // Appended: a prefill or decode call's steps over all its launches (also when one fails).
   uint64_t prev = *std::min_element(start.begin(), start.end());
-  step_ms_.clear();
   step_tokens_.clear();
   for (const MkStepRecord& r : rec) {
     step_ms_.push_back(double(r.end_ns - prev) / 1e6);
@@ -349,11 +356,14 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
 
 void GpuSession::throw_timeout(const uint32_t* status) const {
   const auto& tasks = plan_.tasks.tasks;
-  const std::string task = status[2] < tasks.size() ? tasks[status[2]].name : "?";
+  const std::string task = status[2] == 0xffffffffu ? "the EOS check between steps"
+                           : status[2] < tasks.size() ? "task " + tasks[status[2]].name
+                                                      : "task ?";
   const std::string event = status[3] < plan_.tasks.events.size() ? plan_.tasks.events[status[3]].name : "?";
-  MPK_THROW(Timeout) << "megakernel launch at step " << step_ + 1 << ": worker " << status[1]
+  // status[4]: the steps of this launch that completed.
+  MPK_THROW(Timeout) << "megakernel step " << step_ + status[4] + 1 << ": worker " << status[1]
                      << " waited more than " << kWaitTimeoutNs / 1000000 << " ms for event " << event
-                     << " in task " << task << "; the session needs mpk_session_reset";
+                     << " in " << task << "; the session needs mpk_session_reset";
 }
 
 std::string GpuSession::profile_json() const {

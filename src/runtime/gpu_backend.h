@@ -110,7 +110,6 @@ class GpuSession {
   int embed_buffer_ = -1;   // carried embedding buffer (host writes it during prefill)
   int embed_weight_ = -1;   // graph weight index of the embedding table
   int logits_buffer_ = -1;
-  int next_token_buffer_ = -1;
   uint32_t step_ = 0;  // steps run since the counters started (the last step's epoch)
   size_t position_ = 0;
   std::vector<double> step_ms_;

@@ -29,7 +29,7 @@ std::filesystem::path default_cache_dir();
 // Counters shared by a model and its sessions (all of them), read by mpk_model_stats.
 struct Stats {
   std::atomic<uint64_t> tokens{0};
-  std::atomic<uint64_t> launches{0};  // megakernel launches (one per token on the GPU)
+  std::atomic<uint64_t> launches{0};  // megakernel launches (one per step, or per N steps)
   uint64_t host_fallback_ops = 0;  // ops of one step that run on the host
   double compile_ms = 0;           // NVRTC time spent at load (0 on a cache hit)
   uint64_t num_tasks = 0;          // tasks of one step (GPU backend)

@@ -1,6 +1,7 @@
 // Sessions through the C API: greedy decoding is deterministic, chunking does not change it,
 // reset starts over, and the stats count tokens.
 #include <cmath>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -127,6 +128,28 @@ TEST(ApiSession, MultiStepOptionsAndGpuReportsOnTheReference) {
   EXPECT_EQ(mpk_session_profile(s, nullptr), MPK_ERROR_INVALID_ARGUMENT);
   EXPECT_EQ(mpk_session_profile(nullptr, &json), MPK_ERROR_INVALID_ARGUMENT);
   mpk_session_destroy(s);
+}
+
+// A caller built against the 0.1 header (struct_size, kv_capacity) still creates sessions, with
+// the defaults for the newer fields; a struct_size shorter than that is refused.
+TEST(ApiSession, OlderSessionConfigLayout) {
+  Loaded l(fixture("qwen3-f32"));
+  ASSERT_NE(l.model, nullptr);
+  mpk_session_config sc;
+  mpk_session_config_init(&sc);
+  sc.kv_capacity = 16;
+  sc.steps_per_launch = 0;  // past the old struct_size: never read
+  sc.struct_size = offsetof(mpk_session_config, steps_per_launch);
+  mpk_session* s = nullptr;
+  ASSERT_EQ(mpk_session_create(l.model, &sc, &s), MPK_OK) << mpk_last_error();
+  const int32_t prompt[] = {1, 2};
+  EXPECT_EQ(mpk_session_prefill(s, prompt, 2), MPK_OK);
+  mpk_session_destroy(s);
+  sc.struct_size = sizeof(size_t);
+  s = reinterpret_cast<mpk_session*>(1);
+  EXPECT_EQ(mpk_session_create(l.model, &sc, &s), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(mpk_last_error()).find("struct_size"), std::string::npos);
 }
 
 }  // namespace

@@ -183,12 +183,17 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
     want.push_back(next);
     r.forward(&next, 1);
   }
-  // The 6th token as the only EOS id: the launch stops right after feeding its first
-  // occurrence.
-  const std::vector<int32_t> eos = {want[5]};
-  const size_t stop = size_t(std::find(want.begin(), want.end(), want[5]) - want.begin());
+  // As the only EOS id, a token first produced at step 2 or later: the device itself (not the
+  // host's check of the first fed token) ends the launch right after feeding it.
+  size_t stop = want.size();
+  for (size_t k = 2; k < want.size() && stop == want.size(); ++k)
+    if (std::find(want.begin(), want.begin() + long(k), want[k]) == want.begin() + long(k)) stop = k;
+  ASSERT_LT(stop, want.size()) << "no token first appears at step 2 or later";
+  const std::vector<int32_t> eos = {want[stop]};
   std::vector<int32_t> out;
+  const uint64_t launches = m->stats().launches;
   s.decode(12, eos, out);
+  EXPECT_EQ(m->stats().launches - launches, 1u) << "one launch, stopped on the device";
   EXPECT_EQ(out, std::vector<int32_t>(want.begin(), want.begin() + long(stop) + 1));
   EXPECT_EQ(s.position(), prompt.size() + stop + 1);
   // Without EOS ids the rest follows the reference.

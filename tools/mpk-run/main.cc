@@ -145,6 +145,7 @@ int run_cli(int argc, char** argv) {
   mi.struct_size = sizeof(mi);
   std::vector<int32_t> tokens;
   std::vector<double> step_ms, launch_ms, device_ms;
+  std::vector<size_t> call_tokens;  // tokens each mpk_session_decode call returned
   double prefill_ms = 0;
   std::FILE* lf = nullptr;
 
@@ -180,6 +181,11 @@ int run_cli(int argc, char** argv) {
                                                           : SIZE_MAX;
       const size_t want = max_new >= limit ? limit : prompt.size() + max_new + 1;
       kv_capacity = std::min(want, limit);
+    }
+    if (!profile_out.empty() && mi.backend != MPK_BACKEND_GPU) {
+      std::fprintf(stderr, "mpk-run: --profile-out needs the GPU backend (the model runs on %s)\n",
+                   backend_str(mi.backend));
+      return 2;
     }
     sc.kv_capacity = kv_capacity;
     sc.steps_per_launch = steps_per_launch;
@@ -222,6 +228,7 @@ int run_cli(int argc, char** argv) {
       mpk_status s = mpk_session_decode(sess, want, got.data(), &n);
       launch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
       if (s != MPK_OK) return die("decode", s);
+      call_tokens.push_back(n);
       device_steps();
       tokens.insert(tokens.end(), got.begin(), got.begin() + long(n));
       if (!ignore_eos && n > 0 && std::find(eos, eos_end, tokens.back()) != eos_end) break;
@@ -237,7 +244,14 @@ int run_cli(int argc, char** argv) {
     }
     // Per token: the host time of each one-token decode, or in multi-step mode (one launch for
     // many tokens) the device clock of each step.
-    step_ms = steps_per_launch == 1 || device_ms.empty() ? launch_ms : device_ms;
+    if (steps_per_launch == 1) {
+      step_ms = launch_ms;
+    } else if (!device_ms.empty()) {
+      step_ms = device_ms;
+    } else {  // no device clock (reference backend): each call's time over its tokens
+      for (size_t c = 0; c < launch_ms.size(); ++c)
+        for (size_t k = 0; k < call_tokens[c]; ++k) step_ms.push_back(launch_ms[c] / double(call_tokens[c]));
+    }
     return 0;
   };
   rc_exit = run();
@@ -269,9 +283,10 @@ int run_cli(int argc, char** argv) {
       out["steps_per_launch"] = steps_per_launch;
       out["launch_ms"] = summary(launch_ms);
       if (!device_ms.empty()) out["device_step_ms"] = summary(device_ms);
-      out["timer"] = steps_per_launch == 1 || device_ms.empty()
-                         ? "host steady_clock around each mpk_session_decode(1)"
-                         : "device globaltimer per decode step (multi-step launches)";
+      out["timer"] = steps_per_launch == 1 ? "host steady_clock around each mpk_session_decode(1)"
+                     : !device_ms.empty()
+                         ? "device globaltimer per decode step (multi-step launches)"
+                         : "host steady_clock around each mpk_session_decode(N), over its tokens";
     } else {
       std::string ids;
       for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);

@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 1
+#define MPK_VERSION_MINOR 2
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -183,12 +183,14 @@ MPK_API mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats);
 typedef struct mpk_session_config {
   size_t struct_size;  /* set by mpk_session_config_init */
   size_t kv_capacity;  /* tokens the KV cache holds; default 4096; at most max_position_embeddings */
-  size_t steps_per_launch; /* GPU: decode steps one megakernel launch runs (>= 1, default 1). 1 is
-                              the single-step mode: the host controls every step. N > 1 is the
-                              multi-step mode: the device feeds each argmax to the next step and
-                              stops at an EOS id, so mpk_session_decode(s, k, ...) needs about
-                              k / N launches; logits are those of the last step either way.
-                              Prefill always runs the whole prompt in as few launches as it can. */
+  size_t steps_per_launch; /* GPU: decode steps one megakernel launch runs (>= 1, default 1; at
+                              most 4096 are used). 1 is the single-step mode: the host controls
+                              every step. N > 1 is the multi-step mode: the device feeds each
+                              argmax to the next step and stops at an EOS id, so
+                              mpk_session_decode(s, k, ...) needs about k / N launches; logits are
+                              those of the last step either way. Prefill always runs the prompt
+                              in launches of up to 4096 tokens. (Since 0.2; a caller whose
+                              struct_size ends before this field gets the defaults.) */
   int profile;         /* GPU: nonzero records per-task device timers (mpk_session_profile) */
 } mpk_session_config;
 

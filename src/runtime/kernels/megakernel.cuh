@@ -436,11 +436,12 @@ __device__ void mk_stage_head(const MkTask& t, float* qk, int h, int position) {
   }
 }
 
+__device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals);
+
 // One KV head's query heads over one chunk of the live KV length (see MkTask). Each warp runs
 // an online softmax over its positions for up to MPK_MK_HEADS_PER_PASS query heads at once, so
 // a K or V row is read once per pass, coalesced (lane owns dims lane + 32c); then the warps'
 // (max, sum, output) states are combined through shared memory.
-__device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals);
 
 __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals) {
   const int D = t.head_dim, G = t.group;
@@ -663,11 +664,13 @@ __device__ void mk_run(const MkParams& prm) {
   }
   __syncthreads();
 
+  int slot = 0;  // descriptor buffer of the next task
   for (int i = 0; i < prm.num_steps; ++i) {
     const unsigned step = prm.step + (unsigned)i;
     const int position = prm.position + i;
-    // Step i is fed step i-2's argmax (the host checked the token of step 0, and step 1's feed
-    // is the one step 0 was given): an EOS ends the launch on every worker alike. The event
+    // Step i is fed step i-1's argmax; the launch ends after a step that was fed an EOS id:
+    // before step i (i >= 2) every worker reads the token step i-1 was fed, step i-2's argmax
+    // (step 0's fed token the host checked), so all of them stop at the same step. Its event
     // has fired already (step i-1 waited for it); the acquire makes the token visible.
     if (i >= 2 && prm.num_eos > 0 && prm.argmax_event >= 0) {
       if (threadIdx.x == 0) {
@@ -683,12 +686,14 @@ __device__ void mk_run(const MkParams& prm) {
     for (int qi = qb[blockIdx.x]; qi < qb[blockIdx.x + 1]; ++qi) {
       if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
       // The descriptor into shared memory before the events: after an acquire the L1 holds
-      // nothing, and every field read would go to L2. Two buffers, so that thread 0 may still
-      // read the previous task's while the others copy this one.
-      MkTask& t = desc[qi & 1];
+      // nothing, and every field read would go to L2. Two buffers used in turn (across steps
+      // too: a queue may have an odd length), so that thread 0 may still read the previous
+      // task's trigger while the others copy this one.
+      MkTask& t = desc[slot];
+      slot ^= 1;
       {
         const u64* src = (const u64*)(tasks + queue[qi]);
-        for (int i = threadIdx.x; i < (int)(sizeof(MkTask) / 8); i += blockDim.x) ((u64*)&t)[i] = src[i];
+        for (int w = threadIdx.x; w < (int)(sizeof(MkTask) / 8); w += blockDim.x) ((u64*)&t)[w] = src[w];
       }
       __syncthreads();
       // Weights and the KV history do not wait: start loading them before the events.

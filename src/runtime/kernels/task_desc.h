@@ -71,7 +71,8 @@ struct MkTask {
   // Attention: one KV head and its query heads, chunk `chunk` of `num_chunks` of the live KV
   // length n = position + 1: positions [chunk * n / num_chunks, (chunk + 1) * n / num_chunks).
   // The last chunk appends the new k, v. With one chunk the output is final; otherwise the
-  // chunk writes partials (per query head: head_dim sums, max, sum) that a merge task combines.
+  // chunk writes partials (per query head: head_dim sums, max, sum) that a merge task combines,
+  // or with MPK_MK_F_MERGE the last chunk of the head to arrive.
   int chunk;
   int num_chunks;
   int arrival;  // MPK_MK_F_MERGE: the head's arrival counter in params.arrivals

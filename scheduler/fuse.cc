@@ -151,10 +151,28 @@ class Fuser {
     dead_[size_t(p->id)] = true;
   }
 
+  // Whether every live task reading `out.buffer` over a range that overlaps `out` reads all of
+  // `out` (it may read more). Accesses are normalized, so a read split into adjacent pieces
+  // counts as one.
+  bool read_whole(const Access& out) const {
+    for (const Task& t : tg_.tasks) {
+      if (dead_[size_t(t.id)]) continue;
+      for (const Access& r : t.reads)
+        if (r.buffer == out.buffer && r.begin < out.end && out.begin < r.end &&
+            (r.begin > out.begin || r.end < out.end))
+          return false;
+    }
+    return true;
+  }
+
   // Each merge task into its KV head's chunk tasks: every chunk is given an equal share of the
-  // head's output range (see Task::merges) and the merge's flops. Not when the range has fewer
-  // elements than there are chunks: a chunk with an empty share would be waited for by nobody,
-  // yet it may be the one that merges.
+  // head's output range (see Task::merges) and the merge's flops. At run time the last chunk
+  // to arrive writes the whole range, which only a reader waiting for every chunk may read, so
+  // the merge stays a task:
+  //  - when a task reads part of the range (it would wait only for the chunks whose shares it
+  //    overlaps);
+  //  - when the range has fewer elements than there are chunks (a chunk with an empty share
+  //    would be waited for by nobody, yet it may be the one that merges).
   void fold_merges() {
     for (Task& m : tg_.tasks) {
       if (dead_[size_t(m.id)] || m.kind != TaskKind::AttentionMerge || m.writes.size() != 1) continue;
@@ -166,7 +184,7 @@ class Fuser {
       if (int(chunks.size()) != m.num_chunks) continue;
       const Access out = m.writes[0];
       const int64_t len = out.end - out.begin, n = int64_t(chunks.size());
-      if (len < n) continue;
+      if (len < n || !read_whole(out)) continue;
       for (Task* c : chunks) {
         const int64_t b = out.begin + c->chunk * len / n, e = out.begin + (c->chunk + 1) * len / n;
         c->writes.push_back({out.buffer, b, e});

@@ -123,8 +123,12 @@ struct Task {
   int num_chunks = 1;
   // Attention chunk with the merge folded in (FuseOptions::merge_into_attention): the last chunk
   // of its KV head to finish (an arrival counter at run time, not an event) merges every
-  // chunk's partials into the head's output. Each chunk's writes name an equal, non-empty share
-  // of that output range, so a reader of the output waits for all of the head's chunks.
+  // chunk's partials into the head's output, writing the head's whole output range [b, e),
+  // although each chunk's writes name only its equal, non-empty share of it (chunk c of C:
+  // [b + c*(e-b)/C, b + (c+1)*(e-b)/C)). fuse folds a head only when every task that reads the
+  // output buffer over a range overlapping [b, e) reads all of [b, e): such a reader overlaps
+  // every share, so it waits for all of the head's chunks, the merging one included. A head
+  // with a partial reader, or with e - b < C, keeps its AttentionMerge task.
   bool merges = false;
 
   // Per-step traffic and work, planned for DecomposeOptions::seq_len.

@@ -1,5 +1,8 @@
 #include "configs.h"
 
+#include <stdexcept>
+#include <utility>
+
 #include "scheduler/events.h"
 
 namespace mpk::sched::testing {
@@ -21,17 +24,43 @@ TaskGraph build_tasks(const ir::Graph& g, const DecomposeOptions& d, const FuseO
   return build_events(fuse(g, decompose(g, d), f));
 }
 
-std::vector<std::vector<bool>> ancestors(const TaskGraph& tg) {
+Ancestors::Ancestors(const TaskGraph& tg) : words_((tg.tasks.size() + 63) / 64) {
   const size_t n = tg.tasks.size();
-  std::vector<std::vector<bool>> a(n, std::vector<bool>(n, false));
-  for (const Task& t : tg.tasks)  // ids are topological
+  bits_.assign(n * words_, 0);
+  std::vector<std::vector<int>> producers(n);
+  for (const Task& t : tg.tasks)
     for (int e : t.waits)
-      for (int p : tg.events[size_t(e)].triggers) {
-        a[size_t(t.id)][size_t(p)] = true;
-        for (size_t k = 0; k < n; ++k)
-          if (a[size_t(p)][k]) a[size_t(t.id)][k] = true;
+      for (int p : tg.events[size_t(e)].triggers) producers[size_t(t.id)].push_back(p);
+  // Depth-first over the wait edges: a task's row is filled once all its producers' rows are.
+  enum : uint8_t { kTodo, kOpen, kDone };
+  std::vector<uint8_t> state(n, kTodo);
+  std::vector<std::pair<int, size_t>> stack;  // (task, its next producer to visit)
+  for (size_t root = 0; root < n; ++root) {
+    if (state[root] != kTodo) continue;
+    state[root] = kOpen;
+    stack.push_back({int(root), 0});
+    while (!stack.empty()) {
+      const int t = stack.back().first;
+      const std::vector<int>& ps = producers[size_t(t)];
+      if (size_t& next = stack.back().second; next < ps.size()) {
+        const int p = ps[next++];
+        if (state[size_t(p)] == kOpen) throw std::logic_error("ancestors: the waits form a cycle");
+        if (state[size_t(p)] == kTodo) {
+          state[size_t(p)] = kOpen;
+          stack.push_back({p, 0});
+        }
+        continue;
       }
-  return a;
+      uint64_t* row = &bits_[size_t(t) * words_];
+      for (int p : ps) {
+        row[size_t(p) / 64] |= uint64_t(1) << (p % 64);
+        const uint64_t* from = &bits_[size_t(p) * words_];
+        for (size_t w = 0; w < words_; ++w) row[w] |= from[w];
+      }
+      state[size_t(t)] = kDone;
+      stack.pop_back();
+    }
+  }
 }
 
 }  // namespace mpk::sched::testing

@@ -49,7 +49,21 @@ inline ScheduleOptions with_workers(int n) {
   return o;
 }
 
-// Ancestors (through events) of every task, as a dense matrix; small graphs only.
-std::vector<std::vector<bool>> ancestors(const TaskGraph& tg);
+// The ancestor relation of the tasks through same-step waits (Task::waits and the triggers of
+// the waited events; waits_prev are not edges), as a transitive closure computed here from
+// those edges alone, whatever order the ids are in. One bit per task pair: fine up to tens of
+// thousands of tasks. Throws std::logic_error when the edges form a cycle.
+class Ancestors {
+ public:
+  explicit Ancestors(const TaskGraph& tg);
+  // Whether `ancestor` finishes before `task` starts in every step.
+  bool operator()(int task, int ancestor) const {
+    return (bits_[size_t(task) * words_ + size_t(ancestor) / 64] >> (ancestor % 64)) & 1;
+  }
+
+ private:
+  size_t words_ = 0;
+  std::vector<uint64_t> bits_;  // row per task
+};
 
 }  // namespace mpk::sched::testing

@@ -6,7 +6,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "configs.h"
 
@@ -128,6 +131,118 @@ TEST(Events, CarriedWritersReuseOrGetAnEvent) {
   EXPECT_EQ(tg.events[size_t(fresh)].prev_waiters, (std::vector<int>{0, 1}));
   EXPECT_EQ(tg.events[size_t(reused)].prev_waiters, (std::vector<int>{0, 1}));
   EXPECT_EQ(tg.tasks[1].waits, std::vector<int>{tg.tasks[0].trigger});  // carried reads: no same-step wait
+}
+
+// Reads the same-step waits leave unordered, as "reader <- writer" lines. A task reading a
+// range of a buffer that is not carried runs after every task writing an overlapping range
+// (the writer is its ancestor); a task reading a carried buffer reads the previous step's
+// value, so the writer runs after it (the reader is the writer's ancestor). The writes are the
+// run-time ones: a chunk that merges (Task::merges) may be its head's last to arrive and then
+// writes all of its head's output, so it counts as writing, in every buffer that a merging
+// chunk of its head writes, the hull of those chunks' writes.
+std::vector<std::string> unordered_reads(const TaskGraph& tg) {
+  const testing::Ancestors anc(tg);
+  std::map<std::pair<int, int>, std::map<int, Access>> hulls;  // (layer, KV head) -> buffer -> hull
+  for (const Task& t : tg.tasks)
+    if (t.merges)
+      for (const Access& w : t.writes) {
+        auto [it, fresh] = hulls[{t.layer, t.kv_head}].try_emplace(w.buffer, w);
+        it->second.begin = std::min(it->second.begin, w.begin);
+        it->second.end = std::max(it->second.end, w.end);
+      }
+  std::vector<std::vector<std::pair<int, Access>>> writers(tg.buffers.size());
+  for (const Task& t : tg.tasks)
+    if (t.merges) {
+      for (const auto& [buffer, w] : hulls.at({t.layer, t.kv_head}))
+        writers[size_t(buffer)].push_back({t.id, w});
+    } else {
+      for (const Access& w : t.writes) writers[size_t(w.buffer)].push_back({t.id, w});
+    }
+  std::vector<std::string> bad;
+  for (const Task& r : tg.tasks)
+    for (const Access& a : r.reads)
+      for (const auto& [w, b] : writers[size_t(a.buffer)]) {
+        if (!overlaps(a.begin, a.end, b.begin, b.end)) continue;
+        const bool carried = tg.buffers[size_t(a.buffer)].carried;
+        if (carried ? !anc(w, r.id) : !anc(r.id, w))
+          bad.push_back(fmt::format("{} <- {} ({}{})", r.name, tg.tasks[size_t(w)].name,
+                                    tg.buffers[size_t(a.buffer)].name, carried ? ", carried" : ""));
+      }
+  return bad;
+}
+
+// Every read of the step's plans is ordered after its writers: the tiny fixtures' shapes and
+// Qwen3-0.6B, attention unsplit, in fixed chunks and in kv_splits = 16 chunks, the merges
+// folded into the chunks (the default) or kept as tasks.
+TEST(Events, EveryReadIsOrderedAfterItsWriter) {
+  struct Variant {
+    const char* name;
+    DecomposeOptions d;
+    bool fold;
+  };
+  std::vector<std::pair<model::Config, std::vector<Variant>>> plans;
+  for (const model::Config& c : testing::tiny_configs())
+    plans.push_back({c,
+                     {{"unsplit", {.seq_len = 100, .kv_chunk = 0}, true},
+                      {"kv_chunk 30", {.seq_len = 100, .kv_chunk = 30, .tile_rows = 16}, true},
+                      {"kv_splits 16", {.seq_len = 100, .kv_splits = 16}, true},
+                      {"kv_splits 16, merge tasks", {.seq_len = 100, .kv_splits = 16}, false}}});
+  plans.push_back({testing::qwen3_0_6b(),
+                   {{"unsplit", {.seq_len = 512, .kv_chunk = 0}, true},
+                    {"kv_splits 16", {.seq_len = 512, .kv_splits = 16}, true}}});
+  for (const auto& [c, variants] : plans)
+    for (const Variant& v : variants) {
+      SCOPED_TRACE(fmt::format("{} {}L, {}", c.architecture, c.num_layers, v.name));
+      const TaskGraph tg = build_tasks(ir::build(c), v.d, {.merge_into_attention = v.fold});
+      int merging = 0, merge_tasks = 0;
+      for (const Task& t : tg.tasks) {
+        merging += t.merges;
+        merge_tasks += t.kind == TaskKind::AttentionMerge;
+      }
+      // The variant is what it says: kv_splits 16 folds every head's merge, or keeps them all.
+      if (v.d.kv_splits == 16) {
+        EXPECT_EQ(merging, v.fold ? c.num_layers * c.num_kv_heads * 16 : 0);
+        EXPECT_EQ(merge_tasks, v.fold ? 0 : c.num_layers * c.num_kv_heads);
+      }
+      const std::vector<std::string> bad = unordered_reads(tg);
+      EXPECT_TRUE(bad.empty()) << bad.size() << " unordered reads, first: " << bad.front();
+    }
+}
+
+// The check above fails when an order is missing: a reader without its waits, and a reader of
+// part of a folded head's output (which waits only for the chunks whose shares it overlaps,
+// while any chunk of the head may write all of it).
+TEST(Events, UnorderedReadsAreFound) {
+  const ir::Graph g = ir::build(testing::tiny_qwen3());  // 1 KV head per layer
+  TaskGraph tg = build_tasks(g, {.seq_len = 100, .kv_splits = 16});
+  ASSERT_TRUE(unordered_reads(tg).empty());
+  const int o = stage_tasks(tg, "L1.attn_out").front();
+  tg.tasks[size_t(o)].waits.clear();
+  const std::vector<std::string> bad = unordered_reads(tg);
+  EXPECT_FALSE(bad.empty());
+  for (const std::string& b : bad) EXPECT_TRUE(b.starts_with(tg.tasks[size_t(o)].name + " <- ")) << b;
+
+  // The o_proj tiles of layer 0 read only chunk 0's share of the head's output.
+  TaskGraph fused = fuse(g, decompose(g, {.seq_len = 100, .kv_splits = 16}), {});
+  Access share;
+  for (const Task& t : fused.tasks)
+    if (t.merges && t.layer == 0 && t.chunk == 0)
+      for (const Access& w : t.writes)
+        if (fused.buffers[size_t(w.buffer)].graph_tensor >= 0) share = w;
+  ASSERT_GE(share.buffer, 0);
+  const std::vector<int> tiles = stage_tasks(fused, "L0.attn_out");
+  for (int id : tiles)
+    for (Access& r : fused.tasks[size_t(id)].reads)
+      if (r.buffer == share.buffer) r = share;
+  const TaskGraph partial = build_events(std::move(fused));
+  std::set<std::string> readers;
+  for (const std::string& b : unordered_reads(partial)) {
+    readers.insert(b.substr(0, b.find(" <- ")));
+    EXPECT_TRUE(b.find("L0.attn[") != std::string::npos) << b;
+  }
+  std::set<std::string> expected;
+  for (int id : tiles) expected.insert(partial.tasks[size_t(id)].name);
+  EXPECT_EQ(readers, expected);
 }
 
 TEST(Events, Qwen3_8BWaits) {

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "configs.h"
 #include "scheduler/decompose.h"
+#include "scheduler/events.h"
 
 namespace mpk::ir {
 void PrintTo(OpKind k, std::ostream* os) { *os << op_name(k); }
@@ -275,6 +277,73 @@ TEST(Fuse, MergeKeptWhenChunksOutnumberTheHeadsOutput) {
     EXPECT_EQ(merges, splits == 24 ? 0 : 3 * 2);
     EXPECT_EQ(merging, splits == 24 ? 3 * 2 * 24 : 0);
   }
+}
+
+// The chunk that merges writes its head's whole output, though it declares only its share: a
+// task reading part of a head's output would wait only for the chunks whose shares it overlaps,
+// so that head keeps its merge task. Here layer 0's o_proj tiles skip the first output element
+// (part of head 0) and read all of head 1: only L0 head 0 keeps its merge.
+TEST(Fuse, MergeKeptWhenAReaderReadsPartOfTheHead) {
+  const model::Config c = testing::tiny_llama();  // 2 layers, 2 KV heads of 3 x 12 outputs
+  const ir::Graph g = ir::build(c);
+  TaskGraph plain = decompose(g, {.seq_len = 512, .kv_splits = 4});
+  const int64_t head_out = int64_t(c.num_heads / c.num_kv_heads) * c.head_dim;  // 36
+  int out = -1;
+  for (const Task& t : plain.tasks)
+    if (t.kind == TaskKind::AttentionMerge && t.layer == 0 && t.kv_head == 0) {
+      ASSERT_EQ(t.writes.size(), 1u);
+      EXPECT_EQ(t.writes[0].begin, 0);
+      EXPECT_EQ(t.writes[0].end, head_out);
+      out = t.writes[0].buffer;
+    }
+  ASSERT_GE(out, 0);
+  int partial = 0;
+  for (Task& t : plain.tasks)
+    for (Access& r : t.reads)
+      if (r.buffer == out) {
+        ASSERT_EQ(r.begin, 0) << t.name;
+        ASSERT_GE(r.end, 2 * head_out) << t.name;
+        r.begin = 1;
+        ++partial;
+      }
+  ASSERT_GT(partial, 0);
+  const TaskGraph tg = fuse(g, std::move(plain), {});
+  std::set<std::pair<int, int>> kept;  // (layer, KV head) of the merge tasks left
+  for (const Task& t : tg.tasks) {
+    if (t.kind == TaskKind::AttentionMerge) kept.insert({t.layer, t.kv_head});
+    if (t.kind != TaskKind::Attention) continue;
+    const bool head0 = t.layer == 0 && t.kv_head == 0;
+    EXPECT_EQ(t.merges, !head0) << t.name;
+    // A chunk that does not merge writes only its partials, never the head's output.
+    if (head0) {
+      for (const Access& w : t.writes) EXPECT_NE(w.buffer, out) << t.name;
+    }
+  }
+  EXPECT_EQ(kept, (std::set<std::pair<int, int>>{{0, 0}}));
+  // With events, the kept merge waits for its head's four chunks.
+  const TaskGraph with_events = build_events(TaskGraph(tg));
+  for (const Task& t : with_events.tasks)
+    if (t.kind == TaskKind::AttentionMerge) {
+      int chunks = 0;
+      for (int e : t.waits)
+        for (int p : with_events.events[size_t(e)].triggers) {
+          const Task& w = with_events.tasks[size_t(p)];
+          chunks += w.kind == TaskKind::Attention && w.layer == 0 && w.kv_head == 0;
+        }
+      EXPECT_EQ(chunks, 4) << t.name;
+    }
+}
+
+// A reader of more than the head's range (here o_proj reading every head) lets the head fold.
+TEST(Fuse, MergeFoldsWhenEveryReaderReadsTheWholeHead) {
+  const ir::Graph g = ir::build(testing::tiny_llama());
+  const TaskGraph tg = fuse(g, decompose(g, {.seq_len = 512, .kv_splits = 4}), {});
+  int merging = 0;
+  for (const Task& t : tg.tasks) {
+    EXPECT_NE(t.kind, TaskKind::AttentionMerge) << t.name;
+    merging += t.merges;
+  }
+  EXPECT_EQ(merging, 2 * 2 * 4);
 }
 
 TEST(Fuse, NothingToFoldWithOneSplit) {

@@ -64,7 +64,9 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const int64_t cap = graph.config.max_position_embeddings > 0
                           ? std::min<int64_t>(4096, graph.config.max_position_embeddings)
                           : 4096;
-  const sched::Plan plan = sched::plan(graph, megakernel_plan_options(graph, num_workers_, cap));
+  sched::PlanOptions po = megakernel_plan_options(graph, num_workers_, cap);
+  po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
+  const sched::Plan plan = sched::plan(graph, po);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   (void)build_tables(graph, plan, mem, SegmentBases{});
   stats.num_tasks = plan.tasks.tasks.size();

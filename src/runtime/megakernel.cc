@@ -50,7 +50,6 @@ sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_worke
   o.decompose.kv_dtype = DType::F32;
   o.decompose.target_tiles = num_workers;
   o.schedule.num_workers = num_workers;
-  o.dump = std::string();  // megakernel plans are not dumped through $MPK_DUMP
   return o;
 }
 

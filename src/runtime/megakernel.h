@@ -22,7 +22,8 @@ inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.8.1";
 // KV chunks per attention head: about one wave of attention tasks over the workers.
 int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_capacity);
 // Scheduler options for the megakernel: T = 1, one worker per SM, attention split into
-// megakernel_kv_splits chunks (divided over the live KV length at run time).
+// megakernel_kv_splits chunks (divided over the live KV length at run time). $MPK_DUMP applies
+// (each GPU session's plan is dumped when it asks for it).
 sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers,
                                            int64_t kv_capacity);
 

@@ -19,7 +19,8 @@ namespace {
 
 constexpr long long kWaitTimeoutNs = 5'000'000'000LL;  // a wait this long is a deadlock
 
-cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, const std::string& arch) {
+cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, const std::string& arch,
+                               const MegakernelParams& params) {
   const auto& c = g.config;
   auto [maj, min] = cuda::nvrtc_version();
   cache::CacheKey k;
@@ -28,13 +29,13 @@ cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, con
   k.task.shapes = {{c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
                     c.num_heads, c.num_kv_heads, c.head_dim}};
   k.task.dtypes = {dtype_name(dtype)};
-  k.task.layout = "workers=" + std::to_string(workers);
+  k.task.layout = "workers=" + std::to_string(workers) + " params=" + to_json(params);
   k.arch = arch;
   k.nvrtc_version = std::to_string(maj) + "." + std::to_string(min);
   k.driver_version = std::to_string(cuda::driver_version());
   k.codegen_version = kMegakernelCodegenVersion;
   k.compile_options = megakernel_compile_options();
-  k.source_hash = cache::sha256_hex(megakernel_source());
+  k.source_hash = cache::sha256_hex(megakernel_source(params));
   return k;
 }
 
@@ -68,23 +69,23 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
   const sched::Plan plan = sched::plan(graph, po);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
-  (void)build_tables(graph, plan, mem, SegmentBases{});
+  (void)build_tables(graph, plan, mem, SegmentBases{}, params_);
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);
 
   // The kernel, through the cache.
   const std::string arch = props.arch();
-  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch);
+  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_);
   double compile_ms = 0;
   bool built = false;
   auto build = [&] {
-    cuda::CompileResult r = compile_megakernel(arch);
+    cuda::CompileResult r = compile_megakernel(arch, params_);
     compile_ms = r.compile_ms;
     built = true;
     if (!r.log.empty()) log(LogLevel::Debug, "megakernel NVRTC log: {}", r.log);
     cache::Entry e;
     e.cubin = std::move(r.cubin);
-    e.params_json = "{\"kernel\":\"megakernel-v0\",\"block\":512}";
+    e.params_json = to_json(params_);
     e.verification_json = "{}";
     return e;
   };
@@ -184,7 +185,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   b.weights = m_->weights_ptr();
   b.consts = m_->consts_ptr();
   b.kv = kv_.ptr();
-  tables_ = build_tables(g, plan_, mem_, b);
+  tables_ = build_tables(g, plan_, mem_, b, m_->params());
   // Event counters, then the attention arrival counters (reset together).
   counters_ = cuda::DeviceBuffer(
       ctx, std::max<size_t>(plan_.tasks.events.size() + size_t(tables_.num_arrivals), 1) * 4);

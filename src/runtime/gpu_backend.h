@@ -34,7 +34,8 @@ class GpuModel {
   const ir::Graph& graph() const { return graph_; }
   DType weight_dtype() const { return dtype_; }
   int num_workers() const { return num_workers_; }
-  int block_threads() const { return 512; }
+  const MegakernelParams& params() const { return params_; }
+  int block_threads() const { return params_.block_threads; }
   int max_dynamic_smem() const { return max_dynamic_smem_; }
   uint64_t weights_ptr() const { return weights_.ptr(); }
   uint64_t consts_ptr() const { return consts_.ptr(); }
@@ -43,6 +44,7 @@ class GpuModel {
   const model::Model& model_;
   const ir::Graph& graph_;
   DType dtype_ = DType::BF16;
+  MegakernelParams params_;  // the defaults until the superoptimizer chooses
   int num_workers_ = 0;
   int max_dynamic_smem_ = 48 * 1024;
   std::unique_ptr<cuda::Context> ctx_;

@@ -120,8 +120,9 @@ namespace {
 
 class TableBuilder {
  public:
-  TableBuilder(const ir::Graph& g, const sched::Plan& p, const MemoryPlan& m, const SegmentBases& b)
-      : g_(g), tg_(p.tasks), p_(p), m_(m), b_(b) {}
+  TableBuilder(const ir::Graph& g, const sched::Plan& p, const MemoryPlan& m, const SegmentBases& b,
+               const MegakernelParams& params)
+      : g_(g), tg_(p.tasks), p_(p), m_(m), b_(b), params_(params) {}
 
   MegakernelTables run() {
     MegakernelTables out;
@@ -369,7 +370,7 @@ class TableBuilder {
     if (d.head_dim > MPK_MK_MAX_HEAD_DIM) unsupported(t, "head_dim above MPK_MK_MAX_HEAD_DIM");
     // q heads + k head + v head + one (sums, max, sum) state per warp and head of a pass.
     return (int64_t(d.group + 2) * d.head_dim +
-            int64_t(MPK_MK_MAX_WARPS) * MPK_MK_HEADS_PER_PASS * (d.head_dim + 2)) * 4;
+            int64_t(MPK_MK_MAX_WARPS) * params_.heads_per_pass * (d.head_dim + 2)) * 4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {
@@ -401,6 +402,7 @@ class TableBuilder {
   const sched::Plan& p_;
   const MemoryPlan& m_;
   const SegmentBases& b_;
+  const MegakernelParams& params_;
   struct ArrivalIndex {  // (layer, kv head) -> counter index, numbered as first seen
     std::map<std::pair<int, int>, int> ids;
     int operator[](std::pair<int, int> k) { return ids.emplace(k, int(ids.size())).first->second; }
@@ -415,13 +417,14 @@ class TableBuilder {
 static_assert(sizeof(MkTask) % 8 == 0, "the kernel copies descriptors in 8-byte words");
 
 MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
-                              const MemoryPlan& mem, const SegmentBases& bases) {
-  return TableBuilder(graph, plan, mem, bases).run();
+                              const MemoryPlan& mem, const SegmentBases& bases,
+                              const MegakernelParams& params) {
+  validate(params);
+  return TableBuilder(graph, plan, mem, bases, params).run();
 }
 
-const std::string& megakernel_source() {
-  static const std::string s = std::string(kEmbeddedTaskDescH) + "\n" + kEmbeddedMegakernelCuh;
-  return s;
+std::string megakernel_source(const MegakernelParams& params) {
+  return to_defines(params) + kEmbeddedTaskDescH + "\n" + kEmbeddedMegakernelCuh;
 }
 
 std::string megakernel_entry(DType weight_dtype) {
@@ -436,9 +439,9 @@ std::string megakernel_entry(DType weight_dtype) {
 
 std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }
 
-cuda::CompileResult compile_megakernel(const std::string& arch) {
+cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params) {
   cuda::CompileRequest r;
-  r.source = megakernel_source();
+  r.source = megakernel_source(params);
   r.name = "mpk_megakernel.cu";
   r.arch = arch;
   r.options = megakernel_compile_options();

@@ -11,6 +11,7 @@
 #include "base/dtype.h"
 #include "cuda/nvrtc.h"
 #include "ir/graph.h"
+#include "runtime/kernel_params.h"
 #include "runtime/kernels/task_desc.h"
 #include "scheduler/plan.h"
 
@@ -71,16 +72,19 @@ struct MegakernelTables {
 
 // Builds the descriptors. Throws Error(Unsupported) for a task whose fused ops the kernel
 // does not implement (never skipped) and Error(Internal) for an inconsistent plan.
+// `params`: the code parameters the kernel is compiled with (shared-memory sizes depend on them).
 MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
-                              const MemoryPlan& mem, const SegmentBases& bases);
+                              const MemoryPlan& mem, const SegmentBases& bases,
+                              const MegakernelParams& params = {});
 
-// The complete CUDA source (task_desc.h + megakernel.cuh) and its kernel names.
-const std::string& megakernel_source();
+// The complete CUDA source (the parameters' #defines + task_desc.h + megakernel.cuh) and its
+// kernel names. Error(InvalidArgument) for parameters out of range.
+std::string megakernel_source(const MegakernelParams& params = {});
 std::string megakernel_entry(DType weight_dtype);  // "mpk_megakernel_bf16", ...
 // NVRTC options the megakernel is compiled with.
 std::vector<std::string> megakernel_compile_options();
 
 // Compiles the megakernel for `arch` (e.g. "sm_90a").
-cuda::CompileResult compile_megakernel(const std::string& arch);
+cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params = {});
 
 }  // namespace mpk::rt

@@ -225,6 +225,46 @@ TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {
   }
 }
 
+// The kernel is generated from its parameter description: other values compile too, the
+// source and the shared-memory plan follow them, and values out of range are refused.
+TEST(Megakernel, ParametersShapeTheSource) {
+  MegakernelParams p;
+  EXPECT_NE(megakernel_source(p).find("#define MK_ROWS_PER_WARP 2\n"), std::string::npos);
+  p.block_threads = 256;
+  p.rows_per_warp = 1;
+  p.loads_in_flight = 2;
+  p.max_k_split = 4;
+  p.heads_per_pass = 2;
+  const std::string src = megakernel_source(p);
+  for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
+                        "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
+                        "#define MK_HEADS_PER_PASS 2\n"})
+    EXPECT_NE(src.find(d), std::string::npos) << d;
+  EXPECT_EQ(to_json(p),
+            "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"
+            "\"heads_per_pass\":2}");
+  const cuda::CompileResult r = compile_megakernel("sm_90a", p);
+  EXPECT_FALSE(r.cubin.empty());
+  // Attention's shared memory holds one state per warp and head of a pass.
+  auto model = model::load(std::string(MPK_TEST_DATA) + "/qwen3-f32");
+  const ir::Graph g = ir::build(model->config);
+  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 16));
+  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
+  const auto a = build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{});
+  const auto b = build_tables(g, plan, mem, SegmentBases{}, p);
+  EXPECT_GE(a.dynamic_smem, b.dynamic_smem);
+  for (auto bad : {MegakernelParams{.block_threads = 100}, MegakernelParams{.block_threads = 2048},
+                   MegakernelParams{.rows_per_warp = 0}, MegakernelParams{.loads_in_flight = 9},
+                   MegakernelParams{.max_k_split = 0}, MegakernelParams{.heads_per_pass = 9}}) {
+    try {
+      (void)megakernel_source(bad);
+      ADD_FAILURE() << to_json(bad) << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+    }
+  }
+}
+
 TEST(Megakernel, CompilesForSm90a) {
   const cuda::CompileResult r = compile_megakernel("sm_90a");
   ASSERT_FALSE(r.cubin.empty());

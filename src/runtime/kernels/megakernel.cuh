@@ -1,6 +1,8 @@
 // The megakernel: one persistent CTA per worker runs its static queue of tasks once per decode
-// step, for params.num_steps steps back to back. The code generator prepends
-// kernels/task_desc.h. No headers: NVRTC needs none.
+// step, for params.num_steps steps back to back. The code generator prepends the code
+// parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
+// MK_MAX_KSPLIT, MK_HEADS_PER_PASS: runtime/kernel_params.h) and kernels/task_desc.h. No
+// headers: NVRTC needs none.
 //
 // Per task: prefetch the start of the task's weight rows into L2 (weights do not wait), wait
 // on each event (thread 0 spins on an acquire load until counter >= need * epoch; the epoch is
@@ -153,7 +155,7 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, 
                             bool aligned, float (&out)[R]) {
   const int lane = threadIdx.x & 31;
   constexpr int V = MkW<DT>::kVec;
-  constexpr int kUnroll = 4;
+  constexpr int kUnroll = MK_LOADS_IN_FLIGHT;
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
@@ -224,7 +226,7 @@ __device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float ac
 __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw) {
   int best = 1;
   float best_use = 0.f;
-  for (int ks = 1; ks <= MPK_MK_MAX_KSPLIT; ++ks) {
+  for (int ks = 1; ks <= MK_MAX_KSPLIT; ++ks) {
     if (ks > 1 && rows * ks > MPK_MK_KSPLIT_SLOTS) break;
     const int items = groups * ks;
     const float use = (float)items / (float)(((items + nw - 1) / nw) * nw);
@@ -342,7 +344,7 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   const int total = mk_linear_rows(t);
   const bool aligned = mk_linear_aligned<DT>(t);
   // Row groups of kRows (the last may be shorter) times K parts of whole vectors.
-  constexpr int kRows = 2;
+  constexpr int kRows = MK_ROWS_PER_WARP;
   const int groups = (total + kRows - 1) / kRows;
   const int ks = mk_ksplit(groups, total, nw);
   const int unit = aligned ? V : 1, units = k / unit;
@@ -439,7 +441,7 @@ __device__ void mk_stage_head(const MkTask& t, float* qk, int h, int position) {
 __device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals);
 
 // One KV head's query heads over one chunk of the live KV length (see MkTask). Each warp runs
-// an online softmax over its positions for up to MPK_MK_HEADS_PER_PASS query heads at once, so
+// an online softmax over its positions for up to MK_HEADS_PER_PASS query heads at once, so
 // a K or V row is read once per pass, coalesced (lane owns dims lane + 32c); then the warps'
 // (max, sum, output) states are combined through shared memory.
 
@@ -467,7 +469,7 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned*
     for (int i = lane; i < D; i += 32) vc[(long long)position * D + i] = vx[i];
   }
   __syncthreads();
-  constexpr int HP = MPK_MK_HEADS_PER_PASS, DC = MPK_MK_MAX_HEAD_DIM / 32;
+  constexpr int HP = MK_HEADS_PER_PASS, DC = MPK_MK_MAX_HEAD_DIM / 32;
   for (int g0 = 0; g0 < G; g0 += HP) {
     float m[HP], l[HP], acc[HP][DC];
 #pragma unroll
@@ -744,6 +746,6 @@ __device__ void mk_run(const MkParams& prm) {
   }
 }
 
-extern "C" __global__ void __launch_bounds__(512) mpk_megakernel_f32(MkParams p) { mk_run<MK_F32>(p); }
-extern "C" __global__ void __launch_bounds__(512) mpk_megakernel_bf16(MkParams p) { mk_run<MK_BF16>(p); }
-extern "C" __global__ void __launch_bounds__(512) mpk_megakernel_f16(MkParams p) { mk_run<MK_F16>(p); }
+extern "C" __global__ void __launch_bounds__(MK_BLOCK_THREADS) mpk_megakernel_f32(MkParams p) { mk_run<MK_F32>(p); }
+extern "C" __global__ void __launch_bounds__(MK_BLOCK_THREADS) mpk_megakernel_bf16(MkParams p) { mk_run<MK_BF16>(p); }
+extern "C" __global__ void __launch_bounds__(MK_BLOCK_THREADS) mpk_megakernel_f16(MkParams p) { mk_run<MK_F16>(p); }

@@ -8,8 +8,6 @@
 #define MPK_MK_MAX_SLICES 4
 #define MPK_MK_MAX_WARPS 32      // 1024-thread workers at most
 #define MPK_MK_MAX_HEAD_DIM 256  // attention keeps a head row in registers, 32 dims per lane-slot
-#define MPK_MK_HEADS_PER_PASS 4  // query heads one attention pass accumulates in registers
-#define MPK_MK_MAX_KSPLIT 8      // linear: K parts per row group (see mk_linear)
 #define MPK_MK_KSPLIT_SLOTS 256  // linear: shared partial sums when K is split
 #define MPK_MK_MAX_EOS 8
 #define MPK_MK_STATUS_WORDS 8    // control block: error, worker, task, event, steps done, pad

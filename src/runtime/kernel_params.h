@@ -1,0 +1,26 @@
+// The megakernel's code parameters: the explicit description its source is generated from
+// (prepended as #defines, see kernels/megakernel.cuh) and that the kernel-cache key includes.
+// The superoptimizer will search these; the defaults are the ones measured in
+// docs/PERFORMANCE.md.
+#pragma once
+
+#include <string>
+
+namespace mpk::rt {
+
+struct MegakernelParams {
+  int block_threads = 512;   // threads per worker CTA: a multiple of 32 in [64, 1024]
+  int rows_per_warp = 2;     // linear: output rows a warp streams together (1..4)
+  int loads_in_flight = 4;   // linear: 16-byte loads per row and lane issued before use (1..8)
+  int max_k_split = 8;       // linear: most K parts a row group is cut into (1..8)
+  int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)
+};
+
+// Error(InvalidArgument) naming the first parameter out of its range.
+void validate(const MegakernelParams& p);
+// "#define MK_BLOCK_THREADS 512\n..." for the kernel source.
+std::string to_defines(const MegakernelParams& p);
+// {"block_threads":512,...}: the cache key's layout and the cache entry's parameters.
+std::string to_json(const MegakernelParams& p);
+
+}  // namespace mpk::rt

@@ -278,10 +278,8 @@ mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
   auto has = [&](size_t offset, size_t size) { return cfg->struct_size >= offset + size; };
   mpk::rt::SessionOptions o;
   o.kv_capacity = cfg->kv_capacity;
-  if (has(offsetof(mpk_session_config, steps_per_launch), sizeof cfg->steps_per_launch)) {
-    MPK_CHECK(cfg->steps_per_launch >= 1, InvalidArgument) << "cfg->steps_per_launch must be >= 1";
-    o.steps_per_launch = cfg->steps_per_launch;
-  }
+  if (has(offsetof(mpk_session_config, steps_per_launch), sizeof cfg->steps_per_launch))
+    o.steps_per_launch = cfg->steps_per_launch;  // checked by the session
   if (has(offsetof(mpk_session_config, profile), sizeof cfg->profile)) o.profile = cfg->profile != 0;
   auto s = std::make_unique<mpk_session>();
   s->impl = std::make_unique<mpk::rt::Session>(model->impl, o);

@@ -258,7 +258,7 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
                         std::vector<int32_t>& out) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(has_logits_, BadState) << "decode before prefill: no logits yet";
-  auto is_eos = [&](int32_t t) { return std::find(eos.begin(), eos.end(), t) != eos.end(); };
+  auto is_eos = [&](int32_t t) { return rt::is_eos(eos, t); };
   // The device checks at most MPK_MK_MAX_EOS ids; with more, the host checks every step.
   const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : options_.steps_per_launch;
   step_ms_.clear();

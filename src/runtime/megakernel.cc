@@ -289,13 +289,13 @@ class TableBuilder {
     }
   }
 
-  // The partial buffer of a chunked attention and the element where (kv head, chunk) starts
-  // (layout in scheduler/task_graph.h).
-  uint64_t partial(const sched::Task& t, const ir::Op& a) const {
+  // The partial buffer of a chunked attention and the element where (t's kv head, chunk)
+  // starts (layout in scheduler/task_graph.h).
+  uint64_t partial(const sched::Task& t, const ir::Op& a, int chunk) const {
     const int buf = buffer_named(g_.tensor(a.output).name + ".partial");
     MPK_ICHECK(buf >= 0) << "task " << t.name << ": no attention partial buffer";
     const int group = t.q_head_end - t.q_head_begin;
-    const int64_t at = (int64_t(t.kv_head) * t.num_chunks + t.chunk) * group * (a.attrs.head_dim + 2);
+    const int64_t at = (int64_t(t.kv_head) * t.num_chunks + chunk) * group * (a.attrs.head_dim + 2);
     MPK_ICHECK((at + int64_t(group) * (a.attrs.head_dim + 2)) * 4 <=
                int64_t(tg_.buffers[size_t(buf)].numel) * 4)
         << "task " << t.name << ": partial out of range";
@@ -313,9 +313,7 @@ class TableBuilder {
     d.group = t.q_head_end - t.q_head_begin;
     d.head_dim = a->attrs.head_dim;
     d.num_chunks = t.num_chunks;
-    sched::Task first = t;
-    first.chunk = 0;
-    d.partial = partial(first, *a);
+    d.partial = partial(t, *a, 0);
     d.out = act(a->output);
   }
 
@@ -338,7 +336,7 @@ class TableBuilder {
     d.head_dim = a->attrs.head_dim;
     d.chunk = t.chunk;
     d.num_chunks = t.num_chunks;
-    if (t.num_chunks > 1) d.partial = partial(t, *a);
+    if (t.num_chunks > 1) d.partial = partial(t, *a, t.chunk);
     if (t.merges) {
       d.flags |= MPK_MK_F_MERGE;
       d.arrival = arrival_[{t.layer, t.kv_head}];  // inserted with the next index if new

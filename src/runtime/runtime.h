@@ -74,6 +74,9 @@ struct SessionOptions {
   bool profile = false;         // GPU: per-task device timers (profile_json)
 };
 
+// Whether `token` is one of the end-of-sequence ids.
+bool is_eos(const std::vector<int32_t>& eos_ids, int32_t token);
+
 // One sequence with its KV cache. Not thread-safe.
 class Session {
  public:

@@ -103,6 +103,7 @@ Session::Session(std::shared_ptr<const LoadedModel> model, const SessionOptions&
   const size_t kv_capacity = options.kv_capacity;
   const auto& cfg = model_->config();
   MPK_CHECK(kv_capacity >= 1, InvalidArgument) << "kv_capacity must be at least 1";
+  MPK_CHECK(options.steps_per_launch >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   MPK_CHECK(cfg.max_position_embeddings <= 0 ||
                 kv_capacity <= size_t(cfg.max_position_embeddings),
             InvalidArgument)
@@ -115,7 +116,6 @@ Session::Session(std::shared_ptr<const LoadedModel> model, const SessionOptions&
     gpu_ = std::make_unique<GpuSession>(model_->gpu(), kv_capacity, go, model_->stats());
     return;
   }
-  MPK_CHECK(options.steps_per_launch >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   ref::Options o;
   o.num_threads = model_->options().num_threads;
   exec_ = std::make_unique<ref::Executor>(model_->model(), model_->graph(), kv_capacity, o);
@@ -133,10 +133,11 @@ void Session::prefill(const int32_t* tokens, size_t n) {
   model_->stats().tokens += n;
 }
 
-bool Session::is_eos(int32_t token) const {
-  const auto& eos = model_->config().eos_token_ids;
-  return std::find(eos.begin(), eos.end(), token) != eos.end();
+bool is_eos(const std::vector<int32_t>& eos_ids, int32_t token) {
+  return std::find(eos_ids.begin(), eos_ids.end(), token) != eos_ids.end();
 }
+
+bool Session::is_eos(int32_t token) const { return rt::is_eos(model_->config().eos_token_ids, token); }
 
 void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
   if (gpu_) {

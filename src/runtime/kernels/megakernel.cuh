@@ -81,13 +81,7 @@ __device__ __forceinline__ float mk_warp_sum(float v) {
   return v;
 }
 
-__device__ __forceinline__ float mk_warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-// Block-wide sum / max; `red` holds >= 32 floats. Safe to call back to back.
+// Block-wide sum; `red` holds >= 32 floats. Safe to call back to back.
 __device__ float mk_block_sum(float v, float* red) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   v = mk_warp_sum(v);
@@ -96,17 +90,6 @@ __device__ float mk_block_sum(float v, float* red) {
   __syncthreads();
   float r = 0;
   for (int i = 0; i < nw; ++i) r += red[i];
-  return r;
-}
-
-__device__ float mk_block_max(float v, float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = mk_warp_max(v);
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float r = red[0];
-  for (int i = 1; i < nw; ++i) r = fmaxf(r, red[i]);
   return r;
 }
 

@@ -59,6 +59,12 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       << "device " << props.name << " does not support cooperative launches";
   num_workers_ = props.sm_count;
   dtype_ = model.dtype;
+  // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
+  params_ = params_for_head_dim(int(graph.config.head_dim));
+  if (const char* e = std::getenv("MPK_MK_PARAMS"); e && *e) {
+    params_ = parse_params(e, params_);
+    log(LogLevel::Info, "megakernel parameters from MPK_MK_PARAMS: {}", to_json(params_));
+  }
 
   // Plan once at load so that an unsupported fused op fails here, not at the first step, for
   // the default session capacity (the KV split, hence the task count, depends on it).

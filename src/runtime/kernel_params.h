@@ -14,12 +14,21 @@ struct MegakernelParams {
   int loads_in_flight = 4;   // linear: 16-byte loads per row and lane issued before use (1..8)
   int max_k_split = 8;       // linear: most K parts a row group is cut into (1..8)
   int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)
+  int max_head_dim = 256;    // attention: largest head_dim it runs (64..256, a multiple of 64;
+                             // a head row lives in registers: set it from the model)
 };
+
+// The parameters for a model whose attention heads have head_dim elements (max_head_dim the
+// smallest that holds them).
+MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 
 // Error(InvalidArgument) naming the first parameter out of its range.
 void validate(const MegakernelParams& p);
 // "#define MK_BLOCK_THREADS 512\n..." for the kernel source.
 std::string to_defines(const MegakernelParams& p);
+// Parses "name=value,name=value" (names as the fields, e.g. "rows_per_warp=1,loads_in_flight=8")
+// over `base`; Error(InvalidArgument) on an unknown name, a non-integer or a value out of range.
+MegakernelParams parse_params(const std::string& text, MegakernelParams base = {});
 // {"block_threads":512,...}: the cache key's layout and the cache entry's parameters.
 std::string to_json(const MegakernelParams& p);
 

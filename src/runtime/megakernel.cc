@@ -257,7 +257,7 @@ class TableBuilder {
       }
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
-    const int64_t smem = int64_t(t.k) * 4 * (d.input_mode == MPK_MK_IN_RMSNORM ? 2 : 1);
+    const int64_t smem = int64_t(t.k) * 4;
     if (argmax) {
       const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
       if (pv < 0 || pi < 0 || t.weights.size() != 1) unsupported(t, "argmax partial layout");
@@ -270,7 +270,7 @@ class TableBuilder {
       d.part_idx = act(pi, slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    return smem;  // the input vector (and the norm scale)
+    return smem;  // the input vector
   }
 
   // Follows the fused chain [head_rms_norm] -> [rope] back from an attention input.
@@ -365,10 +365,10 @@ class TableBuilder {
     const int64_t layer_bytes = m_.kv_layer_elems * 4;
     d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
     d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
-    if (d.head_dim > MPK_MK_MAX_HEAD_DIM) unsupported(t, "head_dim above MPK_MK_MAX_HEAD_DIM");
+    if (d.head_dim > params_.max_head_dim) unsupported(t, "head_dim above the kernel's max_head_dim");
     // q heads + k head + v head + one (sums, max, sum) state per warp and head of a pass.
     return (int64_t(d.group + 2) * d.head_dim +
-            int64_t(MPK_MK_MAX_WARPS) * params_.heads_per_pass * (d.head_dim + 2)) * 4;
+            int64_t(params_.block_threads / 32) * params_.heads_per_pass * (d.head_dim + 2)) * 4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {

@@ -87,7 +87,14 @@ std::string profile_report(const sched::Plan& plan, const MegakernelTables& tabl
                     {"gbps", span_ns > 0 ? double(kd.bytes) / span_ns : 0.0}});
   }
   out["kinds"] = std::move(list);
-  return out.dump(1);
+  // Every task's timers (ns from the step's first start), for critical-path analysis.
+  nlohmann::json timeline = nlohmann::json::array();
+  for (int w = 0; w + 1 < int(tables.queue_begin.size()); ++w)
+    for (int qi = tables.queue_begin[size_t(w)]; qi < tables.queue_begin[size_t(w) + 1]; ++qi)
+      timeline.push_back({tasks[size_t(tables.queue[size_t(qi)])].name, w, times[3 * size_t(qi)] - first,
+                          times[3 * size_t(qi) + 1] - first, times[3 * size_t(qi) + 2] - first});
+  out["timeline"] = std::move(timeline);
+  return out.dump();
 }
 
 }  // namespace mpk::rt

@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "ir/builder.h"
 #include "model/model.h"
+#include "model_configs.h"
 #include "runtime/megakernel.h"
 
 namespace mpk::rt {
@@ -235,14 +236,15 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.loads_in_flight = 2;
   p.max_k_split = 4;
   p.heads_per_pass = 2;
+  p.max_head_dim = 64;
   const std::string src = megakernel_source(p);
   for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
-                        "#define MK_HEADS_PER_PASS 2\n"})
+                        "#define MK_HEADS_PER_PASS 2\n", "#define MK_MAX_HEAD_DIM 64\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"
-            "\"heads_per_pass\":2}");
+            "\"heads_per_pass\":2,\"max_head_dim\":64}");
   const cuda::CompileResult r = compile_megakernel("sm_90a", p);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.
@@ -255,10 +257,52 @@ TEST(Megakernel, ParametersShapeTheSource) {
   EXPECT_GE(a.dynamic_smem, b.dynamic_smem);
   for (auto bad : {MegakernelParams{.block_threads = 100}, MegakernelParams{.block_threads = 2048},
                    MegakernelParams{.rows_per_warp = 0}, MegakernelParams{.loads_in_flight = 9},
-                   MegakernelParams{.max_k_split = 0}, MegakernelParams{.heads_per_pass = 9}}) {
+                   MegakernelParams{.max_k_split = 0}, MegakernelParams{.heads_per_pass = 9},
+                   MegakernelParams{.max_head_dim = 96}, MegakernelParams{.max_head_dim = 512}}) {
     try {
       (void)megakernel_source(bad);
       ADD_FAILURE() << to_json(bad) << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+    }
+  }
+}
+
+// A head row lives in registers: the kernel is generated for the model's head_dim, and a plan
+// with larger heads than the kernel holds is refused.
+TEST(Megakernel, HeadDimSizesTheKernel) {
+  EXPECT_EQ(params_for_head_dim(16).max_head_dim, 64);
+  EXPECT_EQ(params_for_head_dim(64).max_head_dim, 64);
+  EXPECT_EQ(params_for_head_dim(80).max_head_dim, 128);
+  EXPECT_EQ(params_for_head_dim(128).max_head_dim, 128);
+  EXPECT_EQ(params_for_head_dim(256).max_head_dim, 256);
+  EXPECT_EQ(params_for_head_dim(512).max_head_dim, 256);
+  model::Config c = mpk::testing::qwen3_0_6b();  // head_dim 128, two layers are enough
+  c.num_layers = 2;
+  const ir::Graph g = ir::build(c);
+  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 16));
+  const MemoryPlan mem = plan_memory(g, plan.tasks, DType::BF16, 16);
+  (void)build_tables(g, plan, mem, SegmentBases{}, params_for_head_dim(int(c.head_dim)));
+  try {
+    (void)build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{.max_head_dim = 64});
+    ADD_FAILURE() << "head_dim " << c.head_dim << " accepted by a kernel for 64";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
+}
+
+// Tuning runs set the parameters as text ($MPK_MK_PARAMS); anything malformed is refused.
+TEST(Megakernel, ParametersParseFromText) {
+  const MegakernelParams p = parse_params("rows_per_warp=1,loads_in_flight=8,");
+  EXPECT_EQ(p.rows_per_warp, 1);
+  EXPECT_EQ(p.loads_in_flight, 8);
+  EXPECT_EQ(p.block_threads, MegakernelParams{}.block_threads);
+  EXPECT_EQ(to_json(parse_params("")), to_json(MegakernelParams{}));
+  for (const char* bad : {"rows_per_warp", "rows_per_warp=", "rows_per_warp=x", "rows_per_warp=2x",
+                          "warps=4", "loads_in_flight=9", "block_threads=99999999999"}) {
+    try {
+      (void)parse_params(bad);
+      ADD_FAILURE() << bad << " was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
     }

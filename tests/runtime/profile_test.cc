@@ -149,6 +149,21 @@ void check_report(const Fixture& f, int64_t kv_len) {
   EXPECT_EQ(tasks, n);
   EXPECT_EQ(names.size(), want.size());
 
+  // The timeline: every task once, on the worker whose queue holds it, its timers from `first`.
+  const nlohmann::json& tl = r.at("timeline");
+  ASSERT_EQ(tl.size(), n);
+  std::set<std::string> seen;
+  for (int w = 0; w < kWorkers; ++w)
+    for (int qi = f.tables.queue_begin[size_t(w)]; qi < f.tables.queue_begin[size_t(w) + 1]; ++qi) {
+      const nlohmann::json& e = tl.at(size_t(qi));
+      const std::string& name = f.plan.tasks.tasks[size_t(f.tables.queue[size_t(qi)])].name;
+      EXPECT_EQ(e.at(0).get<std::string>(), name);
+      EXPECT_TRUE(seen.insert(name).second) << name;
+      EXPECT_EQ(e.at(1).get<int>(), w);
+      for (int j = 0; j < 3; ++j)
+        EXPECT_EQ(e.at(size_t(2 + j)).get<uint64_t>(), times[3 * size_t(qi) + size_t(j)] - first) << name;
+    }
+
   // Attention streams exactly the live KV rows of every KV head in every layer.
   const model::Config& c = f.model->config;
   EXPECT_EQ(want.at("attn").bytes,

@@ -46,6 +46,7 @@ Usage:
 """
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -85,6 +86,8 @@ def parse_args(argv=None):
                     help="prompt lengths of the time-to-first-token phase")
     ap.add_argument("--bw-gib", type=float, default=4.0, help="read-bandwidth buffer size (GiB)")
     ap.add_argument("--bw-reps", type=int, default=20)
+    ap.add_argument("--profile-timeline",
+                    help="write the profiled step's per-task timers here (JSON; kept out of --out)")
     ap.add_argument("--skip", nargs="*", default=[], choices=PHASES, help="phases to leave out")
     ap.add_argument("--self-test", action="store_true",
                     help="check the mpk-run side against a stand-in mpk-run (no torch, no GPU)")
@@ -378,6 +381,10 @@ def phase_profile(args, result, model_dir, prompt, deadline):
             result["errors"].append(f"profile: {rec.get('error')}")
             bc.log(f"  profile FAILED: {rec.get('error')}")
             return False
+        timeline = report.pop("timeline", None)
+        if args.profile_timeline and timeline is not None:
+            with open(args.profile_timeline, "w") as f:  # compact: one entry per task
+                json.dump({"timer": report.get("timer"), "timeline": timeline}, f)
         result["profile"] = report
         for line in profile_table(report):
             bc.log("  " + line)

@@ -1,18 +1,21 @@
 // The megakernel: one persistent CTA per worker runs its static queue of tasks once per decode
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
-// MK_MAX_KSPLIT, MK_HEADS_PER_PASS: runtime/kernel_params.h) and kernels/task_desc.h. No
-// headers: NVRTC needs none.
+// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_MAX_HEAD_DIM: runtime/kernel_params.h) and
+// kernels/task_desc.h. No headers: NVRTC needs none.
 //
-// Per task: prefetch the start of the task's weight rows into L2 (weights do not wait), wait
-// on each event (thread 0 spins on an acquire load until counter >= need * epoch; the epoch is
-// the step, or the step before for a read of what the previous step carried over), compute,
-// barrier, and thread 0 publishes with a fence and a release add on its trigger event. A wait
-// longer than params.timeout_ns records the failure in the control block and every worker
-// leaves the launch (no hang).
+// Per task: issue the start of the task's weight loads (a linear tile's first round of loads
+// into registers, an L2 prefetch of the rows after it; attention's KV history into L2: weights
+// do not wait), wait on each event (thread 0 spins on an acquire load until counter >= need *
+// epoch; the epoch is the step, or the step before for a read of what the previous step
+// carried over), compute, barrier, and thread 0 publishes with a release (fence.acq_rel and a
+// relaxed add) on its trigger event. A wait longer than params.timeout_ns records the failure
+// in the control block and every worker leaves the launch (no hang).
 //
 // Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
-// formulas as src/ref/kernels.cc (no fast math); attention sums in online-softmax order.
+// formulas as src/ref/kernels.cc (no fast math), two of them reassociated: attention sums in
+// online-softmax order, and RMSNorm's 1/rms scales the projection's dot products instead of
+// its input (w . (g * x * r) = r * (w . (g * x))).
 
 #define MK_F32 0
 #define MK_BF16 1
@@ -81,18 +84,6 @@ __device__ __forceinline__ float mk_warp_sum(float v) {
   return v;
 }
 
-// Block-wide sum; `red` holds >= 32 floats. Safe to call back to back.
-__device__ float mk_block_sum(float v, float* red) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = mk_warp_sum(v);
-  __syncthreads();
-  if (lane == 0) red[warp] = v;
-  __syncthreads();
-  float r = 0;
-  for (int i = 0; i < nw; ++i) r += red[i];
-  return r;
-}
-
 // Argmax pairs: the first maximum wins; a NaN counts as the maximum (first NaN wins).
 __device__ __forceinline__ void mk_better(float& v, int& i, float v2, int i2) {
   const bool n1 = v != v, n2 = v2 != v2;
@@ -129,13 +120,49 @@ __device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
   return u;
 }
 
+// Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc.
+template <int DT, int R>
+__device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLIGHT],
+                                             const float* xs, int i, float (&acc)[R]) {
+  constexpr int V = MkW<DT>::kVec;
+#pragma unroll
+  for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) {
+    const float* xv = xs + (i + 32 * j) * V;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float f[V];
+      MkW<DT>::unpack(u[r][j], f);
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+    }
+  }
+}
+
+// Issues round i of R rows' loads (see mk_dot_round).
+template <int R>
+__device__ __forceinline__ void mk_load_round(const char* const (&w)[R], int i,
+                                              uint4 (&u)[R][MK_LOADS_IN_FLIGHT]) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
+}
+
+// Whether this lane has a whole first round of loads in [k0, k1) (vector units).
+__device__ __forceinline__ bool mk_has_round(int k0v, int k1v) {
+  return k0v + (int)(threadIdx.x & 31) + 32 * (MK_LOADS_IN_FLIGHT - 1) < k1v;
+}
+
 // x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane.
 // Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
 // 16-byte loads before it uses any of them. `aligned`: the rows are 16-byte aligned and k0, k1
-// are multiples of the vector width.
+// are multiples of the vector width. `pre`: when non-null, the lane's first round, loaded by
+// the caller (before the task's events; mk_has_round was true).
 template <int DT, int R>
-__device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, int k1,
-                            bool aligned, float (&out)[R]) {
+__device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0,
+                                            int k1, bool aligned,
+                                            const uint4 (*pre)[MK_LOADS_IN_FLIGHT],
+                                            float (&out)[R]) {
   const int lane = threadIdx.x & 31;
   constexpr int V = MkW<DT>::kVec;
   constexpr int kUnroll = MK_LOADS_IN_FLIGHT;
@@ -145,23 +172,14 @@ __device__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0, 
   if (aligned) {
     const int v1 = k1 / V;
     int i = k0 / V + lane;
+    if (pre) {
+      mk_dot_round<DT, R>(*(const uint4(*)[R][kUnroll])pre, xs, i, acc);
+      i += 32 * kUnroll;
+    }
     for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
       uint4 u[R][kUnroll];
-#pragma unroll
-      for (int r = 0; r < R; ++r)
-#pragma unroll
-        for (int j = 0; j < kUnroll; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
-#pragma unroll
-      for (int j = 0; j < kUnroll; ++j) {
-        const float* xv = xs + (i + 32 * j) * V;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          float f[V];
-          MkW<DT>::unpack(u[r][j], f);
-#pragma unroll
-          for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
-        }
-      }
+      mk_load_round<R>(w, i, u);
+      mk_dot_round<DT, R>(u, xs, i, acc);
     }
     for (; i < v1; i += 32) {
 #pragma unroll
@@ -218,20 +236,29 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw) {
   return best;
 }
 
-// Output rows of a tile: rows r of the tile take x . w_r over K part p, written straight to
-// the output (one part) or to part_sums (several: added in part order afterwards).
+// The rows of a tile's row group r0 .. r0 + R - 1: their weight rows, slices and rows within them.
 template <int DT, int R>
-__device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, int r0, int k0,
-                                               int k1, bool aligned, int p, int ks, int total,
-                                               float* part_sums) {
+__device__ __forceinline__ void mk_group_rows(const MkTask& t, int r0, const char* (&w)[R],
+                                              int (&slice)[R], int (&local)[R]) {
   const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
-  const char* w[R];
-  int slice[R], local[R];
 #pragma unroll
   for (int j = 0; j < R; ++j) {
     mk_row_of(t, r0 + j, slice[j], local[j]);
     w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
   }
+}
+
+// Output rows of a tile: rows r of the tile take scale * (x . w_r) over K part p, written
+// straight to the output (one part) or to part_sums (several: added in part order afterwards,
+// then scaled). `pre`: the lane's first round of loads, issued before the events.
+template <int DT, int R>
+__device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, float scale,
+                                               int r0, int k0, int k1, bool aligned, int p,
+                                               int ks, int total, float* part_sums,
+                                               const uint4 (*pre)[MK_LOADS_IN_FLIGHT]) {
+  const char* w[R];
+  int slice[R], local[R];
+  mk_group_rows<DT, R>(t, r0, w, slice, local);
   // The epilogue's bias and residual are loaded before the dot product, not after it.
   float bias[R], res[R];
   const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
@@ -242,13 +269,13 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
     res[j] = lead && sl.res ? ((const float*)sl.res)[local[j]] : 0.f;
   }
   float acc[R];
-  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, acc);
+  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, pre, acc);
   if ((threadIdx.x & 31) != 0) return;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
     const MkSlice& sl = t.slices[slice[j]];
     if (ks == 1) {
-      float v = acc[j];  // as mk_store_row: bias, then residual, in fp32
+      float v = acc[j] * scale;  // as mk_store_row: bias, then residual, in fp32
       if (sl.bias) v = v + bias[j];
       if (sl.res) v = v + res[j];
       ((float*)sl.out)[local[j]] = v;
@@ -258,8 +285,11 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
   }
 }
 
-// The input vector of a linear, staged in shared memory as fp32 (after its prologue).
-__device__ void mk_linear_input(const MkTask& t, float* xs, float* red) {
+// The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
+// block barrier. Returns the factor every dot product is scaled by: for RMSNorm,
+// w . (g * x * r) = r * (w . (g * x)) with r = 1 / sqrt(mean(x^2) + eps), so the staged
+// input is g * x and the sum of squares needs no block reduction before it (one barrier).
+__device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
   const int k = t.k;
   const float* x = (const float*)t.x;
   if (t.input_mode == MPK_MK_IN_SILUMUL) {
@@ -268,25 +298,25 @@ __device__ void mk_linear_input(const MkTask& t, float* xs, float* red) {
       const float g = x[i];
       xs[i] = g / (1.0f + expf(-g)) * up[i];
     }
-    return;
-  }
-  if (t.input_mode != MPK_MK_IN_RMSNORM) {
+  } else if (t.input_mode != MPK_MK_IN_RMSNORM) {
     for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
-    return;
+  } else {
+    const float* g = (const float*)t.norm_w;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < k; i += blockDim.x) {
+      const float v = x[i];
+      xs[i] = g[i] * v;
+      ss += v * v;
+    }
+    ss = mk_warp_sum(ss);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+    __syncthreads();
+    float sum = 0.f;
+    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) sum += red[w];
+    return 1.0f / sqrtf(sum / (float)k + t.eps);
   }
-  // The norm scale is loaded with x (into xs + k), not after the sum: one L2 round trip less.
-  const float* nw = (const float*)t.norm_w;
-  float* ws = xs + k;
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < k; i += blockDim.x) {
-    const float v = x[i];
-    ws[i] = nw[i];
-    xs[i] = v;
-    ss += v * v;
-  }
-  ss = mk_block_sum(ss, red);
-  const float r = 1.0f / sqrtf(ss / (float)k + t.eps);
-  for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = ws[i] * (xs[i] * r);
+  __syncthreads();
+  return 1.0f;
 }
 
 // Whether a linear task's rows can be read with 16-byte vector loads.
@@ -316,30 +346,54 @@ __device__ void mk_prefetch_weights(const MkTask& t, long long bytes) {
   }
 }
 
-template <int DT>
-__device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums) {
-  mk_linear_input(t, xs, red);
-  __syncthreads();
+// K part p of ks of a row of `units` vector units (unit elements each): elements [k0, k1).
+__device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int& k0, int& k1) {
+  k0 = (int)((long long)p * units / ks) * unit;
+  k1 = (int)((long long)(p + 1) * units / ks) * unit;
+}
 
+// A linear tile. Before `wait` (the task's events): each warp issues the first round of loads
+// of its first work item into registers, then the L2 prefetch of the tile's start. Returns
+// false when the wait aborted the launch.
+template <int DT, class Wait>
+__device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
+                          long long prefetch_bytes, Wait wait) {
   const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int k = t.k;
-  constexpr int V = MkW<DT>::kVec;
+  constexpr int V = MkW<DT>::kVec, kRows = MK_ROWS_PER_WARP;
   const int total = mk_linear_rows(t);
   const bool aligned = mk_linear_aligned<DT>(t);
   // Row groups of kRows (the last may be shorter) times K parts of whole vectors.
-  constexpr int kRows = MK_ROWS_PER_WARP;
   const int groups = (total + kRows - 1) / kRows;
   const int ks = mk_ksplit(groups, total, nw);
   const int unit = aligned ? V : 1, units = k / unit;
+  uint4 pre[kRows][MK_LOADS_IN_FLIGHT];
+  bool have_pre = false;
+  if (aligned && warp < groups * ks && (warp / ks) * kRows + kRows <= total) {
+    int k0, k1;
+    mk_kpart(warp % ks, ks, units, unit, k0, k1);
+    if (mk_has_round(k0 / V, k1 / V)) {
+      const char* w[kRows];
+      int slice[kRows], local[kRows];
+      mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
+      mk_load_round<kRows>(w, k0 / V + (threadIdx.x & 31), pre);
+      have_pre = true;
+    }
+  }
+  mk_prefetch_weights<DT>(t, prefetch_bytes);
+  if (!wait()) return false;
+
+  const float scale = mk_linear_input(t, xs, red);
   for (int it = warp; it < groups * ks; it += nw) {
     const int g = it / ks, p = it % ks;
-    const int k0 = (int)((long long)p * units / ks) * unit;
-    const int k1 = (int)((long long)(p + 1) * units / ks) * unit;
+    int k0, k1;
+    mk_kpart(p, ks, units, unit, k0, k1);
     const int r0 = g * kRows;
     if (r0 + kRows <= total)
-      mk_linear_item<DT, kRows>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
+      mk_linear_item<DT, kRows>(t, xs, scale, r0, k0, k1, aligned, p, ks, total, part_sums,
+                                have_pre && it == warp ? pre : nullptr);
     else
-      mk_linear_item<DT, 1>(t, xs, r0, k0, k1, aligned, p, ks, total, part_sums);
+      mk_linear_item<DT, 1>(t, xs, scale, r0, k0, k1, aligned, p, ks, total, part_sums, nullptr);
   }
   if (ks > 1) {
     __syncthreads();
@@ -348,7 +402,7 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       for (int p = 0; p < ks; ++p) v += part_sums[p * total + r];
       int s, lr;
       mk_row_of(t, r, s, lr);
-      mk_store_row(t.slices[s], lr, v);
+      mk_store_row(t.slices[s], lr, v * scale);
     }
   }
 
@@ -374,6 +428,7 @@ __device__ void mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       *(int*)t.part_idx = bi;
     }
   }
+  return true;
 }
 
 #define MK_NEG_INF (-__int_as_float(0x7f800000))
@@ -383,39 +438,68 @@ __device__ __forceinline__ float mk_rescale(float m, float M) {
   return m == MK_NEG_INF ? 0.f : expf(m - M);
 }
 
+// What staging head h needs besides the head itself, all known before the task's events: this
+// lane's elements of the head-norm scale and the RoPE rotation at `position` (lane + 32c).
+struct MkHeadConsts {
+  float w[MK_MAX_HEAD_DIM / 32];
+  float cs[MK_MAX_HEAD_DIM / 64], sn[MK_MAX_HEAD_DIM / 64];
+};
+
+__device__ __forceinline__ void mk_head_consts(const MkTask& t, int h, int position, MkHeadConsts& hc) {
+  const int D = t.head_dim, half = D / 2, lane = threadIdx.x & 31;
+  const bool is_k = h == t.group;
+  const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
+  const bool norm = (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) != 0;
+#pragma unroll
+  for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c)
+    hc.w[c] = norm && lane + 32 * c < D ? w[lane + 32 * c] : 0.f;
+  const bool rope = (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) != 0;
+  const float* inv_freq = (const float*)t.inv_freq;
+  const float p = (float)position;
+#pragma unroll
+  for (int c = 0; c < MK_MAX_HEAD_DIM / 64; ++c) {
+    const int i = lane + 32 * c;
+    const float angle = rope && i < half ? p * inv_freq[i] : 0.f;
+    hc.cs[c] = cosf(angle);
+    hc.sn[c] = sinf(angle);
+  }
+}
+
 // Stages head h of the task in qk + h * D, after its head RMSNorm (Qwen3 q_norm / k_norm) and
-// RoPE at `position`: heads 0 .. G-1 are the query heads, head G the new key. One warp per
-// head, so neither the norm nor the rotation needs a block barrier (only __syncwarp).
-__device__ void mk_stage_head(const MkTask& t, float* qk, int h, int position) {
+// RoPE (rotate half) with the constants of mk_head_consts: heads 0 .. G-1 are the query heads,
+// head G the new key. One warp per head, so neither the norm nor the rotation needs a block
+// barrier (only __syncwarp).
+__device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h, const MkHeadConsts& hc) {
   const int D = t.head_dim, G = t.group, half = D / 2, lane = threadIdx.x & 31;
   const bool is_k = h == G;
   const float* src = is_k ? (const float*)t.kx + (long long)t.kv_head * D
                           : (const float*)t.q + (long long)(t.q_head0 + h) * D;
   float* xh = qk + h * D;
   if (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) {
-    const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
     float ss = 0.f;
-    for (int i = lane; i < D; i += 32) {
-      const float v = src[i];
-      xh[i] = v;
+#pragma unroll
+    for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c) {
+      const float v = lane + 32 * c < D ? src[lane + 32 * c] : 0.f;
+      if (lane + 32 * c < D) xh[lane + 32 * c] = v;
       ss += v * v;
     }
     ss = mk_warp_sum(ss);
     const float r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
-    for (int i = lane; i < D; i += 32) xh[i] = w[i] * (xh[i] * r);
+#pragma unroll
+    for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c)
+      if (lane + 32 * c < D) xh[lane + 32 * c] = hc.w[c] * (xh[lane + 32 * c] * r);
   } else {
     for (int i = lane; i < D; i += 32) xh[i] = src[i];
   }
   __syncwarp();
-  if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {  // rotate half
-    const float* inv_freq = (const float*)t.inv_freq;
-    const float p = (float)position;
-    for (int i = lane; i < half; i += 32) {
-      const float angle = p * inv_freq[i];
-      const float c = cosf(angle), s = sinf(angle);
+  if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {
+#pragma unroll
+    for (int c = 0; c < MK_MAX_HEAD_DIM / 64; ++c) {
+      const int i = lane + 32 * c;
+      if (i >= half) continue;
       const float a = xh[i], b = xh[i + half];
-      xh[i] = a * c + (-b) * s;
-      xh[i + half] = b * c + a * s;
+      xh[i] = a * hc.cs[c] + (-b) * hc.sn[c];
+      xh[i + half] = b * hc.cs[c] + a * hc.sn[c];
     }
     __syncwarp();
   }
@@ -428,7 +512,8 @@ __device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals);
 // a K or V row is read once per pass, coalesced (lane owns dims lane + 32c); then the warps'
 // (max, sum, output) states are combined through shared memory.
 
-__device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals) {
+template <class Wait>
+__device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals, Wait wait) {
   const int D = t.head_dim, G = t.group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int n = position + 1;
@@ -442,8 +527,18 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned*
   // The appending chunk's last warp copies the new value row; the key is appended by the warp
   // that stages it. One barrier then publishes the heads and the new rows to the block.
   const int nh = appends ? G + 1 : G;
+  // The constants of the warp's first head before the events (norm scale, RoPE rotation).
+  MkHeadConsts first;
+  if (warp < nh) mk_head_consts(t, warp, position, first);
+  if (!wait()) return false;
   for (int h = warp; h < nh; h += nw) {
-    mk_stage_head(t, qk, h, position);
+    if (h == warp) {
+      mk_stage_head(t, qk, h, first);
+    } else {
+      MkHeadConsts hc;
+      mk_head_consts(t, h, position, hc);
+      mk_stage_head(t, qk, h, hc);
+    }
     if (h == G)
       for (int i = lane; i < D; i += 32) kc[(long long)position * D + i] = qk[G * D + i];
   }
@@ -452,7 +547,7 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned*
     for (int i = lane; i < D; i += 32) vc[(long long)position * D + i] = vx[i];
   }
   __syncthreads();
-  constexpr int HP = MK_HEADS_PER_PASS, DC = MPK_MK_MAX_HEAD_DIM / 32;
+  constexpr int HP = MK_HEADS_PER_PASS, DC = MK_MAX_HEAD_DIM / 32;
   for (int g0 = 0; g0 < G; g0 += HP) {
     float m[HP], l[HP], acc[HP][DC];
 #pragma unroll
@@ -523,25 +618,46 @@ __device__ void mk_attention(const MkTask& t, int position, float* sm, unsigned*
     __syncthreads();
   }
   if (t.flags & MPK_MK_F_MERGE) mk_attn_arrive(t, arrivals);
+  return true;
 }
 
 // Combines one KV head's chunk partials (`part`: chunk 0's, then chunk 1's, ...): per query
 // head g and dim e, with M the largest chunk max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M).
-// The partials were written by other workers in this step: read through L2 (__ldcg), never
-// from a line this SM's L1 may hold from an earlier step.
+// The partials of up to kBatch chunks are loaded at once (one round trip), a running state
+// rescaled between batches (with at most kBatch chunks the sums are exactly the formula's).
+// They were written by other workers in this step: read through L2 (__ldcg), never from a line
+// this SM's L1 may hold from an earlier step.
 __device__ void mk_attn_merge(const MkTask& t, const float* part) {
+  constexpr int kBatch = 8;
   const int D = t.head_dim, G = t.group, C = t.num_chunks;
   float* out = (float*)t.out + (long long)t.q_head0 * D;
   for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
     const int g = idx / D, e = idx % D;
-    float M = MK_NEG_INF;
-    for (int c = 0; c < C; ++c) M = fmaxf(M, __ldcg(part + ((long long)c * G + g) * (D + 2) + D));
-    float L = 0.f, O = 0.f;
-    for (int c = 0; c < C; ++c) {
-      const float* pc = part + ((long long)c * G + g) * (D + 2);
-      const float f = mk_rescale(__ldcg(pc + D), M);
-      L += __ldcg(pc + D + 1) * f;
-      O += __ldcg(pc + e) * f;
+    float M = MK_NEG_INF, L = 0.f, O = 0.f;
+    for (int c0 = 0; c0 < C; c0 += kBatch) {
+      float mc[kBatch], lc[kBatch], oc[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const float* pc = part + ((long long)(c0 + j) * G + g) * (D + 2);
+        const bool in = c0 + j < C;
+        mc[j] = in ? __ldcg(pc + D) : MK_NEG_INF;
+        lc[j] = in ? __ldcg(pc + D + 1) : 0.f;
+        oc[j] = in ? __ldcg(pc + e) : 0.f;
+      }
+      float Mb = M;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) Mb = fmaxf(Mb, mc[j]);
+      const float f0 = mk_rescale(M, Mb);
+      L = L * f0;
+      O = O * f0;
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        if (c0 + j >= C) continue;
+        const float f = mk_rescale(mc[j], Mb);
+        L += lc[j] * f;
+        O += oc[j] * f;
+      }
+      M = Mb;
     }
     out[(long long)g * D + e] = O / L;
   }
@@ -552,10 +668,12 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
 __device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals) {
   __shared__ int last;
   if (threadIdx.x == 0) {
-    __threadfence();  // this block's partials (ordered by the caller's barrier) before arriving
+    // This block's partials (ordered by the caller's barrier) before arriving; the others'
+    // before reading them: acquire-release fences around the arrival.
+    asm volatile("fence.acq_rel.gpu;" ::: "memory");
     const unsigned old = atomicInc(arrivals + t.arrival, (unsigned)(t.num_chunks - 1));
     last = old == (unsigned)(t.num_chunks - 1);
-    if (last) __threadfence();  // and the others' before reading them
+    if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
   __syncthreads();
   if (last)
@@ -681,9 +799,24 @@ __device__ void mk_run(const MkParams& prm) {
         for (int w = threadIdx.x; w < (int)(sizeof(MkTask) / 8); w += blockDim.x) ((u64*)&t)[w] = src[w];
       }
       __syncthreads();
-      // Weights and the KV history do not wait: start loading them before the events.
+      // The task's events; false when the launch is aborted.
+      auto wait = [&]() -> bool {
+        if (threadIdx.x == 0) {
+          for (int wi = 0; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
+            const int e = waits[t.wait_begin + wi];
+            const unsigned epoch = wi < t.num_waits ? step : step - 1u;
+            if (!mk_wait(prm, e, needs[e] * epoch, t.id)) abort_launch = 1;
+          }
+          if (profile) profile[3 * qi + 1] = mk_globaltimer();
+        }
+        __syncthreads();
+        return !abort_launch;
+      };
+      // Weights and the KV history do not wait: they start loading before the events (a
+      // linear task issues its own loads, then waits).
+      bool ok = true;
       if (t.kind == MPK_MK_LINEAR) {
-        mk_prefetch_weights<DT>(t, prm.prefetch_bytes);
+        ok = mk_linear<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
         const int n = position + 1;
         const long long j0 = (long long)t.chunk * n / t.num_chunks;
@@ -694,24 +827,18 @@ __device__ void mk_run(const MkParams& prm) {
           mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
           mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
         }
-      }
-      if (threadIdx.x == 0) {
-        for (int wi = 0; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
-          const int e = waits[t.wait_begin + wi];
-          const unsigned epoch = wi < t.num_waits ? step : step - 1u;
-          if (!mk_wait(prm, e, needs[e] * epoch, t.id)) abort_launch = 1;
+        ok = mk_attention(t, position, mk_smem, (unsigned*)prm.arrivals, wait);
+      } else {
+        ok = wait();
+        if (ok) {
+          switch (t.kind) {
+            case MPK_MK_ATTN_MERGE: mk_attn_merge(t, (const float*)t.partial); break;
+            case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;
+            default: break;
+          }
         }
-        if (profile) profile[3 * qi + 1] = mk_globaltimer();
       }
-      __syncthreads();
-      if (abort_launch) return;
-      switch (t.kind) {
-        case MPK_MK_LINEAR: mk_linear<DT>(t, mk_smem, red, redi, part_sums); break;
-        case MPK_MK_ATTENTION: mk_attention(t, position, mk_smem, (unsigned*)prm.arrivals); break;
-        case MPK_MK_ATTN_MERGE: mk_attn_merge(t, (const float*)t.partial); break;
-        case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;
-        default: break;
-      }
+      if (!ok) return;
       __syncthreads();
       if (threadIdx.x == 0) {
         if (t.kind == MPK_MK_ARGMAX) {
@@ -719,10 +846,11 @@ __device__ void mk_run(const MkParams& prm) {
           status[4] = (unsigned)(i + 1);
         }
         if (profile) profile[3 * qi + 2] = mk_globaltimer();
+        // The block's writes (ordered before this thread by the barrier), then the event:
+        // a release (the fence.acq_rel + relaxed add pattern), not a full sequential fence.
         if (t.trigger >= 0) {
-          __threadfence();
-          asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(counters + t.trigger)
-                       : "memory");
+          asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.u32 [%0], 1;"
+                       ::"l"(counters + t.trigger) : "memory");
         }
       }
     }

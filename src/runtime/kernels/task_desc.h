@@ -6,8 +6,6 @@
 #define MPK_RUNTIME_KERNELS_TASK_DESC_H_
 
 #define MPK_MK_MAX_SLICES 4
-#define MPK_MK_MAX_WARPS 32      // 1024-thread workers at most
-#define MPK_MK_MAX_HEAD_DIM 256  // attention keeps a head row in registers, 32 dims per lane-slot
 #define MPK_MK_KSPLIT_SLOTS 256  // linear: shared partial sums when K is split
 #define MPK_MK_MAX_EOS 8
 #define MPK_MK_STATUS_WORDS 8    // control block: error, worker, task, event, steps done, pad

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Multi-step decode latency of mpk for several megakernel parameter settings ($MPK_MK_PARAMS)
+on a saved model, each run the same way (one launch for all steps, device step times), and
+the tokens of every setting compared with the first's. A tuning aid: the decode benchmark
+(decode_bench.py) is the measurement of record.
+
+  param_sweep.py --model-dir DIR --params "" "rows_per_warp=1,loads_in_flight=8" --out x.json
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_common as bc  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model-dir", required=True)
+    ap.add_argument("--params", nargs="+", required=True,
+                    help="MPK_MK_PARAMS values, one run each ('' = the defaults)")
+    ap.add_argument("--mpk-run", default=bc.DEFAULT_MPK_RUN)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--prompt-len", type=int, default=39)
+    ap.add_argument("--vocab", type=int, default=151936)
+    ap.add_argument("--kv-capacity", type=int, default=512)
+    ap.add_argument("--extra-env", nargs="*", default=[], help="NAME=VALUE for every run")
+    ap.add_argument("--out")
+    args = ap.parse_args()
+
+    prompt = bc.prompt_ids(args.prompt_len, args.vocab)
+    rows, first_tokens, failed = [], None, False
+    for params in args.params:
+        env = bc.mpk_env(args.mpk_run)
+        env["MPK_MK_PARAMS"] = params
+        for kv in args.extra_env:
+            name, _, value = kv.partition("=")
+            env[name] = value
+        cmd = bc.mpk_command(args.mpk_run, args.model_dir, prompt, args.steps, "gpu",
+                             kv_capacity=args.kv_capacity, steps_per_launch=args.steps)
+        res, rec = bc.run_mpk(cmd, 600, env=env)
+        row = {"params": params, "extra_env": args.extra_env, "run": rec}
+        if res is None or not (res.get("latency_ms") or {}).get("p50"):
+            row["error"] = rec.get("error", "no latency_ms")
+            failed = True
+            bc.log(f"{params or '(defaults)'}: FAILED: {row['error']}")
+        else:
+            row["latency_ms"] = res["latency_ms"]
+            tokens = res.get("tokens", [])
+            if first_tokens is None:
+                first_tokens = tokens
+            row["tokens_match_first"] = tokens == first_tokens
+            failed |= not row["tokens_match_first"]
+            lat = res["latency_ms"]
+            bc.log(f"{params or '(defaults)'}: p50 {lat['p50']:.3f} p95 {lat['p95']:.3f} "
+                   f"p99 {lat['p99']:.3f} ms/token; tokens "
+                   f"{'match' if row['tokens_match_first'] else 'DIFFER from'} the first setting")
+        rows.append(row)
+    if args.out:
+        bc.write_json(args.out, {"model_dir": args.model_dir, "steps": args.steps, "rows": rows,
+                                 "gpu": bc.nvidia_smi()})
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

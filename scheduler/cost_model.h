@@ -1,6 +1,9 @@
 // The cost of a task on one worker (one SM): a prefetch part that does not wait for events
-// (task overhead + weights and KV history at the SM's share of DRAM read bandwidth) and a part
-// after the events fire (activation reads at the L2 share + flops at the SM's rate).
+// (task overhead + the first prefetch_bytes of its weights and KV history at the SM's share of
+// DRAM read bandwidth) and a part after the events fire (a fixed latency + the rest of the
+// weights + activation reads at the L2 share + flops at the SM's rate). The megakernel starts
+// only the beginning of a tile's stream before its events: prefetching whole tiles of a wave
+// would overflow L2.
 #pragma once
 
 #include "scheduler/task_graph.h"
@@ -15,6 +18,9 @@ struct CostModel {
   int num_sms = 132;
   double task_overhead_s = 1.0e-6;    // dispatch and ramp of a task's first loads
   double event_latency_s = 1.0e-6;    // trigger -> visible to a polling waiter -> first read
+  // After the events: stage the input, reduce, publish (an H200 spends 2.5-5 us on a small tile).
+  double post_event_latency_s = 2.5e-6;
+  double prefetch_bytes = 128.0 * 1024;  // streamed before the events (the megakernel's default)
 };
 
 struct TaskCost {

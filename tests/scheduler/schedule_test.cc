@@ -49,6 +49,30 @@ TEST(Schedule, ValidForManyWorkerCounts) {
   }
 }
 
+// A wave of attention chunks that fits on the workers gets one chunk per worker: on the device
+// each costs several microseconds after its events however little it reads, so two chunks on
+// one worker put a second chunk's latency on the layer's critical path.
+TEST(Schedule, AttentionChunksOfALayerOnDistinctWorkers) {
+  for (const model::Config& c : {testing::qwen3_0_6b(), testing::qwen3_8b()}) {
+    SCOPED_TRACE(c.architecture + " hidden " + std::to_string(c.hidden_size));
+    const int workers = 132, splits = workers / c.num_kv_heads;
+    const TaskGraph tg =
+        testing::build_tasks(ir::build(c), {.seq_len = 512, .kv_splits = splits});
+    const Schedule s = schedule(tg, testing::with_workers(workers));
+    int doubled = 0;
+    for (const Stage& st : tg.stages) {
+      std::vector<int> per_worker(size_t(workers), 0);
+      int chunks = 0;
+      for (int id : st.tasks)
+        if (tg.tasks[size_t(id)].kind == TaskKind::Attention) ++per_worker[size_t(s.worker[size_t(id)])], ++chunks;
+      if (chunks == 0) continue;
+      ASSERT_LE(chunks, workers);
+      for (int n : per_worker) doubled += n > 1;
+    }
+    EXPECT_EQ(doubled, 0);
+  }
+}
+
 TEST(Schedule, MoreWorkersThanTasksLeavesIdleWorkers) {
   const TaskGraph tg = testing::build_tasks(ir::build(testing::tiny_llama()), {.seq_len = 64});
   const int workers = int(tg.tasks.size()) + 5;

@@ -209,9 +209,12 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
     d = cuda::DeviceBuffer(ctx, std::max<size_t>(bytes, 16));
     if (bytes) d.upload(p, bytes);
   };
-  up(d_tasks_, tables_.tasks.data(), tables_.tasks.size() * sizeof(MkTask));
+  // The descriptors in queue order: a worker reads its next one at a known address.
+  std::vector<MkTask> in_queue_order;
+  in_queue_order.reserve(tables_.queue.size());
+  for (int id : tables_.queue) in_queue_order.push_back(tables_.tasks[size_t(id)]);
+  up(d_tasks_, in_queue_order.data(), in_queue_order.size() * sizeof(MkTask));
   up(d_queue_begin_, tables_.queue_begin.data(), tables_.queue_begin.size() * 4);
-  up(d_queue_, tables_.queue.data(), tables_.queue.size() * 4);
   up(d_waits_, tables_.waits.data(), tables_.waits.size() * 4);
   up(d_needs_, tables_.needs.data(), tables_.needs.size() * 4);
   // Poison activations (NaN) so that anything read before it is written shows up.
@@ -229,7 +232,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
       << "megakernel: the next-token embedding is not fused into the argmax task";
   // Counted last: the destructor, which subtracts it, runs only for a constructed session.
   for (const cuda::DeviceBuffer* d : {&act_, &kv_, &counters_, &control_, &forced_, &profile_,
-                                      &d_tasks_, &d_queue_begin_, &d_queue_, &d_waits_, &d_needs_})
+                                      &d_tasks_, &d_queue_begin_, &d_waits_, &d_needs_})
     device_bytes_ += d->size();
   stats_.device_bytes += device_bytes_;
 }
@@ -296,7 +299,6 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   MkParams p{};
   p.tasks = d_tasks_.ptr();
   p.queue_begin = d_queue_begin_.ptr();
-  p.queue = d_queue_.ptr();
   p.waits = d_waits_.ptr();
   p.needs = d_needs_.ptr();
   p.counters = counters_.ptr();

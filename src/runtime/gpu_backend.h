@@ -108,7 +108,7 @@ class GpuSession {
   MegakernelTables tables_;
   cuda::Stream stream_;
   cuda::DeviceBuffer act_, kv_, counters_, control_, forced_, profile_;
-  cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_queue_, d_waits_, d_needs_;
+  cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_waits_, d_needs_;
   int embed_buffer_ = -1;   // carried embedding buffer (host writes it during prefill)
   int embed_weight_ = -1;   // graph weight index of the embedding table
   int logits_buffer_ = -1;

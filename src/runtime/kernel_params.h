@@ -14,6 +14,8 @@ struct MegakernelParams {
   int loads_in_flight = 4;   // linear: 16-byte loads per row and lane issued before use (1..8)
   int max_k_split = 8;       // linear: most K parts a row group is cut into (1..8)
   int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)
+  int prefetch_rounds = 0;   // linear: L2 prefetch this many load rounds ahead of a warp (0..8;
+                             // 1-4 measured 6-14% slower on Qwen3-8B, 2% faster on 0.6B)
   int max_head_dim = 256;    // attention: largest head_dim it runs (64..256, a multiple of 64;
                              // a head row lives in registers: set it from the model)
 };

@@ -138,6 +138,10 @@ class TableBuilder {
       d.num_waits_prev = int(t.waits_prev.size());
       out.waits.insert(out.waits.end(), t.waits.begin(), t.waits.end());
       out.waits.insert(out.waits.end(), t.waits_prev.begin(), t.waits_prev.end());
+      for (int i = 0; i < MPK_MK_INLINE_WAITS && d.wait_begin + i < int(out.waits.size()); ++i) {
+        d.wait_event[i] = out.waits[size_t(d.wait_begin + i)];
+        d.wait_need[i] = out.needs[size_t(d.wait_event[i])];
+      }
       int64_t smem = 0;
       switch (t.kind) {
         case sched::TaskKind::Linear: smem = linear(t, d); break;

@@ -150,6 +150,11 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
       EXPECT_EQ(t.waits[size_t(d.wait_begin) + i], task.waits[i]);
     for (size_t i = 0; i < task.waits_prev.size(); ++i)
       EXPECT_EQ(t.waits[size_t(d.wait_begin + d.num_waits) + i], task.waits_prev[i]);
+    // The first waits and their needs also travel in the descriptor.
+    for (int i = 0; i < std::min(MPK_MK_INLINE_WAITS, d.num_waits + d.num_waits_prev); ++i) {
+      EXPECT_EQ(d.wait_event[i], t.waits[size_t(d.wait_begin + i)]);
+      EXPECT_EQ(d.wait_need[i], t.needs[size_t(d.wait_event[i])]);
+    }
   }
   EXPECT_EQ(argmax_tasks, 1);
   // Chunk partials of one (kv head, chunk) never overlap another's, and the merge of a head
@@ -236,15 +241,17 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.loads_in_flight = 2;
   p.max_k_split = 4;
   p.heads_per_pass = 2;
+  p.prefetch_rounds = 0;
   p.max_head_dim = 64;
   const std::string src = megakernel_source(p);
   for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
-                        "#define MK_HEADS_PER_PASS 2\n", "#define MK_MAX_HEAD_DIM 64\n"})
+                        "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
+                        "#define MK_MAX_HEAD_DIM 64\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"
-            "\"heads_per_pass\":2,\"max_head_dim\":64}");
+            "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"max_head_dim\":64}");
   const cuda::CompileResult r = compile_megakernel("sm_90a", p);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.
@@ -258,7 +265,8 @@ TEST(Megakernel, ParametersShapeTheSource) {
   for (auto bad : {MegakernelParams{.block_threads = 100}, MegakernelParams{.block_threads = 2048},
                    MegakernelParams{.rows_per_warp = 0}, MegakernelParams{.loads_in_flight = 9},
                    MegakernelParams{.max_k_split = 0}, MegakernelParams{.heads_per_pass = 9},
-                   MegakernelParams{.max_head_dim = 96}, MegakernelParams{.max_head_dim = 512}}) {
+                   MegakernelParams{.prefetch_rounds = 9}, MegakernelParams{.max_head_dim = 96},
+                   MegakernelParams{.max_head_dim = 512}}) {
     try {
       (void)megakernel_source(bad);
       ADD_FAILURE() << to_json(bad) << " was accepted";

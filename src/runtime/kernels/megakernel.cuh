@@ -1,15 +1,16 @@
 // The megakernel: one persistent CTA per worker runs its static queue of tasks once per decode
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
-// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_MAX_HEAD_DIM: runtime/kernel_params.h) and
-// kernels/task_desc.h. No headers: NVRTC needs none.
+// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MAX_HEAD_DIM:
+// runtime/kernel_params.h) and kernels/task_desc.h. No headers: NVRTC needs none.
 //
-// Per task: issue the start of the task's weight loads (a linear tile's first round of loads
-// into registers, an L2 prefetch of the rows after it; attention's KV history into L2: weights
-// do not wait), wait on each event (thread 0 spins on an acquire load until counter >= need *
-// epoch; the epoch is the step, or the step before for a read of what the previous step
-// carried over), compute, barrier, and thread 0 publishes with a release (fence.acq_rel and a
-// relaxed add) on its trigger event. A wait longer than params.timeout_ns records the failure
+// Per task (its descriptor already copied to shared memory while the previous task ran): issue
+// the start of the task's weight loads (a linear tile's first round of loads into registers and
+// an L2 prefetch of its first bytes; attention's KV history into L2: weights do not wait), wait
+// on each event (thread 0 spins on acquire loads until counter >= need * epoch; the epoch is
+// the step, or the step before for a read of what the previous step carried over), compute (a
+// linear may keep MK_PREFETCH_ROUNDS rounds of L2 prefetch ahead of its loads), barrier, and
+// thread 0 publishes with a release (fence.acq_rel and a relaxed add) on its trigger event. A wait longer than params.timeout_ns records the failure
 // in the control block and every worker leaves the launch (no hang).
 //
 // Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
@@ -148,6 +149,22 @@ __device__ __forceinline__ void mk_load_round(const char* const (&w)[R], int i,
     for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
 }
 
+// L2 prefetch of the round `ahead` rounds after the one starting at vector v0 (this lane's
+// index less its lane) of R rows that end at vector v1: a round is 32 * kUnroll vectors (4 *
+// kUnroll lines of 128 bytes) per row, and the lanes share its lines. Streaming loads keep only
+// kUnroll * R vectors per lane in flight; the prefetch keeps DRAM busy while they are consumed.
+template <int R>
+__device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int v0, int v1, int ahead) {
+  constexpr int kLines = 4 * MK_LOADS_IN_FLIGHT;  // per row and round
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int q = lane; q < kLines * R; q += 32) {
+    const int r = q / kLines;
+    const long long byte = ((long long)v0 + 32LL * MK_LOADS_IN_FLIGHT * ahead) * 16 + (q % kLines) * 128;
+    if (byte < (long long)v1 * 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + byte));
+  }
+}
+
 // Whether this lane has a whole first round of loads in [k0, k1) (vector units).
 __device__ __forceinline__ bool mk_has_round(int k0v, int k1v) {
   return k0v + (int)(threadIdx.x & 31) + 32 * (MK_LOADS_IN_FLIGHT - 1) < k1v;
@@ -179,6 +196,7 @@ __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const flo
     for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
       uint4 u[R][kUnroll];
       mk_load_round<R>(w, i, u);
+      if (MK_PREFETCH_ROUNDS > 0) mk_prefetch_round<R>(w, i - lane, v1, MK_PREFETCH_ROUNDS);
       mk_dot_round<DT, R>(u, xs, i, acc);
     }
     for (; i < v1; i += 32) {
@@ -377,6 +395,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       int slice[kRows], local[kRows];
       mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
       mk_load_round<kRows>(w, k0 / V + (threadIdx.x & 31), pre);
+      for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
       have_pre = true;
     }
   }
@@ -713,27 +732,43 @@ __device__ __forceinline__ unsigned mk_load_acquire(const unsigned* p) {
   return v;
 }
 
-// Thread 0: spins until counter e reaches target (wrap-safe: counters grow by need per step
-// and may pass 2^32). False when the launch is aborted: another worker failed, or this wait
-// passed the timeout (then the failure is recorded in the status words).
+// Thread 0: spins on acquire loads until counter e reaches target (wrap-safe: counters grow by
+// need per step and may pass 2^32). The abort flag and the clock are checked every 32 spins
+// only (each check is another round trip). A fence after a relaxed poll instead of the acquire
+// load measured slower: the fence also waits for the task's weight loads issued before it.
+// False when the launch is aborted: another worker failed, or this wait passed the timeout
+// (then the failure is recorded in the status words).
 __device__ bool mk_wait(const MkParams& prm, int e, unsigned target, int task) {
   const unsigned* counters = (const unsigned*)prm.counters;
   volatile unsigned* status = (volatile unsigned*)prm.control;
   const unsigned long long t0 = mk_globaltimer();
   unsigned spins = 0;
   while ((int)(mk_load_acquire(counters + e) - target) < 0) {
-    if (status[0] != 0) return false;
-    if ((++spins & 1023) == 0 && (long long)(mk_globaltimer() - t0) > prm.timeout_ns) {
-      if (atomicCAS((unsigned*)prm.control, 0u, 1u) == 0u) {
-        status[1] = blockIdx.x;
-        status[2] = (unsigned)task;
-        status[3] = (unsigned)e;
+    if ((++spins & 31) == 0) {
+      if (status[0] != 0) return false;
+      if ((long long)(mk_globaltimer() - t0) > prm.timeout_ns) {
+        if (atomicCAS((unsigned*)prm.control, 0u, 1u) == 0u) {
+          status[1] = blockIdx.x;
+          status[2] = (unsigned)task;
+          status[3] = (unsigned)e;
+        }
+        return false;
       }
-      return false;
     }
-    __nanosleep(64);
+    __nanosleep(32);
   }
   return true;
+}
+
+// Starts copying a descriptor to shared memory (8-byte cp.async by the first threads); the
+// reader waits with cp.async.wait_all and a barrier.
+__device__ __forceinline__ void mk_fetch_desc(const MkTask* src, MkTask* dst) {
+  for (int w = threadIdx.x; w < (int)(sizeof(MkTask) / 8); w += blockDim.x) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared((char*)dst + 8 * w);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"((const char*)src + 8 * w)
+                 : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
 __device__ __forceinline__ bool mk_is_eos(const MkParams& prm, int token) {
@@ -750,9 +785,8 @@ __device__ void mk_run(const MkParams& prm) {
   __shared__ float part_sums[MPK_MK_KSPLIT_SLOTS];
   __shared__ int abort_launch, stop;
   __shared__ MkTask desc[2];
-  const MkTask* tasks = (const MkTask*)prm.tasks;
+  const MkTask* tasks = (const MkTask*)prm.tasks;  // in queue order
   const int* qb = (const int*)prm.queue_begin;
-  const int* queue = (const int*)prm.queue;
   const int* waits = (const int*)prm.waits;
   const unsigned* needs = (const unsigned*)prm.needs;
   unsigned* counters = (unsigned*)prm.counters;
@@ -767,7 +801,15 @@ __device__ void mk_run(const MkParams& prm) {
   }
   __syncthreads();
 
+  // Descriptors go to shared memory one task ahead, with cp.async (no registers, no stall):
+  // after an acquire the L1 holds nothing, and a descriptor read from global memory would cost
+  // a round trip (to DRAM when the weight stream has evicted it) on the critical path. Two
+  // buffers used in turn (across steps too: a queue may have an odd length); the next task's
+  // copy starts once every thread has passed this task's first barrier, when thread 0 has
+  // published the previous task (the last reader of that buffer).
+  const int q0 = qb[blockIdx.x], q1 = qb[blockIdx.x + 1];
   int slot = 0;  // descriptor buffer of the next task
+  if (q1 > q0) mk_fetch_desc(tasks + q0, &desc[0]);
   for (int i = 0; i < prm.num_steps; ++i) {
     const unsigned step = prm.step + (unsigned)i;
     const int position = prm.position + i;
@@ -786,26 +828,22 @@ __device__ void mk_run(const MkParams& prm) {
       __syncthreads();
       if (abort_launch || stop) return;
     }
-    for (int qi = qb[blockIdx.x]; qi < qb[blockIdx.x + 1]; ++qi) {
+    for (int qi = q0; qi < q1; ++qi) {
       if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
-      // The descriptor into shared memory before the events: after an acquire the L1 holds
-      // nothing, and every field read would go to L2. Two buffers used in turn (across steps
-      // too: a queue may have an odd length), so that thread 0 may still read the previous
-      // task's trigger while the others copy this one.
       MkTask& t = desc[slot];
-      slot ^= 1;
-      {
-        const u64* src = (const u64*)(tasks + queue[qi]);
-        for (int w = threadIdx.x; w < (int)(sizeof(MkTask) / 8); w += blockDim.x) ((u64*)&t)[w] = src[w];
-      }
+      asm volatile("cp.async.wait_all;" ::: "memory");
       __syncthreads();
+      slot ^= 1;
+      mk_fetch_desc(tasks + (qi + 1 < q1 ? qi + 1 : q0), &desc[slot]);
       // The task's events; false when the launch is aborted.
       auto wait = [&]() -> bool {
         if (threadIdx.x == 0) {
           for (int wi = 0; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
-            const int e = waits[t.wait_begin + wi];
+            const bool inl = wi < MPK_MK_INLINE_WAITS;
+            const int e = inl ? t.wait_event[wi] : waits[t.wait_begin + wi];
+            const unsigned need = inl ? t.wait_need[wi] : needs[e];
             const unsigned epoch = wi < t.num_waits ? step : step - 1u;
-            if (!mk_wait(prm, e, needs[e] * epoch, t.id)) abort_launch = 1;
+            if (!mk_wait(prm, e, need * epoch, t.id)) abort_launch = 1;
           }
           if (profile) profile[3 * qi + 1] = mk_globaltimer();
         }

@@ -8,6 +8,7 @@
 #define MPK_MK_MAX_SLICES 4
 #define MPK_MK_KSPLIT_SLOTS 256  // linear: shared partial sums when K is split
 #define MPK_MK_MAX_EOS 8
+#define MPK_MK_INLINE_WAITS 4    // a task's first waits (event, need) travel in its descriptor
 #define MPK_MK_STATUS_WORDS 8    // control block: error, worker, task, event, steps done, pad
 
 // Task kinds the kernel switches on.
@@ -50,6 +51,10 @@ struct MkTask {
   int pad0;
   int trigger;     // event id or -1
   int id;          // TaskGraph task id
+  // The first MPK_MK_INLINE_WAITS of those events and their needs, so that a task whose
+  // descriptor is in shared memory starts waiting without a table lookup.
+  int wait_event[MPK_MK_INLINE_WAITS];
+  unsigned wait_need[MPK_MK_INLINE_WAITS];
 
   // Linear.
   int input_mode;
@@ -111,9 +116,8 @@ struct MkStepRecord {
 // Kernel parameters, passed by value. One launch runs num_steps decode steps back to back;
 // step i has the 1-based event epoch step + i and the position position + i.
 struct MkParams {
-  unsigned long long tasks;         // MkTask[num_tasks]
-  unsigned long long queue_begin;   // int[num_workers + 1] into queue
-  unsigned long long queue;         // int task indices
+  unsigned long long tasks;         // MkTask per queue slot: worker w runs slots
+  unsigned long long queue_begin;   //   [queue_begin[w], queue_begin[w + 1]) in order
   unsigned long long waits;         // int event ids
   unsigned long long needs;         // unsigned need per event
   unsigned long long counters;      // unsigned per event (monotonic)

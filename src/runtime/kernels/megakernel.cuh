@@ -546,9 +546,26 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   // The appending chunk's last warp copies the new value row; the key is appended by the warp
   // that stages it. One barrier then publishes the heads and the new rows to the block.
   const int nh = appends ? G + 1 : G;
-  // The constants of the warp's first head before the events (norm scale, RoPE rotation).
+  // Before the events: the constants of the warp's first head (norm scale, RoPE rotation) and
+  // the warp's first K/V row when it is history at least two steps old. A row is written once,
+  // by the appending chunk of its step; every task of step s-1 waits (transitively) on step
+  // s-2's argmax, which follows every task of step s-2, and this worker ran an acquire in step
+  // s-1 (or the row comes from an earlier launch): rows <= position - 2 are visible without
+  // this task's events. Read through L2 (__ldcg), never from this SM's L1.
   MkHeadConsts first;
   if (warp < nh) mk_head_consts(t, warp, position, first);
+  constexpr int DC = MK_MAX_HEAD_DIM / 32;
+  const int jpre = j0 + warp;
+  const bool have_kv = jpre < j1 && jpre <= position - 2;
+  float kpre[DC], vpre[DC];
+  if (have_kv) {
+#pragma unroll
+    for (int c = 0; c < DC; ++c) {
+      const int e = lane + 32 * c;
+      kpre[c] = e < D ? __ldcg(kc + (long long)jpre * D + e) : 0.f;
+      vpre[c] = e < D ? __ldcg(vc + (long long)jpre * D + e) : 0.f;
+    }
+  }
   if (!wait()) return false;
   for (int h = warp; h < nh; h += nw) {
     if (h == warp) {
@@ -566,7 +583,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
     for (int i = lane; i < D; i += 32) vc[(long long)position * D + i] = vx[i];
   }
   __syncthreads();
-  constexpr int HP = MK_HEADS_PER_PASS, DC = MK_MAX_HEAD_DIM / 32;
+  constexpr int HP = MK_HEADS_PER_PASS;
   for (int g0 = 0; g0 < G; g0 += HP) {
     float m[HP], l[HP], acc[HP][DC];
 #pragma unroll
@@ -580,11 +597,12 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       const float* kj = kc + (long long)j * D;
       const float* vj = vc + (long long)j * D;
       float kr[DC], vr[DC];
+      const bool pre = have_kv && g0 == 0 && j == jpre;
 #pragma unroll
       for (int c = 0; c < DC; ++c) {
         const int e = lane + 32 * c;
-        kr[c] = e < D ? kj[e] : 0.f;
-        vr[c] = e < D ? vj[e] : 0.f;
+        kr[c] = pre ? kpre[c] : e < D ? kj[e] : 0.f;
+        vr[c] = pre ? vpre[c] : e < D ? vj[e] : 0.f;
       }
 #pragma unroll
       for (int h = 0; h < HP; ++h) {
@@ -833,12 +851,20 @@ __device__ void mk_run(const MkParams& prm) {
       MkTask& t = desc[slot];
       asm volatile("cp.async.wait_all;" ::: "memory");
       __syncthreads();
+      // One look at the first event before this SM issues the task's weight loads: a poll
+      // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
+      // task's start to seeing an event that had already fired).
+      int seen = 0;  // thread 0: leading waits already satisfied
+      if (threadIdx.x == 0 && t.num_waits + t.num_waits_prev > 0) {
+        const unsigned epoch = t.num_waits > 0 ? step : step - 1u;
+        if ((int)(mk_load_acquire(counters + t.wait_event[0]) - t.wait_need[0] * epoch) >= 0) seen = 1;
+      }
       slot ^= 1;
       mk_fetch_desc(tasks + (qi + 1 < q1 ? qi + 1 : q0), &desc[slot]);
       // The task's events; false when the launch is aborted.
       auto wait = [&]() -> bool {
         if (threadIdx.x == 0) {
-          for (int wi = 0; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
+          for (int wi = seen; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
             const bool inl = wi < MPK_MK_INLINE_WAITS;
             const int e = inl ? t.wait_event[wi] : waits[t.wait_begin + wi];
             const unsigned need = inl ? t.wait_need[wi] : needs[e];

@@ -27,6 +27,7 @@ void validate(const MegakernelParams& p) {
   in_range("max_k_split", p.max_k_split, 1, 8);
   in_range("heads_per_pass", p.heads_per_pass, 1, 8);
   in_range("prefetch_rounds", p.prefetch_rounds, 0, 8);
+  in_range("merge_batch", p.merge_batch, 1, 16);
   in_range("max_head_dim", p.max_head_dim, 64, 256);
   MPK_CHECK(p.max_head_dim % 64 == 0, InvalidArgument)
       << "megakernel parameter max_head_dim = " << p.max_head_dim << " is not a multiple of 64";
@@ -42,9 +43,9 @@ std::string to_defines(const MegakernelParams& p) {
   return fmt::format(
       "#define MK_BLOCK_THREADS {}\n#define MK_ROWS_PER_WARP {}\n#define MK_LOADS_IN_FLIGHT {}\n"
       "#define MK_MAX_KSPLIT {}\n#define MK_HEADS_PER_PASS {}\n#define MK_PREFETCH_ROUNDS {}\n"
-      "#define MK_MAX_HEAD_DIM {}\n",
+      "#define MK_MERGE_BATCH {}\n#define MK_MAX_HEAD_DIM {}\n",
       p.block_threads, p.rows_per_warp, p.loads_in_flight, p.max_k_split, p.heads_per_pass,
-      p.prefetch_rounds, p.max_head_dim);
+      p.prefetch_rounds, p.merge_batch, p.max_head_dim);
 }
 
 MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
@@ -66,6 +67,7 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
                  : name == "max_k_split"     ? &base.max_k_split
                  : name == "heads_per_pass"  ? &base.heads_per_pass
                  : name == "prefetch_rounds" ? &base.prefetch_rounds
+                 : name == "merge_batch"     ? &base.merge_batch
                  : name == "max_head_dim"    ? &base.max_head_dim
                                              : nullptr;
     MPK_CHECK(field != nullptr, InvalidArgument) << "unknown megakernel parameter '" << name << "'";
@@ -78,9 +80,9 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
 std::string to_json(const MegakernelParams& p) {
   return fmt::format(
       "{{\"block_threads\":{},\"rows_per_warp\":{},\"loads_in_flight\":{},\"max_k_split\":{},"
-      "\"heads_per_pass\":{},\"prefetch_rounds\":{},\"max_head_dim\":{}}}",
+      "\"heads_per_pass\":{},\"prefetch_rounds\":{},\"merge_batch\":{},\"max_head_dim\":{}}}",
       p.block_threads, p.rows_per_warp, p.loads_in_flight, p.max_k_split, p.heads_per_pass,
-      p.prefetch_rounds, p.max_head_dim);
+      p.prefetch_rounds, p.merge_batch, p.max_head_dim);
 }
 
 }  // namespace mpk::rt

@@ -16,6 +16,7 @@ struct MegakernelParams {
   int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)
   int prefetch_rounds = 0;   // linear: L2 prefetch this many load rounds ahead of a warp (0..8;
                              // 1-4 measured 6-14% slower on Qwen3-8B, 2% faster on 0.6B)
+  int merge_batch = 8;       // attention merge: chunk partials loaded at once (1..16)
   int max_head_dim = 256;    // attention: largest head_dim it runs (64..256, a multiple of 64;
                              // a head row lives in registers: set it from the model)
 };

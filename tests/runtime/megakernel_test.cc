@@ -242,16 +242,17 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.max_k_split = 4;
   p.heads_per_pass = 2;
   p.prefetch_rounds = 0;
+  p.merge_batch = 4;
   p.max_head_dim = 64;
   const std::string src = megakernel_source(p);
   for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
                         "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
-                        "#define MK_MAX_HEAD_DIM 64\n"})
+                        "#define MK_MERGE_BATCH 4\n", "#define MK_MAX_HEAD_DIM 64\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"
-            "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"max_head_dim\":64}");
+            "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64}");
   const cuda::CompileResult r = compile_megakernel("sm_90a", p);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.
@@ -265,7 +266,8 @@ TEST(Megakernel, ParametersShapeTheSource) {
   for (auto bad : {MegakernelParams{.block_threads = 100}, MegakernelParams{.block_threads = 2048},
                    MegakernelParams{.rows_per_warp = 0}, MegakernelParams{.loads_in_flight = 9},
                    MegakernelParams{.max_k_split = 0}, MegakernelParams{.heads_per_pass = 9},
-                   MegakernelParams{.prefetch_rounds = 9}, MegakernelParams{.max_head_dim = 96},
+                   MegakernelParams{.prefetch_rounds = 9}, MegakernelParams{.merge_batch = 0},
+                   MegakernelParams{.merge_batch = 17}, MegakernelParams{.max_head_dim = 96},
                    MegakernelParams{.max_head_dim = 512}}) {
     try {
       (void)megakernel_source(bad);

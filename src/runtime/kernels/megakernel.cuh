@@ -1,7 +1,7 @@
 // The megakernel: one persistent CTA per worker runs its static queue of tasks once per decode
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
-// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MAX_HEAD_DIM:
+// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MERGE_BATCH, MK_MAX_HEAD_DIM:
 // runtime/kernel_params.h) and kernels/task_desc.h. No headers: NVRTC needs none.
 //
 // Per task (its descriptor already copied to shared memory while the previous task ran): issue
@@ -665,7 +665,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
 // They were written by other workers in this step: read through L2 (__ldcg), never from a line
 // this SM's L1 may hold from an earlier step.
 __device__ void mk_attn_merge(const MkTask& t, const float* part) {
-  constexpr int kBatch = 8;
+  constexpr int kBatch = MK_MERGE_BATCH;
   const int D = t.head_dim, G = t.group, C = t.num_chunks;
   float* out = (float*)t.out + (long long)t.q_head0 * D;
   for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {

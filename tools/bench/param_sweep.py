@@ -5,6 +5,7 @@ the tokens of every setting compared with the first's. A tuning aid: the decode 
 (decode_bench.py) is the measurement of record.
 
   param_sweep.py --model-dir DIR --params "" "rows_per_warp=1,loads_in_flight=8" --out x.json
+  param_sweep.py --self-test     (against a stand-in mpk-run, no GPU)
 """
 import argparse
 import os
@@ -12,6 +13,46 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench_common as bc  # noqa: E402
+
+
+STAND_IN = """#!/usr/bin/env python3
+import json, os, sys
+p = os.environ.get("MPK_MK_PARAMS", "")
+if "fail" in p:
+    sys.exit("mpk-run: stand-in failure")
+n = int(sys.argv[sys.argv.index("--max-new-tokens") + 1])
+toks = [7] * n if "differ" not in p else [8] * n
+lat = {"p50": 1.0 + len(p) / 100, "p95": 1.1, "p99": 1.2}
+print(json.dumps({"latency_ms": lat, "tokens": toks, "backend": "gpu"}))
+"""
+
+
+def self_test():
+    """The sweep's bookkeeping against a stand-in mpk-run (no GPU): latencies recorded per
+    setting, a setting whose tokens differ from the first's or that fails makes the exit code 1."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        fake = os.path.join(d, "mpk-run")
+        with open(fake, "w") as f:
+            f.write(STAND_IN)
+        os.chmod(fake, 0o755)
+        out = os.path.join(d, "sweep.json")
+        base = [sys.argv[0], "--model-dir", d, "--mpk-run", fake, "--steps", "5", "--out", out]
+        sys.argv = base + ["--params", "", "rows_per_warp=1"]
+        assert main() == 0
+        rows = bc.read_json_file(out)[0]["rows"]
+        assert [r["params"] for r in rows] == ["", "rows_per_warp=1"], rows
+        assert rows[0]["latency_ms"]["p50"] == 1.0 and rows[1]["latency_ms"]["p50"] > 1.0, rows
+        assert all(r["tokens_match_first"] for r in rows), rows
+        sys.argv = base + ["--params", "", "differ"]
+        assert main() == 1
+        assert not bc.read_json_file(out)[0]["rows"][1]["tokens_match_first"]
+        sys.argv = base + ["--params", "fail", ""]
+        assert main() == 1
+        rows = bc.read_json_file(out)[0]["rows"]
+        assert "error" in rows[0] and rows[1]["tokens_match_first"], rows
+    print("self-test passed")
+    return 0
 
 
 def main():
@@ -63,4 +104,4 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(self_test() if sys.argv[1:] == ["--self-test"] else main())

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <regex>
 #include <set>
 #include <string>
 
@@ -112,7 +113,9 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
         EXPECT_EQ(d.chunk, task.chunk);
         EXPECT_EQ(d.num_chunks, megakernel_kv_splits(g, workers, capacity));
         EXPECT_EQ(d.num_chunks, task.num_chunks);
-        if (d.num_chunks > 1) EXPECT_TRUE(in_segment(d.partial, kAct, mem.act_bytes));
+        if (d.num_chunks > 1) {
+          EXPECT_TRUE(in_segment(d.partial, kAct, mem.act_bytes));
+        }
         // Split attention merges in its chunks by default, unless a head's output has fewer
         // elements than there are chunks (then a merge task does it).
         EXPECT_EQ(bool(d.flags & MPK_MK_F_MERGE),
@@ -161,8 +164,9 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
   // reads exactly its chunks' partials.
   std::set<uint64_t> partials;
   for (const auto& task : tg.tasks)
-    if (task.kind == sched::TaskKind::Attention && task.num_chunks > 1)
+    if (task.kind == sched::TaskKind::Attention && task.num_chunks > 1) {
       EXPECT_TRUE(partials.insert(t.tasks[size_t(task.id)].partial).second) << task.name;
+    }
   const int chunks = megakernel_kv_splits(g, workers, capacity);
   const auto& c = model->config;
   const bool fold = chunks > 1 && c.num_heads / c.num_kv_heads * c.head_dim >= chunks;
@@ -206,10 +210,11 @@ TEST(Megakernel, SeparateMergeTasks) {
     ASSERT_EQ(d.kind, MPK_MK_ATTN_MERGE);
     EXPECT_GT(d.num_chunks, 1);
     for (const auto& c : plan.tasks.tasks)
-      if (c.kind == sched::TaskKind::Attention && c.layer == task.layer && c.kv_head == task.kv_head)
+      if (c.kind == sched::TaskKind::Attention && c.layer == task.layer && c.kv_head == task.kv_head) {
         EXPECT_EQ(t.tasks[size_t(c.id)].partial,
                   d.partial + uint64_t(c.chunk) * uint64_t(d.group) * uint64_t(d.head_dim + 2) * 4)
             << c.name;
+      }
   }
   EXPECT_EQ(merges, model->config.num_layers * model->config.num_kv_heads);
   EXPECT_EQ(t.num_arrivals, 0);
@@ -317,6 +322,27 @@ TEST(Megakernel, ParametersParseFromText) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
     }
   }
+}
+
+// The measured configuration (Qwen3: head_dim 128, the default parameters) keeps its bf16
+// kernel in registers: a spill of the weight round loaded before the events would have to wait
+// for the loads and lose the overlap it is for. ptxas reports spills per entry point.
+TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
+  cuda::CompileRequest r;
+  r.source = megakernel_source(params_for_head_dim(128));
+  r.arch = "sm_90a";
+  r.options = megakernel_compile_options();
+  r.options.push_back("--ptxas-options=-v");
+  const std::string log = cuda::compile(r).log;
+  const std::string entry = "Function properties for " + megakernel_entry(DType::BF16);
+  const size_t at = log.find(entry);
+  ASSERT_NE(at, std::string::npos) << log;
+  std::smatch m;
+  const std::string after = log.substr(at, 400);
+  ASSERT_TRUE(std::regex_search(after, m, std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads")))
+      << after;
+  EXPECT_EQ(m[1].str(), "0") << after;
+  EXPECT_EQ(m[2].str(), "0") << after;
 }
 
 TEST(Megakernel, CompilesForSm90a) {

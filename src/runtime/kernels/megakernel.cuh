@@ -10,8 +10,9 @@
 // on each event (thread 0 spins on acquire loads until counter >= need * epoch; the epoch is
 // the step, or the step before for a read of what the previous step carried over), compute (a
 // linear may keep MK_PREFETCH_ROUNDS rounds of L2 prefetch ahead of its loads), barrier, and
-// thread 0 publishes with a release (fence.acq_rel and a relaxed add) on its trigger event. A wait longer than params.timeout_ns records the failure
-// in the control block and every worker leaves the launch (no hang).
+// thread 0 publishes with a release (fence.acq_rel and a relaxed add) on its trigger event. A
+// wait longer than params.timeout_ns records the failure in the control block and every worker
+// leaves the launch (no hang).
 //
 // Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
 // formulas as src/ref/kernels.cc (no fast math), two of them reassociated: attention sums in
@@ -552,6 +553,9 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   // s-2's argmax, which follows every task of step s-2, and this worker ran an acquire in step
   // s-1 (or the row comes from an earlier launch): rows <= position - 2 are visible without
   // this task's events. Read through L2 (__ldcg), never from this SM's L1.
+  // (The validator's cross-step check makes every task a descendant of a reader of the carried
+  // embedding, and KV rows are never rewritten within a sequence: a reset starts a new one in a
+  // new launch.)
   MkHeadConsts first;
   if (warp < nh) mk_head_consts(t, warp, position, first);
   constexpr int DC = MK_MAX_HEAD_DIM / 32;
@@ -789,6 +793,10 @@ __device__ __forceinline__ void mk_fetch_desc(const MkTask* src, MkTask* dst) {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
+// No descriptor copy is left in flight when a worker leaves (the last task always starts one,
+// for a next step that may not run).
+__device__ __forceinline__ void mk_drain_copies() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
 __device__ __forceinline__ bool mk_is_eos(const MkParams& prm, int token) {
   for (int j = 0; j < prm.num_eos && j < MPK_MK_MAX_EOS; ++j)
     if (prm.eos[j] == token) return true;
@@ -844,7 +852,7 @@ __device__ void mk_run(const MkParams& prm) {
           stop = 1;
       }
       __syncthreads();
-      if (abort_launch || stop) return;
+      if (abort_launch || stop) return mk_drain_copies();
     }
     for (int qi = q0; qi < q1; ++qi) {
       if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
@@ -902,7 +910,7 @@ __device__ void mk_run(const MkParams& prm) {
           }
         }
       }
-      if (!ok) return;
+      if (!ok) return mk_drain_copies();
       __syncthreads();
       if (threadIdx.x == 0) {
         if (t.kind == MPK_MK_ARGMAX) {
@@ -919,6 +927,7 @@ __device__ void mk_run(const MkParams& prm) {
       }
     }
   }
+  mk_drain_copies();
 }
 
 extern "C" __global__ void __launch_bounds__(MK_BLOCK_THREADS) mpk_megakernel_f32(MkParams p) { mk_run<MK_F32>(p); }

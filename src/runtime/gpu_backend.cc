@@ -181,7 +181,9 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
   const ir::Graph& g = m_->graph();
   const cuda::Context& ctx = m_->context();
   plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(kv_capacity)));
-  mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(kv_capacity));
+  const char* share_env = std::getenv("MPK_SHARE_ACTIVATIONS");
+  const bool share = options_.share_activations || (share_env && std::string(share_env) == "1");
+  mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(kv_capacity), share);
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));
   kv_ = cuda::DeviceBuffer(ctx, size_t(std::max<int64_t>(mem_.kv_bytes, 256)));
   control_ = cuda::DeviceBuffer(ctx, kStatusBytes + 8 * size_t(m_->num_workers()) +

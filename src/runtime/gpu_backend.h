@@ -57,6 +57,9 @@ class GpuModel {
 struct GpuSessionOptions {
   size_t steps_per_launch = 1;  // decode steps one launch may run (1: host-controlled steps)
   bool profile = false;         // record per-task device timers (profile_json)
+  // Activation buffers share memory where the events prove it safe (plan_memory). Off by
+  // default until measured on the GPU; also set by MPK_SHARE_ACTIVATIONS=1.
+  bool share_activations = false;
 };
 
 class GpuSession {

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 
 #include "base/error.h"
 #include "ir/rope.h"
+#include "scheduler/liveness.h"
 
 namespace mpk::rt {
 
@@ -54,19 +56,40 @@ sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_worke
 }
 
 MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType weight_dtype,
-                       int64_t kv_capacity) {
+                       int64_t kv_capacity, bool share_activations) {
   MPK_CHECK(weight_dtype == DType::F32 || weight_dtype == DType::BF16 || weight_dtype == DType::F16,
             Unsupported)
       << "megakernel: weight dtype " << dtype_name(weight_dtype) << " is not supported";
   MPK_CHECK(kv_capacity >= 1, InvalidArgument) << "megakernel: kv capacity must be >= 1";
   MemoryPlan m;
   m.weight_dtype = weight_dtype;
-  for (const sched::Buffer& b : tg.buffers) {
-    MPK_CHECK(dtype_size(b.dtype) == 4, Unsupported)
-        << "megakernel: buffer '" << b.name << "' has dtype " << dtype_name(b.dtype);
-    m.buffer_offset.push_back(m.act_bytes);
-    m.act_bytes = align_up(m.act_bytes + std::max<int64_t>(b.numel, 1) * 4);
+  // Activations: a slot per buffer, or shared slots (sched::share_buffers) where the events
+  // prove one buffer dead before the other is touched. The host's buffers (the carried
+  // embedding it writes, the logits it reads) keep their own.
+  const size_t nb = tg.buffers.size();
+  std::vector<int> slot(nb);
+  std::iota(slot.begin(), slot.end(), 0);
+  if (share_activations) {
+    std::vector<bool> pinned(nb);
+    for (size_t b = 0; b < nb; ++b)
+      pinned[b] = tg.buffers[b].carried || (g.logits >= 0 && tg.buffers[b].graph_tensor == g.logits);
+    slot = sched::share_buffers(tg, pinned);
   }
+  std::vector<int64_t> slot_bytes(nb, 0);
+  for (size_t b = 0; b < nb; ++b) {
+    const sched::Buffer& buf = tg.buffers[b];
+    MPK_CHECK(dtype_size(buf.dtype) == 4, Unsupported)
+        << "megakernel: buffer '" << buf.name << "' has dtype " << dtype_name(buf.dtype);
+    const int64_t bytes = std::max<int64_t>(buf.numel, 1) * 4;
+    slot_bytes[size_t(slot[b])] = std::max(slot_bytes[size_t(slot[b])], bytes);
+    m.act_bytes_unshared = align_up(m.act_bytes_unshared + bytes);
+  }
+  std::vector<int64_t> slot_offset(nb, 0);
+  for (size_t s = 0; s < nb; ++s) {
+    slot_offset[s] = m.act_bytes;
+    if (slot_bytes[s] > 0) m.act_bytes = align_up(m.act_bytes + slot_bytes[s]);
+  }
+  for (size_t b = 0; b < nb; ++b) m.buffer_offset.push_back(slot_offset[size_t(slot[b])]);
   const size_t nw = g.weights.size();
   std::vector<int> matrix(nw, 0), small(nw, 0);
   for (const ir::Op& op : g.ops) {

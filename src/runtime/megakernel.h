@@ -35,8 +35,9 @@ sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_worke
 //   kv:          fp32 keys then values, each [layers][kv_heads][capacity][head_dim]
 struct MemoryPlan {
   DType weight_dtype = DType::BF16;  // of the weights segment
-  std::vector<int64_t> buffer_offset;  // per TaskGraph buffer
+  std::vector<int64_t> buffer_offset;  // per TaskGraph buffer (shared slots may coincide)
   int64_t act_bytes = 0;
+  int64_t act_bytes_unshared = 0;      // what a slot per buffer would take
   std::vector<int64_t> weight_offset;  // per graph weight: in weights, or -1
   int64_t weight_bytes = 0;
   std::vector<int64_t> const_offset;   // per graph weight: in consts, or -1
@@ -49,8 +50,10 @@ struct MemoryPlan {
   int64_t kv_bytes = 0;        // keys + values
 };
 
+// share_activations: buffers the events prove dead before another is touched share memory
+// (scheduler/liveness.h).
 MemoryPlan plan_memory(const ir::Graph& graph, const sched::TaskGraph& tasks, DType weight_dtype,
-                       int64_t kv_capacity);
+                       int64_t kv_capacity, bool share_activations = false);
 
 // Device base addresses of the segments (fake ones in CPU tests).
 struct SegmentBases {

@@ -72,6 +72,7 @@ struct SessionOptions {
   size_t kv_capacity = 4096;
   size_t steps_per_launch = 1;  // GPU: decode steps per megakernel launch (1: host-controlled)
   bool profile = false;         // GPU: per-task device timers (profile_json)
+  bool share_activations = false;  // GPU: activation buffers share memory (GpuSessionOptions)
 };
 
 // Whether `token` is one of the end-of-sequence ids.

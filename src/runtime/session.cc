@@ -113,6 +113,7 @@ Session::Session(std::shared_ptr<const LoadedModel> model, const SessionOptions&
     GpuSessionOptions go;
     go.steps_per_launch = options.steps_per_launch;
     go.profile = options.profile;
+    go.share_activations = options.share_activations;
     gpu_ = std::make_unique<GpuSession>(model_->gpu(), kv_capacity, go, model_->stats());
     return;
   }

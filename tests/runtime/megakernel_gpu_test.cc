@@ -152,6 +152,32 @@ TEST_P(MegakernelGpu, MatchesReference) {
   EXPECT_EQ(g1.logits(), fresh.logits()) << "after reset";
 }
 
+// Activation buffers sharing memory (plan_memory with share_activations): the same logits as
+// the unshared plan, bit for bit, teacher-forced and in multi-step greedy decode.
+TEST_P(MegakernelGpu, SharedActivationsGiveTheSameResults) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/" + GetParam();
+  const Expected ex = read_expected(dir);
+  auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+  const size_t capacity = 64;
+  SessionOptions shared_opts = opts(capacity, 3);
+  shared_opts.share_activations = true;
+  Session plain(m, opts(capacity, 3)), shared(m, shared_opts);
+  plain.prefill(ex.prompt.data(), ex.prompt.size());
+  shared.prefill(ex.prompt.data(), ex.prompt.size());
+  EXPECT_EQ(plain.logits(), shared.logits()) << "after the prompt";
+  for (size_t i = 0; i < ex.tokens.size(); ++i) {
+    plain.prefill(&ex.tokens[i], 1);
+    shared.prefill(&ex.tokens[i], 1);
+    EXPECT_EQ(plain.logits(), shared.logits()) << "step " << i;
+  }
+  std::vector<int32_t> a, b;
+  plain.decode(9, a);
+  shared.decode(9, b);
+  EXPECT_EQ(a, b);
+  EXPECT_EQ(plain.logits(), shared.logits()) << "after multi-step greedy decode";
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, MegakernelGpu, ::testing::ValuesIn(kFixtures),
                          [](const auto& info) {
                            std::string n = info.param;

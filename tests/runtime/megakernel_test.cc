@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "model_configs.h"
 #include "runtime/megakernel.h"
+#include "scheduler/liveness.h"
 
 namespace mpk::rt {
 namespace {
@@ -233,6 +234,39 @@ TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
     EXPECT_NE(std::string(e.what()).find("rms_norm"), std::string::npos) << e.what();
+  }
+}
+
+// Shared activation memory: smaller, the host's buffers (the carried embedding, the logits)
+// overlap nothing, buffers whose memory overlaps are ordered by the events (share_buffers'
+// own tests check that against an independent closure), and the tables build.
+TEST(Megakernel, SharedActivationMemory) {
+  for (const char* fixture : {"qwen3-f32", "llama-f32"}) {
+    SCOPED_TRACE(fixture);
+    auto model = model::load(std::string(MPK_TEST_DATA) + "/" + fixture);
+    const ir::Graph g = ir::build(model->config);
+    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 64));
+    const MemoryPlan plain = plan_memory(g, plan.tasks, model->dtype, 64);
+    const MemoryPlan shared = plan_memory(g, plan.tasks, model->dtype, 64, true);
+    EXPECT_EQ(plain.act_bytes, plain.act_bytes_unshared);
+    EXPECT_EQ(shared.act_bytes_unshared, plain.act_bytes);
+    EXPECT_LT(shared.act_bytes, plain.act_bytes);
+    const sched::HappensBefore hb(plan.tasks);
+    const auto& bufs = plan.tasks.buffers;
+    for (size_t a = 0; a < bufs.size(); ++a)
+      for (size_t b = a + 1; b < bufs.size(); ++b) {
+        const int64_t a0 = shared.buffer_offset[a], a1 = a0 + std::max<int64_t>(bufs[a].numel, 1) * 4;
+        const int64_t b0 = shared.buffer_offset[b], b1 = b0 + std::max<int64_t>(bufs[b].numel, 1) * 4;
+        if (a1 <= b0 || b1 <= a0) continue;
+        const bool host = bufs[a].carried || bufs[b].carried || bufs[a].graph_tensor == g.logits ||
+                          bufs[b].graph_tensor == g.logits;
+        EXPECT_FALSE(host) << bufs[a].name << " overlaps " << bufs[b].name;
+        EXPECT_TRUE(hb.buffer_before(int(a), int(b)) || hb.buffer_before(int(b), int(a)))
+            << bufs[a].name << " overlaps " << bufs[b].name;
+        EXPECT_LE(std::max(a1, b1), shared.act_bytes);
+      }
+    const auto t = build_tables(g, plan, shared, SegmentBases{});
+    EXPECT_EQ(t.tasks.size(), plan.tasks.tasks.size());
   }
 }
 

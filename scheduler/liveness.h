@@ -1,0 +1,40 @@
+// Activation buffers that may share memory. Within a step the tasks run concurrently, in any
+// order the events allow, so "buffer A is dead before buffer B is born" must hold in the
+// happens-before order the events give, not in any one schedule: B may take A's memory only
+// when every task that accesses B waits (transitively, through this step's events) for every
+// task that accesses A. Across steps nothing more is needed: every task of a step is a
+// descendant of a reader of the carried buffer, which waits for the previous step's writer of
+// it, and every task is an ancestor of that writer (validate's cross-step check), so a step's
+// accesses all follow the previous step's. Pinned buffers (the carried one, what the host
+// reads) keep memory of their own.
+#pragma once
+
+#include <vector>
+
+#include "scheduler/task_graph.h"
+
+namespace mpk::sched {
+
+// Whether every task accessing `later` waits, through this step's events, for every task
+// accessing `earlier` (false when either has no accessor, or a task accesses both).
+class HappensBefore {
+ public:
+  explicit HappensBefore(const TaskGraph& tg);
+  bool buffer_before(int earlier, int later) const;
+  // Whether task b transitively waits for task a within a step.
+  bool task_before(int a, int b) const;
+
+ private:
+  const TaskGraph& tg_;
+  size_t words_ = 0;
+  std::vector<std::vector<uint64_t>> after_event_;  // tasks that wait for event e (transitively)
+  std::vector<std::vector<int>> accessors_;         // per buffer
+  std::vector<std::vector<uint64_t>> after_buffer_; // tasks after every accessor of a buffer
+};
+
+// A slot per buffer: buffers of one slot share memory. Each slot's buffers form a chain, every
+// one after the previous in happens-before order; pinned buffers (and buffers without an
+// accessor) get a slot each. Greedy in the order of the buffers' first accessors.
+std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& pinned);
+
+}  // namespace mpk::sched

@@ -84,6 +84,30 @@ std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& pin
       << "share_buffers: " << pinned.size() << " pinned flags for " << tg.buffers.size() << " buffers";
   const HappensBefore hb(tg);
   const size_t nb = tg.buffers.size();
+  for (size_t c = 0; c < nb; ++c) {
+    if (!tg.buffers[c].carried) continue;
+    std::vector<int> writers, readers;
+    for (const Task& t : tg.tasks) {
+      for (const Access& a : t.writes)
+        if (a.buffer == int(c)) writers.push_back(t.id);
+      for (const Access& a : t.reads)
+        if (a.buffer == int(c)) readers.push_back(t.id);
+    }
+    for (int r : readers)
+      MPK_ICHECK(!tg.tasks[size_t(r)].waits_prev.empty())
+          << "share_buffers: " << tg.tasks[size_t(r)].name << " reads carried " << tg.buffers[c].name
+          << " without waiting for the previous step";
+    for (const Task& t : tg.tasks) {
+      const auto before = [&](int w) { return w == t.id || hb.task_before(t.id, w); };
+      const auto after = [&](int r) { return r == t.id || hb.task_before(r, t.id); };
+      MPK_ICHECK(std::any_of(writers.begin(), writers.end(), before))
+          << "share_buffers: " << t.name << " may still run when the next step starts (not before a "
+          << "writer of carried " << tg.buffers[c].name << ")";
+      MPK_ICHECK(std::any_of(readers.begin(), readers.end(), after))
+          << "share_buffers: " << t.name << " may run before the previous step ends (not after a "
+          << "reader of carried " << tg.buffers[c].name << ")";
+    }
+  }
   std::vector<int> first(nb, int(tg.tasks.size()));
   for (const Task& t : tg.tasks)
     for (const auto* list : {&t.reads, &t.writes})

@@ -20,6 +20,7 @@ namespace mpk::sched {
 class HappensBefore {
  public:
   explicit HappensBefore(const TaskGraph& tg);
+  explicit HappensBefore(TaskGraph&&) = delete;  // keeps a reference
   bool buffer_before(int earlier, int later) const;
   // Whether task b transitively waits for task a within a step.
   bool task_before(int a, int b) const;
@@ -34,7 +35,10 @@ class HappensBefore {
 
 // A slot per buffer: buffers of one slot share memory. Each slot's buffers form a chain, every
 // one after the previous in happens-before order; pinned buffers (and buffers without an
-// accessor) get a slot each. Greedy in the order of the buffers' first accessors.
+// accessor) get a slot each. Greedy in the order of the buffers' first accessors. The
+// cross-step premise is checked, not assumed: when the graph carries a buffer, every task must
+// come before one of its writers and after one of its readers (which wait for the previous
+// step), or Error(Internal) is thrown.
 std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& pinned);
 
 }  // namespace mpk::sched

@@ -64,15 +64,22 @@ MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType wei
   MemoryPlan m;
   m.weight_dtype = weight_dtype;
   // Activations: a slot per buffer, or shared slots (sched::share_buffers) where the events
-  // prove one buffer dead before the other is touched. The host's buffers (the carried
-  // embedding it writes, the logits it reads) keep their own.
+  // prove one buffer dead before the other is touched. What may hold a value from outside the
+  // step keeps its own: the carried embedding, the graph's inputs and outputs (the host may
+  // upload or read them), and anything a task reads that no task of the step writes.
   const size_t nb = tg.buffers.size();
   std::vector<int> slot(nb);
   std::iota(slot.begin(), slot.end(), 0);
   if (share_activations) {
-    std::vector<bool> pinned(nb);
-    for (size_t b = 0; b < nb; ++b)
-      pinned[b] = tg.buffers[b].carried || (g.logits >= 0 && tg.buffers[b].graph_tensor == g.logits);
+    std::vector<bool> pinned(nb), written(nb);
+    for (const sched::Task& t : tg.tasks)
+      for (const sched::Access& a : t.writes) written[size_t(a.buffer)] = true;
+    for (size_t b = 0; b < nb; ++b) {
+      const sched::Buffer& buf = tg.buffers[b];
+      const bool io = buf.graph_tensor >= 0 &&
+                      g.tensor(buf.graph_tensor).role != ir::TensorRole::Activation;
+      pinned[b] = buf.carried || io || !written[b];
+    }
     slot = sched::share_buffers(tg, pinned);
   }
   std::vector<int64_t> slot_bytes(nb, 0);

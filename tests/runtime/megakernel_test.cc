@@ -237,11 +237,32 @@ TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {
   }
 }
 
-// Shared activation memory: smaller, the host's buffers (the carried embedding, the logits)
-// overlap nothing, buffers whose memory overlaps are ordered by the events (share_buffers'
-// own tests check that against an independent closure), and the tables build.
+// Tasks that transitively wait for task a within a step (ids), from the waits alone:
+// independent of sched::HappensBefore.
+std::vector<std::set<int>> descendants(const sched::TaskGraph& tg) {
+  std::vector<std::vector<int>> waiters(tg.events.size());
+  for (const auto& t : tg.tasks)
+    for (int e : t.waits) waiters[size_t(e)].push_back(t.id);
+  std::vector<std::set<int>> out(tg.tasks.size());
+  for (size_t a = 0; a < tg.tasks.size(); ++a) {
+    std::vector<int> stack{int(a)};
+    while (!stack.empty()) {
+      const int x = stack.back();
+      stack.pop_back();
+      const int e = tg.tasks[size_t(x)].trigger;
+      if (e < 0) continue;
+      for (int w : waiters[size_t(e)])
+        if (out[a].insert(w).second) stack.push_back(w);
+    }
+  }
+  return out;
+}
+
+// Shared activation memory: smaller; what may hold a value from outside the step (the carried
+// embedding, graph inputs and outputs, buffers read but not written) overlaps nothing; buffers
+// whose memory overlaps have every access of one before every access of the other.
 TEST(Megakernel, SharedActivationMemory) {
-  for (const char* fixture : {"qwen3-f32", "llama-f32"}) {
+  for (const char* fixture : {"qwen3-f32", "llama-f32", "qwen2-bf16"}) {
     SCOPED_TRACE(fixture);
     auto model = model::load(std::string(MPK_TEST_DATA) + "/" + fixture);
     const ir::Graph g = ir::build(model->config);
@@ -251,22 +272,84 @@ TEST(Megakernel, SharedActivationMemory) {
     EXPECT_EQ(plain.act_bytes, plain.act_bytes_unshared);
     EXPECT_EQ(shared.act_bytes_unshared, plain.act_bytes);
     EXPECT_LT(shared.act_bytes, plain.act_bytes);
-    const sched::HappensBefore hb(plan.tasks);
-    const auto& bufs = plan.tasks.buffers;
-    for (size_t a = 0; a < bufs.size(); ++a)
+    const auto& tg = plan.tasks;
+    const auto& bufs = tg.buffers;
+    std::vector<std::set<int>> acc(bufs.size());
+    std::vector<bool> written(bufs.size());
+    for (const auto& t : tg.tasks) {
+      for (const auto& a : t.reads) acc[size_t(a.buffer)].insert(t.id);
+      for (const auto& a : t.writes) acc[size_t(a.buffer)].insert(t.id), written[size_t(a.buffer)] = true;
+    }
+    const auto desc = descendants(tg);
+    const auto ordered = [&](size_t x, size_t y) {
+      if (acc[x].empty() || acc[y].empty()) return false;
+      for (int a : acc[x])
+        for (int b : acc[y])
+          if (!desc[size_t(a)].count(b)) return false;
+      return true;
+    };
+    int overlaps = 0;
+    for (size_t a = 0; a < bufs.size(); ++a) {
+      const int64_t a0 = shared.buffer_offset[a], a1 = a0 + std::max<int64_t>(bufs[a].numel, 1) * 4;
+      EXPECT_LE(a1, shared.act_bytes) << bufs[a].name;
       for (size_t b = a + 1; b < bufs.size(); ++b) {
-        const int64_t a0 = shared.buffer_offset[a], a1 = a0 + std::max<int64_t>(bufs[a].numel, 1) * 4;
         const int64_t b0 = shared.buffer_offset[b], b1 = b0 + std::max<int64_t>(bufs[b].numel, 1) * 4;
         if (a1 <= b0 || b1 <= a0) continue;
-        const bool host = bufs[a].carried || bufs[b].carried || bufs[a].graph_tensor == g.logits ||
-                          bufs[b].graph_tensor == g.logits;
-        EXPECT_FALSE(host) << bufs[a].name << " overlaps " << bufs[b].name;
-        EXPECT_TRUE(hb.buffer_before(int(a), int(b)) || hb.buffer_before(int(b), int(a)))
-            << bufs[a].name << " overlaps " << bufs[b].name;
-        EXPECT_LE(std::max(a1, b1), shared.act_bytes);
+        ++overlaps;
+        for (size_t x : {a, b}) {
+          const bool outside = bufs[x].carried || !written[x] ||
+                               (bufs[x].graph_tensor >= 0 &&
+                                g.tensor(bufs[x].graph_tensor).role != ir::TensorRole::Activation);
+          EXPECT_FALSE(outside) << bufs[x].name << " shares memory";
+        }
+        EXPECT_TRUE(ordered(a, b) || ordered(b, a)) << bufs[a].name << " overlaps " << bufs[b].name;
       }
+    }
+    EXPECT_GT(overlaps, 0);
     const auto t = build_tables(g, plan, shared, SegmentBases{});
-    EXPECT_EQ(t.tasks.size(), plan.tasks.tasks.size());
+    EXPECT_EQ(t.tasks.size(), tg.tasks.size());
+  }
+}
+
+// Sharing rests on the kernel touching only the buffers a task declares: every activation
+// address in a descriptor lies in a buffer the task reads or writes.
+TEST(Megakernel, DescriptorsPointOnlyIntoDeclaredBuffers) {
+  for (const char* fixture : {"qwen3-f32", "llama-f32", "qwen2-bf16"}) {
+    SCOPED_TRACE(fixture);
+    auto model = model::load(std::string(MPK_TEST_DATA) + "/" + fixture);
+    const ir::Graph g = ir::build(model->config);
+    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 64));
+    const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 64);
+    const auto t = build_tables(g, plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
+    const auto& bufs = plan.tasks.buffers;
+    const auto buffer_at = [&](uint64_t p) {
+      for (size_t b = 0; b < bufs.size(); ++b) {
+        const uint64_t b0 = kAct + uint64_t(mem.buffer_offset[b]);
+        if (p >= b0 && p < b0 + uint64_t(std::max<int64_t>(bufs[b].numel, 1)) * 4) return int(b);
+      }
+      return -1;
+    };
+    int checked = 0;
+    for (const auto& task : plan.tasks.tasks) {
+      const MkTask& d = t.tasks[size_t(task.id)];
+      std::set<int> declared;
+      for (const auto& a : task.reads) declared.insert(a.buffer);
+      for (const auto& a : task.writes) declared.insert(a.buffer);
+      std::vector<uint64_t> ptrs = {d.x, d.x2, d.q, d.kx, d.vx, d.partial, d.part_val, d.part_idx,
+                                    d.next_token, d.embed_out};
+      for (int i = 0; i < d.num_slices; ++i) ptrs.insert(ptrs.end(), {d.slices[i].out, d.slices[i].res});
+      // A chunk that neither merges nor is the only one never writes the head output.
+      const bool writes_out = d.kind != MPK_MK_ATTENTION || d.num_chunks == 1 || (d.flags & MPK_MK_F_MERGE);
+      if (writes_out) ptrs.push_back(d.out);
+      for (uint64_t p : ptrs) {
+        if (!in_segment(p, kAct, mem.act_bytes)) continue;
+        const int b = buffer_at(p);
+        ASSERT_GE(b, 0) << task.name;
+        EXPECT_TRUE(declared.count(b)) << task.name << " points into " << bufs[size_t(b)].name;
+        ++checked;
+      }
+    }
+    EXPECT_GT(checked, int(plan.tasks.tasks.size()));
   }
 }
 

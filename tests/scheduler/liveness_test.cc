@@ -117,6 +117,28 @@ TEST(Liveness, SharingSavesMostActivationMemory) {
               (long long)unshared);
 }
 
+// The cross-step premise is checked: a task that no longer waits for anything may run while
+// the previous step is still reading its slot-mates.
+TEST(Liveness, RefusesAGraphWhoseStepsMayOverlap) {
+  const std::vector<TaskGraph> gs = graphs();
+  TaskGraph tg = gs.front();
+  int victim = -1;
+  for (const Task& t : tg.tasks)
+    if (!t.waits.empty() && t.waits_prev.empty()) victim = t.id;
+  ASSERT_GE(victim, 0);
+  tg.tasks[size_t(victim)].waits.clear();
+  try {
+    (void)share_buffers(tg, carried(tg));
+    ADD_FAILURE() << "accepted";
+  } catch (const mpk::Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Internal) << e.what();
+    const std::string what = e.what();  // whichever side of the steps the cut breaks first
+    EXPECT_TRUE(what.find("when the next step starts") != std::string::npos ||
+                what.find("before the previous step ends") != std::string::npos)
+        << what;
+  }
+}
+
 TEST(Liveness, RefusesAMismatchedPinList) {
   const std::vector<TaskGraph> gs = graphs();
   const TaskGraph& tg = gs.front();

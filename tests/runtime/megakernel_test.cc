@@ -29,14 +29,30 @@ bool in_segment(uint64_t addr, uint64_t base, int64_t bytes) {
   return addr >= base && addr < base + uint64_t(bytes);
 }
 
+// A committed fixture, its graph and its megakernel plan.
+struct Planned {
+  std::unique_ptr<model::Model> model;
+  ir::Graph g;
+  sched::Plan plan;
+};
+
+Planned plan_fixture(const std::string& name, int workers, int64_t capacity) {
+  Planned p;
+  p.model = model::load(std::string(MPK_TEST_DATA) + "/" + name);
+  p.g = ir::build(p.model->config);
+  p.plan = sched::plan(p.g, megakernel_plan_options(p.g, workers, capacity));
+  return p;
+}
+
+// Bytes a buffer takes in the activation segment (plan_memory's rule).
+int64_t buffer_bytes(const sched::Buffer& b) { return std::max<int64_t>(b.numel, 1) * 4; }
+
 class MegakernelTables : public ::testing::TestWithParam<std::tuple<std::string, int>> {};
 
 TEST_P(MegakernelTables, MatchTheTaskGraph) {
   const auto& [name, workers] = GetParam();
-  auto model = model::load(std::string(MPK_TEST_DATA) + "/" + name);
-  const ir::Graph g = ir::build(model->config);
   const int64_t capacity = 64;
-  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, workers, capacity));
+  const auto [model, g, plan] = plan_fixture(name, workers, capacity);
   const sched::TaskGraph& tg = plan.tasks;
   const MemoryPlan mem = plan_memory(g, tg, model->dtype, capacity);
   SegmentBases b{kAct, kWeights, kConsts, kKv};
@@ -264,9 +280,7 @@ std::vector<std::set<int>> descendants(const sched::TaskGraph& tg) {
 TEST(Megakernel, SharedActivationMemory) {
   for (const char* fixture : {"qwen3-f32", "llama-f32", "qwen2-bf16"}) {
     SCOPED_TRACE(fixture);
-    auto model = model::load(std::string(MPK_TEST_DATA) + "/" + fixture);
-    const ir::Graph g = ir::build(model->config);
-    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 64));
+    const auto [model, g, plan] = plan_fixture(fixture, 8, 64);
     const MemoryPlan plain = plan_memory(g, plan.tasks, model->dtype, 64);
     const MemoryPlan shared = plan_memory(g, plan.tasks, model->dtype, 64, true);
     EXPECT_EQ(plain.act_bytes, plain.act_bytes_unshared);
@@ -290,10 +304,10 @@ TEST(Megakernel, SharedActivationMemory) {
     };
     int overlaps = 0;
     for (size_t a = 0; a < bufs.size(); ++a) {
-      const int64_t a0 = shared.buffer_offset[a], a1 = a0 + std::max<int64_t>(bufs[a].numel, 1) * 4;
+      const int64_t a0 = shared.buffer_offset[a], a1 = a0 + buffer_bytes(bufs[a]);
       EXPECT_LE(a1, shared.act_bytes) << bufs[a].name;
       for (size_t b = a + 1; b < bufs.size(); ++b) {
-        const int64_t b0 = shared.buffer_offset[b], b1 = b0 + std::max<int64_t>(bufs[b].numel, 1) * 4;
+        const int64_t b0 = shared.buffer_offset[b], b1 = b0 + buffer_bytes(bufs[b]);
         if (a1 <= b0 || b1 <= a0) continue;
         ++overlaps;
         for (size_t x : {a, b}) {
@@ -316,16 +330,14 @@ TEST(Megakernel, SharedActivationMemory) {
 TEST(Megakernel, DescriptorsPointOnlyIntoDeclaredBuffers) {
   for (const char* fixture : {"qwen3-f32", "llama-f32", "qwen2-bf16"}) {
     SCOPED_TRACE(fixture);
-    auto model = model::load(std::string(MPK_TEST_DATA) + "/" + fixture);
-    const ir::Graph g = ir::build(model->config);
-    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 64));
+    const auto [model, g, plan] = plan_fixture(fixture, 8, 64);
     const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 64);
     const auto t = build_tables(g, plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
     const auto& bufs = plan.tasks.buffers;
     const auto buffer_at = [&](uint64_t p) {
       for (size_t b = 0; b < bufs.size(); ++b) {
         const uint64_t b0 = kAct + uint64_t(mem.buffer_offset[b]);
-        if (p >= b0 && p < b0 + uint64_t(std::max<int64_t>(bufs[b].numel, 1)) * 4) return int(b);
+        if (p >= b0 && p < b0 + uint64_t(buffer_bytes(bufs[b]))) return int(b);
       }
       return -1;
     };
@@ -378,9 +390,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
   const cuda::CompileResult r = compile_megakernel("sm_90a", p);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.
-  auto model = model::load(std::string(MPK_TEST_DATA) + "/qwen3-f32");
-  const ir::Graph g = ir::build(model->config);
-  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 16));
+  const auto [model, g, plan] = plan_fixture("qwen3-f32", 8, 16);
   const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
   const auto a = build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{});
   const auto b = build_tables(g, plan, mem, SegmentBases{}, p);

@@ -68,9 +68,10 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
 
   // Plan once at load so that an unsupported fused op fails here, not at the first step, for
   // the default session capacity (the KV split, hence the task count, depends on it).
+  const int64_t def = int64_t(SessionOptions{}.kv_capacity);
   const int64_t cap = graph.config.max_position_embeddings > 0
-                          ? std::min<int64_t>(4096, graph.config.max_position_embeddings)
-                          : 4096;
+                          ? std::min<int64_t>(def, graph.config.max_position_embeddings)
+                          : def;
   sched::PlanOptions po = megakernel_plan_options(graph, num_workers_, cap);
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
   const sched::Plan plan = sched::plan(graph, po);
@@ -172,18 +173,19 @@ long long prefetch_bytes() {
 
 }  // namespace
 
-GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity,
-                       const GpuSessionOptions& options, Stats& stats)
-    : m_(std::move(model)), stats_(stats), options_(options), capacity_(kv_capacity),
+GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptions& options,
+                       Stats& stats)
+    : m_(std::move(model)), stats_(stats),
+      steps_per_launch_(std::min(options.steps_per_launch, kMaxStepsPerLaunch)),
+      profile_on_(options.profile), capacity_(options.kv_capacity),
       stream_(m_->context()) {
-  MPK_CHECK(options_.steps_per_launch >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
-  options_.steps_per_launch = std::min(options_.steps_per_launch, kMaxStepsPerLaunch);
+  MPK_CHECK(steps_per_launch_ >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   const ir::Graph& g = m_->graph();
   const cuda::Context& ctx = m_->context();
-  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(kv_capacity)));
+  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(capacity_)));
   const char* share_env = std::getenv("MPK_SHARE_ACTIVATIONS");
-  const bool share = options_.share_activations || (share_env && std::string(share_env) == "1");
-  mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(kv_capacity), share);
+  const bool share = options.share_activations || (share_env && std::string(share_env) == "1");
+  mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(capacity_), share);
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));
   kv_ = cuda::DeviceBuffer(ctx, size_t(std::max<int64_t>(mem_.kv_bytes, 256)));
   control_ = cuda::DeviceBuffer(ctx, kStatusBytes + 8 * size_t(m_->num_workers()) +
@@ -200,7 +202,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity
       ctx, std::max<size_t>(plan_.tasks.events.size() + size_t(tables_.num_arrivals), 1) * 4);
   MPK_CHECK(tables_.argmax_event >= 0, Unsupported)
       << "megakernel: the final argmax task triggers no event (needed between steps)";
-  if (options_.profile) profile_ = cuda::DeviceBuffer(ctx, std::max<size_t>(tables_.queue.size(), 1) * 24);
+  if (profile_on_) profile_ = cuda::DeviceBuffer(ctx, std::max<size_t>(tables_.queue.size(), 1) * 24);
   const int optin = m_->max_dynamic_smem();
   MPK_CHECK(tables_.dynamic_smem <= optin, Unsupported)
       << "megakernel: tasks need " << tables_.dynamic_smem << " bytes of shared memory, the device has "
@@ -272,7 +274,7 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
   MPK_CHECK(has_logits_, BadState) << "decode before prefill: no logits yet";
   auto is_eos = [&](int32_t t) { return rt::is_eos(eos, t); };
   // The device checks at most MPK_MK_MAX_EOS ids; with more, the host checks every step.
-  const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : options_.steps_per_launch;
+  const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : steps_per_launch_;
   step_ms_.clear();
   size_t done = 0;
   while (done < max_tokens) {
@@ -307,7 +309,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.counters = counters_.ptr();
   p.arrivals = counters_.ptr() + 4 * plan_.tasks.events.size();
   p.control = control_.ptr();
-  p.profile = options_.profile ? profile_.ptr() : 0;
+  p.profile = profile_on_ ? profile_.ptr() : 0;
   p.step = step_ + 1;
   p.position = int(position_);
   p.num_steps = int(num_steps);
@@ -346,14 +348,18 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   if (status[0] != 0) throw_timeout(status);
   const size_t ran = status[4];
   MPK_ICHECK(ran >= 1 && ran <= num_steps) << "megakernel reports " << ran << " steps of " << num_steps;
-  std::vector<uint64_t> start(workers);
-  std::memcpy(start.data(), control_host_.data() + kStatusBytes, 8 * workers);
-  std::vector<MkStepRecord> rec(ran);
-  std::memcpy(rec.data(), control_host_.data() + head, sizeof(MkStepRecord) * ran);
-  // Appended: a prefill or decode call's steps over all its launches (also when one fails).
-  uint64_t prev = *std::min_element(start.begin(), start.end());
+  // Read in place (memcpy: the bytes carry no alignment promise). Step times are appended: a
+  // prefill or decode call's steps over all its launches (also when one fails).
+  uint64_t prev = UINT64_MAX;
+  for (size_t w = 0; w < workers; ++w) {
+    uint64_t s;
+    std::memcpy(&s, control_host_.data() + kStatusBytes + 8 * w, 8);
+    prev = std::min(prev, s);
+  }
   step_tokens_.clear();
-  for (const MkStepRecord& r : rec) {
+  MkStepRecord r{};
+  for (size_t i = 0; i < ran; ++i) {
+    std::memcpy(&r, control_host_.data() + head + sizeof(MkStepRecord) * i, sizeof r);
     step_ms_.push_back(double(r.end_ns - prev) / 1e6);
     step_tokens_.push_back(r.token);
     prev = r.end_ns;
@@ -361,7 +367,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   step_ += uint32_t(ran);
   position_ += ran;
   stats_.tokens += ran;
-  next_token_ = rec.back().token;
+  next_token_ = r.token;
   has_logits_ = true;
   logits_valid_ = false;
   broken_ = false;
@@ -381,7 +387,7 @@ void GpuSession::throw_timeout(const uint32_t* status) const {
 }
 
 std::string GpuSession::profile_json() const {
-  MPK_CHECK(options_.profile, BadState) << "the session was created without profiling";
+  MPK_CHECK(profile_on_, BadState) << "the session was created without profiling";
   MPK_CHECK(has_logits_ && !broken_, BadState) << "no completed step to report";
   std::vector<uint64_t> t(tables_.queue.size() * 3);
   if (!t.empty()) profile_.download(t.data(), t.size() * 8);

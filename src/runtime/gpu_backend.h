@@ -19,6 +19,7 @@
 namespace mpk::rt {
 
 struct RuntimeOptions;
+struct SessionOptions;
 struct Stats;
 
 class GpuModel {
@@ -54,21 +55,14 @@ class GpuModel {
   cuda::DeviceBuffer consts_;
 };
 
-struct GpuSessionOptions {
-  size_t steps_per_launch = 1;  // decode steps one launch may run (1: host-controlled steps)
-  bool profile = false;         // record per-task device timers (profile_json)
-  // Activation buffers share memory where the events prove it safe (plan_memory). Off by
-  // default until measured on the GPU; also set by MPK_SHARE_ACTIVATIONS=1.
-  bool share_activations = false;
-};
-
 class GpuSession {
  public:
   // Most steps one launch runs (prefill runs its prompt in launches of this many steps).
   static constexpr size_t kMaxStepsPerLaunch = 4096;
 
-  GpuSession(std::shared_ptr<const GpuModel> model, size_t kv_capacity,
-             const GpuSessionOptions& options, Stats& stats);
+  // options: kv_capacity, steps_per_launch (capped at kMaxStepsPerLaunch), profile,
+  // share_activations (also turned on by MPK_SHARE_ACTIVATIONS=1).
+  GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptions& options, Stats& stats);
   ~GpuSession();
 
   // Feeds the prompt, one step per token, in as few launches as possible: the device embeds
@@ -103,7 +97,8 @@ class GpuSession {
 
   std::shared_ptr<const GpuModel> m_;
   Stats& stats_;
-  GpuSessionOptions options_;
+  size_t steps_per_launch_ = 1;  // decode steps one launch may run (1: host-controlled steps)
+  bool profile_on_ = false;      // per-task device timers (profile_json)
   uint64_t device_bytes_ = 0;  // this session's allocations, counted in stats_.device_bytes
   size_t capacity_ = 0;
   sched::Plan plan_;

@@ -191,7 +191,7 @@ class TableBuilder {
       out.queue_begin.push_back(int(out.queue.size()));
     }
     MPK_ICHECK(int(out.queue_begin.size()) == out.num_workers + 1) << "queue count";
-    out.num_arrivals = num_arrivals();
+    out.num_arrivals = int(arrival_.size());
     return out;
   }
 
@@ -373,7 +373,7 @@ class TableBuilder {
     if (t.num_chunks > 1) d.partial = partial(t, *a, t.chunk);
     if (t.merges) {
       d.flags |= MPK_MK_F_MERGE;
-      d.arrival = arrival_[{t.layer, t.kv_head}];  // inserted with the next index if new
+      d.arrival = arrival_.emplace(std::pair{t.layer, t.kv_head}, int(arrival_.size())).first->second;
     }
     d.scale = float(a->attrs.scale);
     d.capacity = m_.kv_capacity;
@@ -435,13 +435,7 @@ class TableBuilder {
   const MemoryPlan& m_;
   const SegmentBases& b_;
   const MegakernelParams& params_;
-  struct ArrivalIndex {  // (layer, kv head) -> counter index, numbered as first seen
-    std::map<std::pair<int, int>, int> ids;
-    int operator[](std::pair<int, int> k) { return ids.emplace(k, int(ids.size())).first->second; }
-  } arrival_;
-
- public:
-  int num_arrivals() const { return int(arrival_.ids.size()); }
+  std::map<std::pair<int, int>, int> arrival_;  // (layer, kv head) -> counter, numbered as first seen
 };
 
 }  // namespace

@@ -72,7 +72,9 @@ struct SessionOptions {
   size_t kv_capacity = 4096;
   size_t steps_per_launch = 1;  // GPU: decode steps per megakernel launch (1: host-controlled)
   bool profile = false;         // GPU: per-task device timers (profile_json)
-  bool share_activations = false;  // GPU: activation buffers share memory (GpuSessionOptions)
+  // GPU: activation buffers share memory where the events prove it safe (plan_memory); off
+  // by default until measured on the GPU.
+  bool share_activations = false;
 };
 
 // Whether `token` is one of the end-of-sequence ids.

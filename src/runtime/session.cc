@@ -110,11 +110,7 @@ Session::Session(std::shared_ptr<const LoadedModel> model, const SessionOptions&
       << "kv_capacity " << kv_capacity << " exceeds the model's max_position_embeddings "
       << cfg.max_position_embeddings;
   if (model_->gpu()) {
-    GpuSessionOptions go;
-    go.steps_per_launch = options.steps_per_launch;
-    go.profile = options.profile;
-    go.share_activations = options.share_activations;
-    gpu_ = std::make_unique<GpuSession>(model_->gpu(), kv_capacity, go, model_->stats());
+    gpu_ = std::make_unique<GpuSession>(model_->gpu(), options, model_->stats());
     return;
   }
   ref::Options o;

@@ -197,9 +197,7 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
   const int64_t vocab = m->config().vocab_size;
   std::vector<int32_t> prompt;
   for (int i = 0; i < 200; ++i) prompt.push_back(int32_t((int64_t(i) * 7919 + 13) % vocab));
-  GpuSessionOptions go;
-  go.steps_per_launch = 16;
-  GpuSession s(m->gpu(), capacity, go, m->stats());
+  GpuSession s(m->gpu(), opts(capacity, 16), m->stats());
   ref::Executor r(m->model(), m->graph(), capacity);
   s.prefill(prompt.data(), prompt.size());
   r.forward(prompt.data(), prompt.size());

@@ -417,12 +417,12 @@ def derive(result, args):
 
 # ----------------------------------------------------------------------------- report
 
-def fmt_ms(x):
-    return "n/a" if x is None else f"{x:.3f}"
-
-
 def fmt(x, spec):
     return "n/a" if x is None else format(x, spec)
+
+
+def fmt_ms(x):
+    return fmt(x, ".3f")
 
 
 def timing_detail(t):
@@ -626,8 +626,8 @@ def main(argv=None):
         # 3. mpk: single-step, multi-step, time to first token, then the profiled run (each a
         # separate mpk-run on the same weights).
         bc.free_gpu()
-        for name, label in (("mpk", "mpk single-step"), ("mpk_multi", "mpk multi-step")):
-            if wanted(name, label):
+        for name in MPK_ROWS:
+            if wanted(name, dict(ROWS)[name]):
                 phase_mpk_decode(args, result, model_dir, prompt, deadline, name)
                 clocks(name)
                 save()

@@ -2,6 +2,7 @@
 // into an mpk_status and the thread-local last-error text. Nothing escapes to the host.
 #include <mpk/mpk.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 #include <new>
@@ -64,11 +65,13 @@ mpk_status fail(mpk_status s, const char* msg, const char* prefix = "") noexcept
   return s;
 }
 
-// Checks a config struct's size: callers must have run its *_config_init.
+// Checks a struct's size: callers must have run its *_init (or set sizeof). min_size: the
+// smallest layout an older header had (fields past a caller's struct_size keep their
+// defaults, or are not written).
 template <typename T>
-void check_struct(const T* p, const char* what) {
+void check_struct(const T* p, const char* what, size_t min_size = sizeof(T)) {
   MPK_CHECK(p != nullptr, InvalidArgument) << what << " is NULL";
-  MPK_CHECK(p->struct_size >= sizeof(T), InvalidArgument)
+  MPK_CHECK(p->struct_size >= min_size, InvalidArgument)
       << what << "->struct_size is " << p->struct_size << ", expected " << sizeof(T)
       << " (initialise it with its mpk_*_init function)";
 }
@@ -235,22 +238,24 @@ void mpk_model_destroy(mpk_model* model) { delete model; }
 mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   MPK_API_BEGIN();
   MPK_NULL_CHECK(model);
-  check_struct(stats, "stats");
-  size_t size = stats->struct_size;
-  std::memset(stats, 0, sizeof(*stats));
-  stats->struct_size = size;
+  // A caller built before device_bytes existed passes the smaller struct: it gets the fields
+  // it knows.
+  check_struct(stats, "stats", offsetof(mpk_stats, device_bytes));
+  mpk_stats out{};
+  out.struct_size = stats->struct_size;
   const auto& st = model->impl->stats();
-  stats->backend = from_backend(model->impl->backend());
-  stats->host_fallback_ops = st.host_fallback_ops;
-  stats->num_tasks = st.num_tasks;
-  stats->num_workers = st.num_workers;
-  stats->num_kernels = model->impl->backend() == mpk::rt::Backend::Gpu ? 1 : 0;
-  stats->cache_hits = st.cache_hits;
-  stats->cache_misses = st.cache_misses;
-  stats->device_bytes = st.device_bytes.load();
-  stats->compile_ms = st.compile_ms;
-  stats->launches = st.launches.load();
-  stats->tokens = st.tokens.load();
+  out.backend = from_backend(model->impl->backend());
+  out.host_fallback_ops = st.host_fallback_ops;
+  out.num_tasks = st.num_tasks;
+  out.num_workers = st.num_workers;
+  out.num_kernels = model->impl->backend() == mpk::rt::Backend::Gpu ? 1 : 0;
+  out.cache_hits = st.cache_hits;
+  out.cache_misses = st.cache_misses;
+  out.device_bytes = st.device_bytes.load();
+  out.compile_ms = st.compile_ms;
+  out.launches = st.launches.load();
+  out.tokens = st.tokens.load();
+  std::memcpy(stats, &out, std::min(stats->struct_size, sizeof out));
   MPK_API_END();
 }
 
@@ -270,11 +275,7 @@ mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
   MPK_NULL_CHECK(model);
   // Callers built against the 0.1 header know kv_capacity only: fields past their struct_size
   // keep their defaults.
-  MPK_CHECK(cfg != nullptr, InvalidArgument) << "cfg is NULL";
-  constexpr size_t kV1 = offsetof(mpk_session_config, steps_per_launch);
-  MPK_CHECK(cfg->struct_size >= kV1, InvalidArgument)
-      << "cfg->struct_size is " << cfg->struct_size << ", expected " << sizeof(mpk_session_config)
-      << " (initialise it with mpk_session_config_init)";
+  check_struct(cfg, "cfg", offsetof(mpk_session_config, steps_per_launch));
   auto has = [&](size_t offset, size_t size) { return cfg->struct_size >= offset + size; };
   mpk::rt::SessionOptions o;
   o.kv_capacity = cfg->kv_capacity;

@@ -113,6 +113,16 @@ TEST(ApiMisuse, InfoAndStatsNeedStructSize) {
   EXPECT_EQ(mpk_model_stats(l.model, &st), MPK_OK);
   EXPECT_EQ(st.backend, MPK_BACKEND_REFERENCE);
   EXPECT_GT(st.host_fallback_ops, 0u);
+  // A caller built before device_bytes existed: its fields are filled, nothing past them.
+  mpk_stats old{};
+  old.struct_size = offsetof(mpk_stats, device_bytes);
+  old.device_bytes = 12345;
+  EXPECT_EQ(mpk_model_stats(l.model, &old), MPK_OK);
+  EXPECT_EQ(old.backend, MPK_BACKEND_REFERENCE);
+  EXPECT_EQ(old.host_fallback_ops, st.host_fallback_ops);
+  EXPECT_EQ(old.device_bytes, 12345u);
+  old.struct_size = offsetof(mpk_stats, device_bytes) - 1;
+  EXPECT_EQ(mpk_model_stats(l.model, &old), MPK_ERROR_INVALID_ARGUMENT);
 }
 
 TEST(ApiMisuse, SessionArguments) {

@@ -202,7 +202,7 @@ class Decomposer {
   // KV positions of chunk c: an even split with kv_splits (as at run time), else kv_chunk-long
   // chunks (the last one shorter).
   std::pair<int64_t, int64_t> chunk_range(int64_t len, int chunks, int c) const {
-    if (o_.kv_splits > 0) return {c * len / chunks, (c + 1) * len / chunks};
+    if (o_.kv_splits > 0) return kv_split_range(len, chunks, c);
     const int64_t chunk_len = (len + chunks - 1) / chunks;
     return {c * chunk_len, std::min(len, (c + 1) * chunk_len)};
   }

@@ -73,7 +73,6 @@ void carried_events(TaskGraph& tg, const std::vector<std::vector<Write>>& writes
       sort_unique(t.waits_prev);
     }
   }
-  for (Event& e : tg.events) e.prev_waiters.clear();
   for (const Task& t : tg.tasks)
     for (int e : t.waits_prev) tg.events[size_t(e)].prev_waiters.push_back(t.id);
 }
@@ -126,16 +125,14 @@ TaskGraph build_events(TaskGraph tg) {
     }
     std::vector<int> all;
     for (const auto& p : per_read) all.insert(all.end(), p.begin(), p.end());
-    std::sort(all.begin(), all.end());
-    all.erase(std::unique(all.begin(), all.end()), all.end());
+    sort_unique(all);
     std::vector<int>& mine = producers[size_t(t.id)];
     for (size_t i = 0; i < t.reads.size(); ++i) {
       const int b = t.reads[i].buffer;
       const bool implied = std::any_of(all.begin(), all.end(), [&](int q) { return full.has(q, b); });
       if (!implied) mine.insert(mine.end(), per_read[i].begin(), per_read[i].end());
     }
-    std::sort(mine.begin(), mine.end());
-    mine.erase(std::unique(mine.begin(), mine.end()), mine.end());
+    sort_unique(mine);
     for (int q : all) full.merge(t.id, q);
     for (int q : mine) consumers[size_t(q)].push_back(t.id);
   }

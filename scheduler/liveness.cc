@@ -14,8 +14,9 @@ bool has(const std::vector<uint64_t>& bits, int i) {
 
 }  // namespace
 
-HappensBefore::HappensBefore(const TaskGraph& tg) : tg_(tg) {
+HappensBefore::HappensBefore(const TaskGraph& tg) {
   const size_t n = tg.tasks.size(), ne = tg.events.size();
+  for (const Task& t : tg.tasks) trigger_.push_back(t.trigger);
   words_ = (n + 63) / 64;
   std::vector<std::vector<int>> waiters(ne);
   for (const Task& t : tg.tasks)
@@ -66,7 +67,7 @@ HappensBefore::HappensBefore(const TaskGraph& tg) : tg_(tg) {
 }
 
 bool HappensBefore::task_before(int a, int b) const {
-  const int e = tg_.tasks[size_t(a)].trigger;
+  const int e = trigger_[size_t(a)];
   return e >= 0 && has(after_event_[size_t(e)], b);
 }
 
@@ -108,10 +109,9 @@ std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& pin
           << "reader of carried " << tg.buffers[c].name << ")";
     }
   }
-  std::vector<int> first(nb, int(tg.tasks.size()));
-  for (const Task& t : tg.tasks)
-    for (const auto* list : {&t.reads, &t.writes})
-      for (const Access& a : *list) first[size_t(a.buffer)] = std::min(first[size_t(a.buffer)], t.id);
+  std::vector<int> first(nb, int(tg.tasks.size()));  // a buffer's first accessor (none: n)
+  for (size_t b = 0; b < nb; ++b)
+    if (!hb.accessors(int(b)).empty()) first[b] = hb.accessors(int(b)).front();
   std::vector<int> order(nb);
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return first[size_t(a)] < first[size_t(b)]; });

@@ -20,13 +20,14 @@ namespace mpk::sched {
 class HappensBefore {
  public:
   explicit HappensBefore(const TaskGraph& tg);
-  explicit HappensBefore(TaskGraph&&) = delete;  // keeps a reference
   bool buffer_before(int earlier, int later) const;
   // Whether task b transitively waits for task a within a step.
   bool task_before(int a, int b) const;
+  // The tasks that read or write a buffer, ascending.
+  const std::vector<int>& accessors(int buffer) const { return accessors_[size_t(buffer)]; }
 
  private:
-  const TaskGraph& tg_;
+  std::vector<int> trigger_;  // per task
   size_t words_ = 0;
   std::vector<std::vector<uint64_t>> after_event_;  // tasks that wait for event e (transitively)
   std::vector<std::vector<int>> accessors_;         // per buffer

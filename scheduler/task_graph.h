@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/dtype.h"
@@ -170,6 +171,12 @@ struct TaskGraph {
 
 // Sorts accesses by buffer and merges overlapping or adjacent ranges of the same buffer.
 std::vector<Access> normalize(std::vector<Access> accesses);
+
+// KV positions [begin, end) of chunk c of `chunks` when `len` positions are split evenly (the
+// kv_splits rule above; the megakernel divides the live length the same way on the device).
+inline std::pair<int64_t, int64_t> kv_split_range(int64_t len, int chunks, int c) {
+  return {c * len / chunks, (c + 1) * len / chunks};
+}
 // Bytes of the accesses (buffer dtype size times elements).
 int64_t access_bytes(const TaskGraph& tg, const std::vector<Access>& accesses);
 

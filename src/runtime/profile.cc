@@ -9,23 +9,19 @@
 namespace mpk::rt {
 namespace {
 
-// "L3.gate_up" -> "gate_up".
-std::string kind_of(const std::string& stage) {
-  if (stage.size() > 1 && stage[0] == 'L') {
-    const size_t dot = stage.find('.');
-    if (dot != std::string::npos &&
-        std::all_of(stage.begin() + 1, stage.begin() + long(dot), [](char c) { return c >= '0' && c <= '9'; }))
-      return stage.substr(dot + 1);
-  }
-  return stage;
+// The stage name less its layer: "L3.gate_up" -> "gate_up"; "lm_head" stays.
+std::string kind_of(const sched::Stage& stage) {
+  if (stage.layer < 0) return stage.name;
+  const std::string prefix = "L" + std::to_string(stage.layer) + ".";
+  MPK_ICHECK(stage.name.rfind(prefix, 0) == 0) << "stage " << stage.name << " of layer " << stage.layer;
+  return stage.name.substr(prefix.size());
 }
 
 // Bytes a task streams in the step: its weights, and for attention the live KV rows it reads.
 int64_t task_bytes(const sched::Task& t, const MkTask& d, int64_t kv_len) {
   if (d.kind != MPK_MK_ATTENTION) return t.weight_bytes;
-  const int64_t j0 = int64_t(d.chunk) * kv_len / d.num_chunks;
-  const int64_t j1 = int64_t(d.chunk + 1) * kv_len / d.num_chunks;
-  return (j1 - j0) * 2 * d.head_dim * 4;
+  const auto [j0, j1] = sched::kv_split_range(kv_len, d.num_chunks, d.chunk);
+  return (j1 - j0) * 2 * d.head_dim * 4;  // keys and values, fp32
 }
 
 struct Span {
@@ -55,7 +51,7 @@ std::string profile_report(const sched::Plan& plan, const MegakernelTables& tabl
     MPK_ICHECK(start <= ready && ready <= end) << "profile: timers of task " << t.name << " out of order";
     first = std::min(first, start);
     last = std::max(last, end);
-    const std::string k = kind_of(plan.tasks.stages[size_t(t.stage)].name);
+    const std::string k = kind_of(plan.tasks.stages[size_t(t.stage)]);
     if (!kinds.count(k)) order.push_back(k);
     Kind& kd = kinds[k];
     ++kd.tasks;

@@ -159,7 +159,7 @@ TEST(Simulate, Qwen3_8BNearTheBytesBound) {
   const double flops_s = tg.total_flops() / (cost.flops_per_s_per_sm * 132);
   EXPECT_GE(r.latency_s, r.bytes_bound_s);
   EXPECT_LE(r.latency_s, (r.bytes_bound_s + flops_s) * 132.0 / 128.0 + slack);
-  EXPECT_LE(r.latency_s, 1.4 * r.bytes_bound_s);  // 1.32 with the default cost model
+  EXPECT_LE(r.latency_s, 1.35 * r.bytes_bound_s);  // 1.32 with the default cost model
   std::printf("qwen3-8b @132: %.3f ms predicted, bytes bound %.3f ms, flops %.3f ms, %zu tasks, "
               "%zu events, critical path %zu tasks\n",
               r.latency_s * 1e3, r.bytes_bound_s * 1e3, flops_s * 1e3, tg.tasks.size(),

@@ -1,5 +1,6 @@
 #include "configs.h"
 
+#include <set>
 #include <stdexcept>
 #include <utility>
 
@@ -22,6 +23,13 @@ int64_t expected_weight_bytes(const model::Config& c, DType dt) {
 
 TaskGraph build_tasks(const ir::Graph& g, const DecomposeOptions& d, const FuseOptions& f) {
   return build_events(fuse(g, decompose(g, d), f));
+}
+
+std::vector<int> waited_triggers(const TaskGraph& tg, const Task& t) {
+  std::set<int> s;
+  for (int e : t.waits)
+    for (int p : tg.events[size_t(e)].triggers) s.insert(p);
+  return {s.begin(), s.end()};
 }
 
 Ancestors::Ancestors(const TaskGraph& tg) : words_((tg.tasks.size() + 63) / 64) {

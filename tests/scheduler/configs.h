@@ -42,6 +42,9 @@ inline FuseOptions unfused() {
 // decompose + fuse + build_events.
 TaskGraph build_tasks(const ir::Graph& g, const DecomposeOptions& d = {}, const FuseOptions& f = {});
 
+// The tasks that trigger the events a task waits on (this step's), ascending.
+std::vector<int> waited_triggers(const TaskGraph& tg, const Task& t);
+
 // Schedule options with the default cost model.
 inline ScheduleOptions with_workers(int n) {
   ScheduleOptions o;

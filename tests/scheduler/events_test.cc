@@ -18,12 +18,7 @@ namespace {
 
 using testing::build_tasks;
 
-std::vector<int> waited_triggers(const TaskGraph& tg, const Task& t) {
-  std::set<int> s;
-  for (int e : t.waits)
-    for (int p : tg.events[size_t(e)].triggers) s.insert(p);
-  return {s.begin(), s.end()};
-}
+using testing::waited_triggers;
 
 std::vector<int> stage_tasks(const TaskGraph& tg, const std::string& name) {
   for (const Stage& s : tg.stages)

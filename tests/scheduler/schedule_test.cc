@@ -103,13 +103,7 @@ TEST(Plan, Qwen3_8BAt132Workers) {
   EXPECT_EQ(p.tasks.total_weight_bytes(), testing::expected_weight_bytes(testing::qwen3_8b(), DType::BF16));
 }
 
-// The triggers of the events a task waits on.
-std::vector<int> waited_triggers(const TaskGraph& tg, const Task& t) {
-  std::vector<int> p;
-  for (int e : t.waits) p.insert(p.end(), tg.events[size_t(e)].triggers.begin(), tg.events[size_t(e)].triggers.end());
-  std::sort(p.begin(), p.end());
-  return p;
-}
+using testing::waited_triggers;
 
 // With the merge as a stage of its own: merge h waits on head h's chunks, o_proj on the merges.
 TEST(Plan, Qwen3_0_6BWithKvSplits) {

@@ -1,8 +1,10 @@
 #include "scheduler/fuse.h"
 
 #include <algorithm>
+#include <map>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include "base/error.h"
 
@@ -151,17 +153,13 @@ class Fuser {
     dead_[size_t(p->id)] = true;
   }
 
-  // Whether every live task reading `out.buffer` over a range that overlaps `out` reads all of
-  // `out` (it may read more). Accesses are normalized, so a read split into adjacent pieces
-  // counts as one.
-  bool read_whole(const Access& out) const {
-    for (const Task& t : tg_.tasks) {
-      if (dead_[size_t(t.id)]) continue;
-      for (const Access& r : t.reads)
-        if (r.buffer == out.buffer && r.begin < out.end && out.begin < r.end &&
-            (r.begin > out.begin || r.end < out.end))
-          return false;
-    }
+  // Whether every read in `reads` (the live tasks' reads of out.buffer) that overlaps `out`
+  // reads all of `out` (it may read more). Accesses are normalized, so a read split into
+  // adjacent pieces counts as one.
+  static bool read_whole(const Access& out, const std::vector<const Access*>& reads) {
+    for (const Access* r : reads)
+      if (r->begin < out.end && out.begin < r->end && (r->begin > out.begin || r->end < out.end))
+        return false;
     return true;
   }
 
@@ -174,17 +172,23 @@ class Fuser {
   //  - when the range has fewer elements than there are chunks (a chunk with an empty share
   //    would be waited for by nobody, yet it may be the one that merges).
   void fold_merges() {
+    // One pass: the chunks of each (layer, KV head, split) and the live reads of each buffer
+    // (folding adds writes only, so neither changes while merges are folded).
+    std::map<std::tuple<int, int, int>, std::vector<Task*>> chunks_of;
+    std::vector<std::vector<const Access*>> reads_of(tg_.buffers.size());
+    for (Task& c : tg_.tasks) {
+      if (dead_[size_t(c.id)]) continue;
+      if (c.kind == TaskKind::Attention) chunks_of[{c.layer, c.kv_head, c.num_chunks}].push_back(&c);
+      for (const Access& r : c.reads) reads_of[size_t(r.buffer)].push_back(&r);
+    }
     for (Task& m : tg_.tasks) {
       if (dead_[size_t(m.id)] || m.kind != TaskKind::AttentionMerge || m.writes.size() != 1) continue;
-      std::vector<Task*> chunks;
-      for (Task& c : tg_.tasks)
-        if (!dead_[size_t(c.id)] && c.kind == TaskKind::Attention && c.layer == m.layer &&
-            c.kv_head == m.kv_head && c.num_chunks == m.num_chunks)
-          chunks.push_back(&c);
-      if (int(chunks.size()) != m.num_chunks) continue;
+      const auto it = chunks_of.find({m.layer, m.kv_head, m.num_chunks});
+      if (it == chunks_of.end() || int(it->second.size()) != m.num_chunks) continue;
+      const std::vector<Task*>& chunks = it->second;
       const Access out = m.writes[0];
       const int64_t len = out.end - out.begin, n = int64_t(chunks.size());
-      if (len < n || !read_whole(out)) continue;
+      if (len < n || !read_whole(out, reads_of[size_t(out.buffer)])) continue;
       for (Task* c : chunks) {
         const int64_t b = out.begin + c->chunk * len / n, e = out.begin + (c->chunk + 1) * len / n;
         c->writes.push_back({out.buffer, b, e});

@@ -76,19 +76,17 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
           if (e.kind() != ErrorKind::NoDevice && e.kind() != ErrorKind::Unsupported &&
               e.kind() != ErrorKind::Compile && e.kind() != ErrorKind::Cuda)
             throw;
-          m->gpu_.reset();
+          m->gpu_.reset();  // and what its constructor counted before it failed
           m->stats_.num_tasks = m->stats_.num_workers = 0;
           m->stats_.cache_hits = m->stats_.cache_misses = 0;
           m->stats_.compile_ms = 0;
           m->stats_.device_bytes = 0;
           log(LogLevel::Warn, "backend auto: the GPU cannot run this model ({}); running the CPU "
                               "reference (fp32)", e.what());
-          m->backend_ = Backend::Reference;
-          m->stats_.host_fallback_ops = m->graph_.ops.size();
-          return m;
         }
+      } else {
+        log(LogLevel::Info, "backend auto: no usable CUDA device, running the CPU reference (fp32)");
       }
-      log(LogLevel::Info, "backend auto: no usable CUDA device, running the CPU reference (fp32)");
       [[fallthrough]];
     case Backend::Reference:
       m->backend_ = Backend::Reference;

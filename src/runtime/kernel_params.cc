@@ -11,26 +11,37 @@
 namespace mpk::rt {
 namespace {
 
-void in_range(const char* name, int v, int lo, int hi) {
-  MPK_CHECK(v >= lo && v <= hi, InvalidArgument)
-      << "megakernel parameter " << name << " = " << v << " is outside [" << lo << ", " << hi << "]";
-}
+// Every parameter once: its name (JSON, parse_params), its #define, its range and step. The
+// order is the cache key's JSON layout.
+struct Field {
+  const char* name;
+  const char* define;
+  int MegakernelParams::*member;
+  int lo, hi, multiple;
+};
+
+constexpr Field kFields[] = {
+    {"block_threads", "MK_BLOCK_THREADS", &MegakernelParams::block_threads, 64, 1024, 32},
+    {"rows_per_warp", "MK_ROWS_PER_WARP", &MegakernelParams::rows_per_warp, 1, 4, 1},
+    {"loads_in_flight", "MK_LOADS_IN_FLIGHT", &MegakernelParams::loads_in_flight, 1, 8, 1},
+    {"max_k_split", "MK_MAX_KSPLIT", &MegakernelParams::max_k_split, 1, 8, 1},
+    {"heads_per_pass", "MK_HEADS_PER_PASS", &MegakernelParams::heads_per_pass, 1, 8, 1},
+    {"prefetch_rounds", "MK_PREFETCH_ROUNDS", &MegakernelParams::prefetch_rounds, 0, 8, 1},
+    {"merge_batch", "MK_MERGE_BATCH", &MegakernelParams::merge_batch, 1, 16, 1},
+    {"max_head_dim", "MK_MAX_HEAD_DIM", &MegakernelParams::max_head_dim, 64, 256, 64},
+};
 
 }  // namespace
 
 void validate(const MegakernelParams& p) {
-  in_range("block_threads", p.block_threads, 64, 1024);
-  MPK_CHECK(p.block_threads % 32 == 0, InvalidArgument)
-      << "megakernel parameter block_threads = " << p.block_threads << " is not a multiple of 32";
-  in_range("rows_per_warp", p.rows_per_warp, 1, 4);
-  in_range("loads_in_flight", p.loads_in_flight, 1, 8);
-  in_range("max_k_split", p.max_k_split, 1, 8);
-  in_range("heads_per_pass", p.heads_per_pass, 1, 8);
-  in_range("prefetch_rounds", p.prefetch_rounds, 0, 8);
-  in_range("merge_batch", p.merge_batch, 1, 16);
-  in_range("max_head_dim", p.max_head_dim, 64, 256);
-  MPK_CHECK(p.max_head_dim % 64 == 0, InvalidArgument)
-      << "megakernel parameter max_head_dim = " << p.max_head_dim << " is not a multiple of 64";
+  for (const Field& f : kFields) {
+    const int v = p.*f.member;
+    MPK_CHECK(v >= f.lo && v <= f.hi, InvalidArgument)
+        << "megakernel parameter " << f.name << " = " << v << " is outside [" << f.lo << ", "
+        << f.hi << "]";
+    MPK_CHECK(v % f.multiple == 0, InvalidArgument)
+        << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
+  }
 }
 
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base) {
@@ -40,12 +51,9 @@ MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base) {
 
 std::string to_defines(const MegakernelParams& p) {
   validate(p);
-  return fmt::format(
-      "#define MK_BLOCK_THREADS {}\n#define MK_ROWS_PER_WARP {}\n#define MK_LOADS_IN_FLIGHT {}\n"
-      "#define MK_MAX_KSPLIT {}\n#define MK_HEADS_PER_PASS {}\n#define MK_PREFETCH_ROUNDS {}\n"
-      "#define MK_MERGE_BATCH {}\n#define MK_MAX_HEAD_DIM {}\n",
-      p.block_threads, p.rows_per_warp, p.loads_in_flight, p.max_k_split, p.heads_per_pass,
-      p.prefetch_rounds, p.merge_batch, p.max_head_dim);
+  std::string out;
+  for (const Field& f : kFields) out += fmt::format("#define {} {}\n", f.define, p.*f.member);
+  return out;
 }
 
 MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
@@ -61,28 +69,20 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
     const long v = std::strtol(value.c_str(), &end, 10);
     MPK_CHECK(!value.empty() && *end == '\0' && v >= -(1L << 30) && v <= (1L << 30), InvalidArgument)
         << "megakernel parameter " << name << " = '" << value << "' is not an integer";
-    int* field = name == "block_threads"    ? &base.block_threads
-                 : name == "rows_per_warp"   ? &base.rows_per_warp
-                 : name == "loads_in_flight" ? &base.loads_in_flight
-                 : name == "max_k_split"     ? &base.max_k_split
-                 : name == "heads_per_pass"  ? &base.heads_per_pass
-                 : name == "prefetch_rounds" ? &base.prefetch_rounds
-                 : name == "merge_batch"     ? &base.merge_batch
-                 : name == "max_head_dim"    ? &base.max_head_dim
-                                             : nullptr;
-    MPK_CHECK(field != nullptr, InvalidArgument) << "unknown megakernel parameter '" << name << "'";
-    *field = int(v);
+    const Field* f = std::find_if(std::begin(kFields), std::end(kFields),
+                                  [&](const Field& x) { return name == x.name; });
+    MPK_CHECK(f != std::end(kFields), InvalidArgument) << "unknown megakernel parameter '" << name << "'";
+    base.*f->member = int(v);
   }
   validate(base);
   return base;
 }
 
 std::string to_json(const MegakernelParams& p) {
-  return fmt::format(
-      "{{\"block_threads\":{},\"rows_per_warp\":{},\"loads_in_flight\":{},\"max_k_split\":{},"
-      "\"heads_per_pass\":{},\"prefetch_rounds\":{},\"merge_batch\":{},\"max_head_dim\":{}}}",
-      p.block_threads, p.rows_per_warp, p.loads_in_flight, p.max_k_split, p.heads_per_pass,
-      p.prefetch_rounds, p.merge_batch, p.max_head_dim);
+  std::string out = "{";
+  for (const Field& f : kFields)
+    out += fmt::format("{}\"{}\":{}", out.size() > 1 ? "," : "", f.name, p.*f.member);
+  return out + "}";
 }
 
 }  // namespace mpk::rt

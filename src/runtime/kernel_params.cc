@@ -29,6 +29,7 @@ constexpr Field kFields[] = {
     {"prefetch_rounds", "MK_PREFETCH_ROUNDS", &MegakernelParams::prefetch_rounds, 0, 8, 1},
     {"merge_batch", "MK_MERGE_BATCH", &MegakernelParams::merge_batch, 1, 16, 1},
     {"max_head_dim", "MK_MAX_HEAD_DIM", &MegakernelParams::max_head_dim, 64, 256, 64},
+    {"ring_stages", "MK_RING_STAGES", &MegakernelParams::ring_stages, 0, 16, 1},
 };
 
 }  // namespace
@@ -47,6 +48,10 @@ void validate(const MegakernelParams& p) {
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base) {
   base.max_head_dim = std::clamp((head_dim + 63) / 64 * 64, 64, 256);
   return base;
+}
+
+int64_t ring_bytes(const MegakernelParams& p) {
+  return int64_t(p.ring_stages) * p.block_threads * p.rows_per_warp * p.loads_in_flight * 16;
 }
 
 std::string to_defines(const MegakernelParams& p) {

@@ -4,6 +4,7 @@
 // docs/PERFORMANCE.md.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace mpk::rt {
@@ -11,7 +12,7 @@ namespace mpk::rt {
 struct MegakernelParams {
   int block_threads = 512;   // threads per worker CTA: a multiple of 32 in [64, 1024]
   int rows_per_warp = 2;     // linear: output rows a warp streams together (1..4)
-  int loads_in_flight = 4;   // linear: 16-byte loads per row and lane issued before use (1..8)
+  int loads_in_flight = 4;   // linear: 16-byte loads per row and lane in one round (1..8)
   int max_k_split = 8;       // linear: most K parts a row group is cut into (1..8)
   int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)
   int prefetch_rounds = 0;   // linear: L2 prefetch this many load rounds ahead of a warp (0..8;
@@ -19,12 +20,17 @@ struct MegakernelParams {
   int merge_batch = 8;       // attention merge: chunk partials loaded at once (1..16)
   int max_head_dim = 256;    // attention: largest head_dim it runs (64..256, a multiple of 64;
                              // a head row lives in registers: set it from the model)
+  int ring_stages = 0;       // linear: rounds of loads_in_flight vectors per row and lane in a
+                             // shared-memory ring streamed with cp.async, ring_stages - 1 of them
+                             // in flight (0: the rounds go to registers; up to 16)
 };
 
 // The parameters for a model whose attention heads have head_dim elements (max_head_dim the
 // smallest that holds them).
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 
+// Bytes of the linear tasks' weight ring in shared memory (0 without the ring).
+int64_t ring_bytes(const MegakernelParams& p);
 // Error(InvalidArgument) naming the first parameter out of its range.
 void validate(const MegakernelParams& p);
 // "#define MK_BLOCK_THREADS 512\n..." for the kernel source.

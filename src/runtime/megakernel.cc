@@ -291,7 +291,7 @@ class TableBuilder {
       }
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
-    const int64_t smem = int64_t(t.k) * 4;
+    const int64_t smem = ring_bytes(params_) + int64_t(t.k) * 4;  // the ring, the input vector
     if (argmax) {
       const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
       if (pv < 0 || pi < 0 || t.weights.size() != 1) unsupported(t, "argmax partial layout");
@@ -304,7 +304,7 @@ class TableBuilder {
       d.part_idx = act(pi, slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    return smem;  // the input vector
+    return smem;
   }
 
   // Follows the fused chain [head_rms_norm] -> [rope] back from an attention input.

@@ -17,6 +17,7 @@
 #include "cuda/driver.h"
 #include "ref/executor.h"
 #include "runtime/gpu_backend.h"
+#include "runtime/kernel_params.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
@@ -228,6 +229,46 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
   out.insert(out.end(), rest.begin(), rest.end());
   EXPECT_EQ(out, want);
   EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance);
+}
+
+// The linear tiles' weight paths under other code parameters (MPK_MK_PARAMS): registers
+// instead of the shared-memory ring, a ring of one round, and three rows per warp (tiles whose
+// rows do not divide by three end in a two-row group, computed one row at a time), each
+// teacher-forced against the reference on two fixtures (bf16 and f32 weights).
+TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  for (const char* params : {"ring_stages=0,loads_in_flight=4", "ring_stages=0,rows_per_warp=3",
+                             "ring_stages=1,loads_in_flight=1",
+                             "ring_stages=3,rows_per_warp=3,loads_in_flight=2"}) {
+    for (const char* fixture : {"qwen3-bf16", "llama-f32"}) {
+      SCOPED_TRACE(std::string(params) + " on " + fixture);
+      const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+      const Expected ex = read_expected(dir);
+      setenv("MPK_MK_PARAMS", params, 1);
+      std::shared_ptr<LoadedModel> m;
+      try {
+        m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+      } catch (...) {
+        unsetenv("MPK_MK_PARAMS");
+        throw;
+      }
+      unsetenv("MPK_MK_PARAMS");
+      const MegakernelParams want = parse_params(params);
+      EXPECT_EQ(m->gpu()->params().ring_stages, want.ring_stages);
+      EXPECT_EQ(m->gpu()->params().rows_per_warp, want.rows_per_warp);
+      Session s(m, opts(64));
+      ref::Executor r(m->model(), m->graph(), 64);
+      s.prefill(ex.prompt.data(), ex.prompt.size());
+      r.forward(ex.prompt.data(), ex.prompt.size());
+      for (size_t i = 0; i <= ex.tokens.size(); ++i) {
+        EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance) << "step " << i;
+        EXPECT_EQ(argmax(s.logits()), argmax(r.logits())) << "step " << i;
+        if (i == ex.tokens.size()) break;
+        s.prefill(&ex.tokens[i], 1);
+        r.forward(&ex.tokens[i], 1);
+      }
+    }
+  }
 }
 
 TEST(MegakernelGpuCache, SecondLoadHitsTheCache) {

@@ -1,7 +1,8 @@
 // The megakernel: one persistent CTA per worker runs its static queue of tasks once per decode
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
-// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MERGE_BATCH, MK_MAX_HEAD_DIM:
+// MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MERGE_BATCH, MK_MAX_HEAD_DIM,
+// MK_RING_STAGES:
 // runtime/kernel_params.h) and kernels/task_desc.h. No headers: NVRTC needs none.
 //
 // Per task (its descriptor already copied to shared memory while the previous task ran): issue
@@ -304,38 +305,79 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
   }
 }
 
+// 16 bytes of an activation written in this step by other workers (visible after the task's
+// acquire and barrier): an L2 load, never a stale L1 line.
+__device__ __forceinline__ float4 mk_ld_act4(const float* p) {
+  float4 v;
+  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
+  return v;
+}
+
+#define MK_IN_UNROLL 4
+
 // The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
 // block barrier. Returns the factor every dot product is scaled by: for RMSNorm,
 // w . (g * x * r) = r * (w . (g * x)) with r = 1 / sqrt(mean(x^2) + eps), so the staged
 // input is g * x and the sum of squares needs no block reduction before it (one barrier).
+// Each thread issues MK_IN_UNROLL 16-byte loads of each operand before using any: the input
+// comes from L2 right after the events, and one round trip per element (the compiler cannot
+// move a load above the previous element's shared store) cost up to 24 round trips per task.
 __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
   const int k = t.k;
   const float* x = (const float*)t.x;
-  if (t.input_mode == MPK_MK_IN_SILUMUL) {
-    const float* up = (const float*)t.x2;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      const float g = x[i];
-      xs[i] = g / (1.0f + expf(-g)) * up[i];
+  const float* b = t.input_mode == MPK_MK_IN_SILUMUL ? (const float*)t.x2
+                   : t.input_mode == MPK_MK_IN_RMSNORM ? (const float*)t.norm_w : nullptr;
+  float ss = 0.f;
+  const bool vec = k % 4 == 0 && ((t.x | (u64)b) & 15) == 0;
+  const int n = vec ? k / 4 : k, step = blockDim.x * MK_IN_UNROLL;
+  for (int i0 = threadIdx.x; i0 < n; i0 += step) {
+    float4 a4[MK_IN_UNROLL] = {}, b4[MK_IN_UNROLL] = {};
+#pragma unroll
+    for (int u = 0; u < MK_IN_UNROLL; ++u) {
+      const int i = i0 + u * (int)blockDim.x;
+      if (i >= n) continue;
+      if (vec) {
+        a4[u] = mk_ld_act4(x + 4 * i);
+        if (b) b4[u] = mk_ld_act4(b + 4 * i);
+      } else {
+        a4[u].x = x[i];
+        if (b) b4[u].x = b[i];
+      }
     }
-  } else if (t.input_mode != MPK_MK_IN_RMSNORM) {
-    for (int i = threadIdx.x; i < k; i += blockDim.x) xs[i] = x[i];
-  } else {
-    const float* g = (const float*)t.norm_w;
-    float ss = 0.f;
-    for (int i = threadIdx.x; i < k; i += blockDim.x) {
-      const float v = x[i];
-      xs[i] = g[i] * v;
-      ss += v * v;
+#pragma unroll
+    for (int u = 0; u < MK_IN_UNROLL; ++u) {
+      const int i = i0 + u * (int)blockDim.x;
+      if (i >= n) continue;
+      float av[4] = {a4[u].x, a4[u].y, a4[u].z, a4[u].w}, bv[4] = {b4[u].x, b4[u].y, b4[u].z, b4[u].w};
+      float o[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (t.input_mode == MPK_MK_IN_SILUMUL) {
+          o[e] = av[e] / (1.0f + expf(-av[e])) * bv[e];
+        } else if (t.input_mode == MPK_MK_IN_RMSNORM) {
+          o[e] = bv[e] * av[e];
+          if (vec || e == 0) ss += av[e] * av[e];
+        } else {
+          o[e] = av[e];
+        }
+      }
+      if (vec)
+        *(float4*)(xs + 4 * i) = make_float4(o[0], o[1], o[2], o[3]);
+      else
+        xs[i] = o[0];
     }
-    ss = mk_warp_sum(ss);
-    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-    __syncthreads();
-    float sum = 0.f;
-    for (int w = 0; w < (int)(blockDim.x >> 5); ++w) sum += red[w];
-    return 1.0f / sqrtf(sum / (float)k + t.eps);
   }
+  if (t.input_mode != MPK_MK_IN_RMSNORM) {
+    __syncthreads();
+    return 1.0f;
+  }
+  ss = mk_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
   __syncthreads();
-  return 1.0f;
+  float sum = 0.f;
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) sum += red[w];
+  return 1.0f / sqrtf(sum / (float)k + t.eps);
 }
 
 // Whether a linear task's rows can be read with 16-byte vector loads.
@@ -371,9 +413,150 @@ __device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int
   k1 = (int)((long long)(p + 1) * units / ks) * unit;
 }
 
-// A linear tile. Before `wait` (the task's events): each warp issues the first round of loads
-// of its first work item into registers, then the L2 prefetch of the tile's start. Returns
-// false when the wait aborted the launch.
+// The shared-memory weight ring (MK_RING_STAGES > 0): each lane streams its own 16-byte vectors
+// of the warp's rows into its own ring slots with cp.async (L2 only) and reads back only what it
+// copied, so the per-thread cp.async.wait_group is the only synchronisation. A round is
+// MK_LOADS_IN_FLIGHT vectors per row and lane (32 apart), one commit group; MK_RING_STAGES - 1
+// rounds stay in flight while one is consumed (registers bound how many loads a lane keeps in
+// flight, shared memory binds the ring: 2-4x more bytes per SM). The stream runs across the
+// warp's work items, so it drains once per task, and its first rounds go out before the
+// task's events. Ring bytes: MK_RING_STAGES * MK_BLOCK_THREADS * MK_ROWS_PER_WARP *
+// MK_LOADS_IN_FLIGHT * 16 at the start of dynamic shared memory (megakernel.cc sizes it).
+#if MK_RING_STAGES > 0
+#define MK_RING_BYTES (MK_RING_STAGES * MK_BLOCK_THREADS * MK_ROWS_PER_WARP * MK_LOADS_IN_FLIGHT * 16)
+
+// A warp's position in its stream of full row groups: item it (row group it / ks, K part
+// it % ks), the vectors [v, v1) still to go, the group's rows.
+template <int R>
+struct MkCursor {
+  int it, v, v1;
+  const char* w[R];
+};
+
+// Moves c to item `it` (or past the end: c.it >= items).
+template <int DT, int R>
+__device__ __forceinline__ void mk_cursor_item(const MkTask& t, MkCursor<R>& c, int it, int items,
+                                               int ks, int units) {
+  c.it = it;
+  if (it >= items) return;
+  int k0, k1, slice[R], local[R];
+  mk_kpart(it % ks, ks, units, MkW<DT>::kVec, k0, k1);
+  c.v = k0 / MkW<DT>::kVec;
+  c.v1 = k1 / MkW<DT>::kVec;
+  mk_group_rows<DT, R>(t, (it / ks) * R, c.w, slice, local);
+}
+
+// This lane's slot for (stage, row, load): consecutive lanes take consecutive 16 bytes.
+__device__ __forceinline__ unsigned mk_ring_slot(unsigned ring, int stage, int r, int l) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  return ring + (unsigned)(((((stage * (MK_BLOCK_THREADS / 32) + warp) * MK_ROWS_PER_WARP + r) *
+                             MK_LOADS_IN_FLIGHT + l) * 32 + lane) * 16);
+}
+
+// Issues the round at c into `stage` and commits it (an empty group past the end of the
+// stream keeps the group count of every round equal); moves c on.
+template <int DT, int R>
+__device__ __forceinline__ void mk_ring_issue(const MkTask& t, unsigned ring, int stage,
+                                              MkCursor<R>& c, int items, int ks, int units, int nw) {
+  if (c.it < items) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int l = 0; l < MK_LOADS_IN_FLIGHT; ++l) {
+        const int vec = c.v + lane + 32 * l;
+        if (vec < c.v1)
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mk_ring_slot(ring, stage, r, l)),
+                       "l"((const uint4*)c.w[r] + vec) : "memory");
+      }
+    c.v += 32 * MK_LOADS_IN_FLIGHT;
+    if (c.v >= c.v1) mk_cursor_item<DT, R>(t, c, c.it + nw, items, ks, units);
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// The full row groups of a tile through the ring: `c` is the issue cursor, already
+// MK_RING_STAGES - 1 rounds ahead (issued before the events); the items' results as
+// mk_linear_item writes them.
+template <int DT, int R>
+__device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkCursor<R>& c,
+                                             const float* xs, float scale, int items, int ks,
+                                             int units, int total, float* part_sums) {
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, lane = threadIdx.x & 31;
+  constexpr int V = MkW<DT>::kVec;
+  MkCursor<R> d;  // the consuming cursor
+  mk_cursor_item<DT, R>(t, d, warp, items, ks, units);
+  int stage = 0;
+  float acc[R], bias[R], res[R];
+  bool fresh = true;
+  while (d.it < items) {
+    if (fresh) {  // the epilogue's bias and residual, loaded while the item streams
+      int slice[R], local[R];
+      const char* w[R];
+      mk_group_rows<DT, R>(t, (d.it / ks) * R, w, slice, local);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const MkSlice& sl = t.slices[slice[r]];
+        acc[r] = 0.f;
+        bias[r] = lane == 0 && ks == 1 && sl.bias ? ((const float*)sl.bias)[local[r]] : 0.f;
+        res[r] = lane == 0 && ks == 1 && sl.res ? ((const float*)sl.res)[local[r]] : 0.f;
+      }
+      fresh = false;
+    }
+    mk_ring_issue<DT, R>(t, ring, (stage + MK_RING_STAGES - 1) % MK_RING_STAGES, c, items, ks,
+                         units, nw);
+    asm volatile("cp.async.wait_group %0;" ::"n"(MK_RING_STAGES - 1) : "memory");
+#pragma unroll
+    for (int l = 0; l < MK_LOADS_IN_FLIGHT; ++l) {
+      const int vec = d.v + lane + 32 * l;
+      if (vec < d.v1) {
+        const float* xv = xs + vec * V;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          uint4 u;
+          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "r"(mk_ring_slot(ring, stage, r, l)));
+          float f[V];
+          MkW<DT>::unpack(u, f);
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+        }
+      }
+    }
+    stage = stage + 1 == MK_RING_STAGES ? 0 : stage + 1;
+    d.v += 32 * MK_LOADS_IN_FLIGHT;
+    if (d.v < d.v1) continue;
+    // The item's last round: its sums, as mk_linear_item.
+    const int r0 = (d.it / ks) * R, p = d.it % ks;
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = mk_warp_sum(acc[r]);
+    if (lane == 0) {
+      int slice[R], local[R];
+      const char* w[R];
+      mk_group_rows<DT, R>(t, r0, w, slice, local);
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const MkSlice& sl = t.slices[slice[r]];
+        if (ks == 1) {
+          float v = acc[r] * scale;  // as mk_store_row: bias, then residual, in fp32
+          if (sl.bias) v = v + bias[r];
+          if (sl.res) v = v + res[r];
+          ((float*)sl.out)[local[r]] = v;
+        } else {
+          part_sums[p * total + r0 + r] = acc[r];
+        }
+      }
+    }
+    mk_cursor_item<DT, R>(t, d, d.it + nw, items, ks, units);
+    fresh = true;
+  }
+}
+#endif
+
+// A linear tile. Before `wait` (the task's events): each warp issues the first rounds of its
+// weight stream (MK_RING_STAGES - 1 rounds into the shared-memory ring, or without the ring the
+// first round of its first work item into registers), then the L2 prefetch of the tile's
+// start. Returns false when the wait aborted the launch.
 template <int DT, class Wait>
 __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
                           long long prefetch_bytes, Wait wait) {
@@ -386,34 +569,53 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   const int groups = (total + kRows - 1) / kRows;
   const int ks = mk_ksplit(groups, total, nw);
   const int unit = aligned ? V : 1, units = k / unit;
-  uint4 pre[kRows][MK_LOADS_IN_FLIGHT];
-  bool have_pre = false;
-  if (aligned && warp < groups * ks && (warp / ks) * kRows + kRows <= total) {
-    int k0, k1;
-    mk_kpart(warp % ks, ks, units, unit, k0, k1);
-    if (mk_has_round(k0 / V, k1 / V)) {
-      const char* w[kRows];
-      int slice[kRows], local[kRows];
-      mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
-      mk_load_round<kRows>(w, k0 / V + (threadIdx.x & 31), pre);
-      for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
-      have_pre = true;
+  const int full_items = (total / kRows) * ks;  // the items of full row groups
+  float scale = 1.0f;
+#if MK_RING_STAGES > 0
+  if (aligned) {
+    const unsigned ring = (unsigned)__cvta_generic_to_shared(xs);
+    xs += MK_RING_BYTES / 4;
+    MkCursor<kRows> c;
+    mk_cursor_item<DT, kRows>(t, c, warp, full_items, ks, units);
+    for (int s = 0; s < MK_RING_STAGES - 1; ++s)
+      mk_ring_issue<DT, kRows>(t, ring, s, c, full_items, ks, units, nw);
+    mk_prefetch_weights<DT>(t, prefetch_bytes);
+    if (!wait()) return false;
+    scale = mk_linear_input(t, xs, red);
+    mk_ring_rows<DT, kRows>(t, ring, c, xs, scale, full_items, ks, units, total, part_sums);
+  } else
+#endif
+  {
+    uint4 pre[kRows][MK_LOADS_IN_FLIGHT];
+    bool have_pre = false;
+    if (aligned && warp < full_items) {
+      int k0, k1;
+      mk_kpart(warp % ks, ks, units, unit, k0, k1);
+      if (mk_has_round(k0 / V, k1 / V)) {
+        const char* w[kRows];
+        int slice[kRows], local[kRows];
+        mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
+        mk_load_round<kRows>(w, k0 / V + (threadIdx.x & 31), pre);
+        for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
+        have_pre = true;
+      }
+    }
+    mk_prefetch_weights<DT>(t, prefetch_bytes);
+    if (!wait()) return false;
+    scale = mk_linear_input(t, xs, red);
+    for (int it = warp; it < full_items; it += nw) {
+      int k0, k1;
+      mk_kpart(it % ks, ks, units, unit, k0, k1);
+      mk_linear_item<DT, kRows>(t, xs, scale, (it / ks) * kRows, k0, k1, aligned, it % ks, ks, total,
+                                part_sums, have_pre && it == warp ? pre : nullptr);
     }
   }
-  mk_prefetch_weights<DT>(t, prefetch_bytes);
-  if (!wait()) return false;
-
-  const float scale = mk_linear_input(t, xs, red);
-  for (int it = warp; it < groups * ks; it += nw) {
-    const int g = it / ks, p = it % ks;
+  // The last row group when kRows does not divide the rows: one row at a time.
+  for (int it = full_items + warp; it < groups * ks; it += nw) {
     int k0, k1;
-    mk_kpart(p, ks, units, unit, k0, k1);
-    const int r0 = g * kRows;
-    if (r0 + kRows <= total)
-      mk_linear_item<DT, kRows>(t, xs, scale, r0, k0, k1, aligned, p, ks, total, part_sums,
-                                have_pre && it == warp ? pre : nullptr);
-    else
-      mk_linear_item<DT, 1>(t, xs, scale, r0, k0, k1, aligned, p, ks, total, part_sums, nullptr);
+    mk_kpart(it % ks, ks, units, unit, k0, k1);
+    for (int r = (it / ks) * kRows; r < total; ++r)
+      mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, it % ks, ks, total, part_sums, nullptr);
   }
   if (ks > 1) {
     __syncthreads();
@@ -495,22 +697,23 @@ __device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h,
   const float* src = is_k ? (const float*)t.kx + (long long)t.kv_head * D
                           : (const float*)t.q + (long long)(t.q_head0 + h) * D;
   float* xh = qk + h * D;
-  if (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) {
+  // Every load before any store (a store could alias the next load: one L2 round trip each).
+  constexpr int DC = MK_MAX_HEAD_DIM / 32;
+  float v[DC];
+#pragma unroll
+  for (int c = 0; c < DC; ++c) v[c] = lane + 32 * c < D ? __ldcg(src + lane + 32 * c) : 0.f;
+  float r = 1.0f;
+  const bool norm = t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM);
+  if (norm) {
     float ss = 0.f;
 #pragma unroll
-    for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c) {
-      const float v = lane + 32 * c < D ? src[lane + 32 * c] : 0.f;
-      if (lane + 32 * c < D) xh[lane + 32 * c] = v;
-      ss += v * v;
-    }
+    for (int c = 0; c < DC; ++c) ss += v[c] * v[c];
     ss = mk_warp_sum(ss);
-    const float r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
-#pragma unroll
-    for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c)
-      if (lane + 32 * c < D) xh[lane + 32 * c] = hc.w[c] * (xh[lane + 32 * c] * r);
-  } else {
-    for (int i = lane; i < D; i += 32) xh[i] = src[i];
+    r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
   }
+#pragma unroll
+  for (int c = 0; c < DC; ++c)
+    if (lane + 32 * c < D) xh[lane + 32 * c] = norm ? hc.w[c] * (v[c] * r) : v[c];
   __syncwarp();
   if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {
 #pragma unroll
@@ -584,7 +787,12 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   }
   if (appends && warp == nw - 1) {
     const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
-    for (int i = lane; i < D; i += 32) vc[(long long)position * D + i] = vx[i];
+    float v[DC];
+#pragma unroll
+    for (int c = 0; c < DC; ++c) v[c] = lane + 32 * c < D ? __ldcg(vx + lane + 32 * c) : 0.f;
+#pragma unroll
+    for (int c = 0; c < DC; ++c)
+      if (lane + 32 * c < D) vc[(long long)position * D + lane + 32 * c] = v[c];
   }
   __syncthreads();
   constexpr int HP = MK_HEADS_PER_PASS;
@@ -744,7 +952,19 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
   if ((t.flags & MPK_MK_F_EMBED) && feed >= 0 && feed < t.vocab) {
     const char* row = (const char*)t.table + (long long)feed * t.hidden * MkW<DT>::kSize;
     float* out = (float*)t.embed_out;
-    for (int j = threadIdx.x; j < t.hidden; j += blockDim.x) out[j] = MkW<DT>::load(row, j);
+    // The row's loads all go out before the stores (a store could alias the next load).
+    constexpr int U = 8;
+    for (int j0 = threadIdx.x; j0 < t.hidden; j0 += blockDim.x * U) {
+      float v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u * (int)blockDim.x;
+        v[u] = j < t.hidden ? MkW<DT>::load(row, j) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (j0 + u * (int)blockDim.x < t.hidden) out[j0 + u * (int)blockDim.x] = v[u];
+    }
   }
 }
 

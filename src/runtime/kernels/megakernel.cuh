@@ -123,13 +123,15 @@ __device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
   return u;
 }
 
-// Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc.
-template <int DT, int R>
+// Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc;
+// Partial: only the vectors below v1 (the row's last round).
+template <int DT, int R, bool Partial = false>
 __device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLIGHT],
-                                             const float* xs, int i, float (&acc)[R]) {
+                                             const float* xs, int i, float (&acc)[R], int v1 = 0) {
   constexpr int V = MkW<DT>::kVec;
 #pragma unroll
   for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) {
+    if (Partial && i + 32 * j >= v1) continue;
     const float* xv = xs + (i + 32 * j) * V;
 #pragma unroll
     for (int r = 0; r < R; ++r) {
@@ -141,14 +143,16 @@ __device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLI
   }
 }
 
-// Issues round i of R rows' loads (see mk_dot_round).
-template <int R>
+// Issues round i of R rows' loads (see mk_dot_round); Partial: only the vectors below v1.
+template <int R, bool Partial = false>
 __device__ __forceinline__ void mk_load_round(const char* const (&w)[R], int i,
-                                              uint4 (&u)[R][MK_LOADS_IN_FLIGHT]) {
+                                              uint4 (&u)[R][MK_LOADS_IN_FLIGHT], int v1 = 0) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) u[r][j] = mk_ld_stream((const uint4*)w[r] + i + 32 * j);
+    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j)
+      u[r][j] = !Partial || i + 32 * j < v1 ? mk_ld_stream((const uint4*)w[r] + i + 32 * j)
+                                            : make_uint4(0u, 0u, 0u, 0u);
 }
 
 // L2 prefetch of the round `ahead` rounds after the one starting at vector v0 (this lane's
@@ -167,16 +171,12 @@ __device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int
   }
 }
 
-// Whether this lane has a whole first round of loads in [k0, k1) (vector units).
-__device__ __forceinline__ bool mk_has_round(int k0v, int k1v) {
-  return k0v + (int)(threadIdx.x & 31) + 32 * (MK_LOADS_IN_FLIGHT - 1) < k1v;
-}
-
 // x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane.
 // Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
-// 16-byte loads before it uses any of them. `aligned`: the rows are 16-byte aligned and k0, k1
-// are multiples of the vector width. `pre`: when non-null, the lane's first round, loaded by
-// the caller (before the task's events; mk_has_round was true).
+// 16-byte loads before it uses any of them, the last (partial) round too. `aligned`: the rows
+// are 16-byte aligned and k0, k1 are multiples of the vector width. `pre`: when non-null, the
+// lane's first round (partial when the part is shorter), loaded by the caller before the
+// task's events.
 template <int DT, int R>
 __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0,
                                             int k1, bool aligned,
@@ -192,7 +192,7 @@ __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const flo
     const int v1 = k1 / V;
     int i = k0 / V + lane;
     if (pre) {
-      mk_dot_round<DT, R>(*(const uint4(*)[R][kUnroll])pre, xs, i, acc);
+      mk_dot_round<DT, R, true>(*(const uint4(*)[R][kUnroll])pre, xs, i, acc, v1);
       i += 32 * kUnroll;
     }
     for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
@@ -201,14 +201,10 @@ __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const flo
       if (MK_PREFETCH_ROUNDS > 0) mk_prefetch_round<R>(w, i - lane, v1, MK_PREFETCH_ROUNDS);
       mk_dot_round<DT, R>(u, xs, i, acc);
     }
-    for (; i < v1; i += 32) {
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float f[V];
-        MkW<DT>::unpack(mk_ld_stream((const uint4*)w[r] + i), f);
-#pragma unroll
-        for (int e = 0; e < V; ++e) acc[r] += f[e] * xs[i * V + e];
-      }
+    if (i < v1) {
+      uint4 u[R][kUnroll];
+      mk_load_round<R, true>(w, i, u, v1);
+      mk_dot_round<DT, R, true>(u, xs, i, acc, v1);
     }
   } else {
     for (int i = k0 + lane; i < k1; i += 32)
@@ -242,16 +238,26 @@ __device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float ac
 }
 
 // K parts per row group: a tile's work items are (row group, K part) pairs dealt to the warps
-// round-robin; more parts when there are too few groups to keep every warp busy (a tile of 8
-// rows would otherwise run on 4 of 16 warps). Their sums go through shared memory.
-__device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw) {
-  int best = 1;
+// round-robin; their sums go through shared memory. A small tile is latency-bound: the K split
+// with the fewest load rounds one after another in the busiest warp (items per warp times
+// rounds per item; a row of `units` vectors, 32 * kUnroll per round), then the one that keeps
+// the most warps busy (a tile of 8 rows would otherwise run on 4 of 16 warps), then the fewest
+// parts.
+__device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw, int units) {
+  constexpr int kRound = 32 * MK_LOADS_IN_FLIGHT;
+  int best = 1, best_rounds = 0x7fffffff;
   float best_use = 0.f;
   for (int ks = 1; ks <= MK_MAX_KSPLIT; ++ks) {
     if (ks > 1 && rows * ks > MPK_MK_KSPLIT_SLOTS) break;
     const int items = groups * ks;
-    const float use = (float)items / (float)(((items + nw - 1) / nw) * nw);
-    if (use > best_use + 1e-6f) { best = ks; best_use = use; }
+    const int per_warp = (items + nw - 1) / nw;
+    const int rounds = per_warp * (((units + ks - 1) / ks + kRound - 1) / kRound);
+    const float use = (float)items / (float)(per_warp * nw);
+    if (rounds < best_rounds || (rounds == best_rounds && use > best_use + 1e-6f)) {
+      best = ks;
+      best_rounds = rounds;
+      best_use = use;
+    }
   }
   return best;
 }
@@ -314,7 +320,7 @@ __device__ __forceinline__ float4 mk_ld_act4(const float* p) {
   return v;
 }
 
-#define MK_IN_UNROLL 4
+#define MK_IN_UNROLL 2
 
 // The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
 // block barrier. Returns the factor every dot product is scaled by: for RMSNorm,
@@ -567,8 +573,8 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   const bool aligned = mk_linear_aligned<DT>(t);
   // Row groups of kRows (the last may be shorter) times K parts of whole vectors.
   const int groups = (total + kRows - 1) / kRows;
-  const int ks = mk_ksplit(groups, total, nw);
   const int unit = aligned ? V : 1, units = k / unit;
+  const int ks = mk_ksplit(groups, total, nw, units);
   const int full_items = (total / kRows) * ks;  // the items of full row groups
   float scale = 1.0f;
 #if MK_RING_STAGES > 0
@@ -591,14 +597,12 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     if (aligned && warp < full_items) {
       int k0, k1;
       mk_kpart(warp % ks, ks, units, unit, k0, k1);
-      if (mk_has_round(k0 / V, k1 / V)) {
-        const char* w[kRows];
-        int slice[kRows], local[kRows];
-        mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
-        mk_load_round<kRows>(w, k0 / V + (threadIdx.x & 31), pre);
-        for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
-        have_pre = true;
-      }
+      const char* w[kRows];
+      int slice[kRows], local[kRows];
+      mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
+      mk_load_round<kRows, true>(w, k0 / V + (threadIdx.x & 31), pre, k1 / V);
+      for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
+      have_pre = true;
     }
     mk_prefetch_weights<DT>(t, prefetch_bytes);
     if (!wait()) return false;

@@ -23,6 +23,10 @@ is the same model upcast in place (32.8 GB). GPU memory at each stage is kept in
 mpk-run decodes with --steps-per-launch 1 by default (one logits row per step for
 --logits-out); --steps-per-launch N is passed through.
 
+The same criteria are applied to transformers itself with sdpa attention against its eager
+attention (another correct bf16 implementation of the same model): reported beside mpk's rows
+as the bf16 comparison's noise floor, not a criterion (--skip-peer leaves it out).
+
 Prints each criterion with its measured value and limit. Exit status: 0 all criteria met, 1 a
 criterion failed, 2 mpk-run failed or the check could not run. Usage:
   python3 tools/bench/check_transformers.py --shape qwen3-0.6b --steps 256 --out check.json
@@ -56,6 +60,8 @@ def parse_args(argv=None):
                     help="top-1 criterion: argmax equal (strict), or mpk's token among the "
                          "reference's maximal logits (tie-aware; bf16 logits tie often)")
     ap.add_argument("--skip-fp32", action="store_true", help="skip the fp32 transformers reference")
+    ap.add_argument("--skip-peer", action="store_true",
+                    help="skip transformers' sdpa-vs-eager comparison (the bf16 noise floor)")
     ap.add_argument("--steps-per-launch", type=int, default=1,
                     help="mpk-run --steps-per-launch (1: one launch per token, which --logits-out "
                          "needs for a logits row per step)")
@@ -127,6 +133,32 @@ def teacher_forced(model, seq, rows, device):
         except TypeError:
             logits = model(input_ids=ids, use_cache=False).logits[0, -rows:]
         return logits.float()
+
+
+def peer_sdpa(model, seq, prompt, ref, args):
+    """The same comparison for another bf16 implementation of the same model: transformers
+    itself with sdpa attention against its eager attention (ref). The bf16 criteria's noise
+    floor on this model: how far two correct bf16 implementations are apart. Reported, not a
+    criterion; the model goes back to eager attention."""
+    def set_attn(name):
+        try:
+            model.set_attn_implementation(name)
+        except Exception:  # noqa: BLE001 - older transformers
+            model.config._attn_implementation = name
+    try:
+        set_attn("sdpa")
+        cmp = compare_rows(teacher_forced(model, seq, ref.shape[0], args.device), ref)
+        g = greedy(model, prompt, args.greedy_compare, args.device)
+        set_attn("eager")
+        eager_g = greedy(model, prompt, args.greedy_compare, args.device)
+        cmp["greedy_vs_eager"] = bc.token_agreement(eager_g, g, args.greedy_compare)
+        del cmp["rel_l2_per_step"]
+        cmp["criteria"] = criteria(cmp, args, True)
+        cmp["criteria_met"] = all(c["met"] for c in cmp["criteria"])
+        return cmp
+    except Exception as e:  # noqa: BLE001 - reported only
+        set_attn("eager")
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def criteria(cmp, args, finite):
@@ -268,6 +300,8 @@ def main(argv=None):
             t0 = time.time()
             ref = teacher_forced(model, seq, len(tokens), args.device)
             cmp = compare_rows(mpk_logits, ref)
+            if label == "bf16" and not args.skip_peer:
+                result["peer_bf16_sdpa"] = peer_sdpa(model, seq, prompt, ref, args)
             del ref
             g = greedy(model, prompt, args.greedy_compare, args.device)
             cmp["hf_greedy_tokens"] = g
@@ -313,6 +347,16 @@ def main(argv=None):
             for d in c["top1_disagreements"][:5]:
                 bc.log(f"    step {d['step']}: mpk {d['mpk_top1']} vs ref {d['ref_top1']}, ref margin "
                        f"{d['ref_top2_margin']:.4f}, ref gap between the two {d['ref_logit_gap_of_tokens']:.4f}")
+        peer = result.get("peer_bf16_sdpa")
+        if peer and "error" not in peer:
+            gv = peer["greedy_vs_eager"]
+            gtxt = f"same {gv['compared']}" if gv["identical"] else f"diverge@{gv['first_divergence_step']}"
+            bc.log(f"{'peer':<10} {peer['rel_l2_max']:>10.3e} {peer['rel_l2_median']:>10.3e} "
+                   f"{100 * peer['top1_agreement']:>7.2f}% {100 * peer['top1_agreement_tie_aware']:>9.2f}% "
+                   f"{gtxt:>14}  {'met' if peer['criteria_met'] else 'FAILED'}  (transformers bf16 sdpa "
+                   f"vs eager, the same criteria: the bf16 noise floor; reported, not a criterion)")
+        elif peer:
+            bc.log(f"peer comparison (sdpa vs eager) failed: {peer['error']}")
         bc.log("")
         bc.log("criteria:")
         for label, cmp in checks.items():

@@ -231,16 +231,20 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
   EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance);
 }
 
-// The linear tiles' weight paths under other code parameters (MPK_MK_PARAMS): registers
-// instead of the shared-memory ring, a ring of one round, and three rows per warp (tiles whose
-// rows do not divide by three end in a two-row group, computed one row at a time), each
-// teacher-forced against the reference on two fixtures (bf16 and f32 weights).
+// The linear tiles' weight paths under other code parameters (MPK_MK_PARAMS), each
+// teacher-forced against the reference on three fixtures (bf16 and f32 weights): three rows per
+// warp (tiles whose rows do not divide by three end in a two-row group, computed one row at a
+// time); the shared-memory ring with nothing in flight (one stage) and with two rounds in
+// flight; one load per round without a K split, so that qwen3-f32's rows of 176 (44 vectors)
+// take a full round and then a partial one, in registers and through the ring (the fixtures'
+// other rows fit in one round).
 TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  for (const char* params : {"ring_stages=0,loads_in_flight=4", "ring_stages=0,rows_per_warp=3",
-                             "ring_stages=1,loads_in_flight=1",
-                             "ring_stages=3,rows_per_warp=3,loads_in_flight=2"}) {
-    for (const char* fixture : {"qwen3-bf16", "llama-f32"}) {
+  for (const char* params : {"ring_stages=0,rows_per_warp=3", "ring_stages=1,loads_in_flight=1",
+                             "ring_stages=3,rows_per_warp=3,loads_in_flight=2",
+                             "loads_in_flight=1,max_k_split=1",
+                             "ring_stages=3,loads_in_flight=1,max_k_split=1"}) {
+    for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
       SCOPED_TRACE(std::string(params) + " on " + fixture);
       const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
       const Expected ex = read_expected(dir);

@@ -397,7 +397,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
   const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
   MegakernelParams p0 = p;
   p0.ring_stages = 0;
-  const auto a = build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{.ring_stages = 0});
+  const auto a = build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{});
   const auto b = build_tables(g, plan, mem, SegmentBases{}, p0);
   EXPECT_GE(a.dynamic_smem, b.dynamic_smem);
   // A linear task's shared memory: the weight ring, then its input vector.

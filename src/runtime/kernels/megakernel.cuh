@@ -2,12 +2,12 @@
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
 // MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MERGE_BATCH, MK_MAX_HEAD_DIM,
-// MK_RING_STAGES:
-// runtime/kernel_params.h) and kernels/task_desc.h. No headers: NVRTC needs none.
+// MK_RING_STAGES: runtime/kernel_params.h) and kernels/task_desc.h. No headers: NVRTC needs none.
 //
 // Per task (its descriptor already copied to shared memory while the previous task ran): issue
-// the start of the task's weight loads (a linear tile's first round of loads into registers and
-// an L2 prefetch of its first bytes; attention's KV history into L2: weights do not wait), wait
+// the start of the task's weight loads (a linear tile's first round of loads into registers, or
+// its first rounds into the shared-memory ring, and an L2 prefetch of its first bytes;
+// attention's KV history into L2: weights do not wait), wait
 // on each event (thread 0 spins on acquire loads until counter >= need * epoch; the epoch is
 // the step, or the step before for a read of what the previous step carried over), compute (a
 // linear may keep MK_PREFETCH_ROUNDS rounds of L2 prefetch ahead of its loads), barrier, and

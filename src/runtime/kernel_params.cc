@@ -58,7 +58,7 @@ std::string to_defines(const MegakernelParams& p) {
   validate(p);
   std::string out;
   for (const Field& f : kFields) out += fmt::format("#define {} {}\n", f.define, p.*f.member);
-  return out;
+  return out + fmt::format("#define MK_RING_BYTES {}\n", ring_bytes(p));
 }
 
 MegakernelParams parse_params(const std::string& text, MegakernelParams base) {

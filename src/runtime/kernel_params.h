@@ -33,7 +33,7 @@ MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 int64_t ring_bytes(const MegakernelParams& p);
 // Error(InvalidArgument) naming the first parameter out of its range.
 void validate(const MegakernelParams& p);
-// "#define MK_BLOCK_THREADS 512\n..." for the kernel source.
+// "#define MK_BLOCK_THREADS 512\n..." for the kernel source: every field, then MK_RING_BYTES.
 std::string to_defines(const MegakernelParams& p);
 // Parses "name=value,name=value" (names as the fields, e.g. "rows_per_warp=1,loads_in_flight=8")
 // over `base`; Error(InvalidArgument) on an unknown name, a non-integer or a value out of range.

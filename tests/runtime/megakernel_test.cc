@@ -384,7 +384,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
                         "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
                         "#define MK_MERGE_BATCH 4\n", "#define MK_MAX_HEAD_DIM 64\n",
-                        "#define MK_RING_STAGES 3\n"})
+                        "#define MK_RING_STAGES 3\n", "#define MK_RING_BYTES 24576\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"

@@ -2,7 +2,8 @@
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
 // MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MERGE_BATCH, MK_MAX_HEAD_DIM,
-// MK_RING_STAGES: runtime/kernel_params.h) and kernels/task_desc.h. No headers: NVRTC needs none.
+// MK_RING_STAGES, and the derived MK_RING_BYTES: runtime/kernel_params.h) and
+// kernels/task_desc.h. No headers: NVRTC needs none.
 //
 // Per task (its descriptor already copied to shared memory while the previous task ran): issue
 // the start of the task's weight loads (a linear tile's first round of loads into registers, or
@@ -229,12 +230,17 @@ __device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, in
   local = r;
 }
 
-// Epilogue of one output row: bias and residual in fp32, as the reference.
-__device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float acc) {
-  float v = acc;
-  if (sl.bias) v = v + ((const float*)sl.bias)[lr];
-  if (sl.res) v = v + ((const float*)sl.res)[lr];
+// Epilogue of one output row: bias, then residual, in fp32, as the reference (bias and res are
+// the slice's values at the row, loaded by the caller).
+__device__ __forceinline__ void mk_store_out(const MkSlice& sl, int lr, float v, float bias, float res) {
+  if (sl.bias) v = v + bias;
+  if (sl.res) v = v + res;
   ((float*)sl.out)[lr] = v;
+}
+
+__device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float v) {
+  mk_store_out(sl, lr, v, sl.bias ? ((const float*)sl.bias)[lr] : 0.f,
+               sl.res ? ((const float*)sl.res)[lr] : 0.f);
 }
 
 // K parts per row group: a tile's work items are (row group, K part) pairs dealt to the warps
@@ -274,6 +280,43 @@ __device__ __forceinline__ void mk_group_rows(const MkTask& t, int r0, const cha
   }
 }
 
+// Where a row group's sums go: its rows' slices and rows within them, and the epilogue's bias
+// and residual, loaded by lane 0 before the dot products (not after them) when K is not split.
+template <int R>
+struct MkGroupOut {
+  int slice[R], local[R];
+  float bias[R], res[R];
+};
+
+template <int DT, int R>
+__device__ __forceinline__ void mk_group_out(const MkTask& t, int r0, int ks, const char* (&w)[R],
+                                             MkGroupOut<R>& o) {
+  mk_group_rows<DT, R>(t, r0, w, o.slice, o.local);
+  const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const MkSlice& sl = t.slices[o.slice[j]];
+    o.bias[j] = lead && sl.bias ? ((const float*)sl.bias)[o.local[j]] : 0.f;
+    o.res[j] = lead && sl.res ? ((const float*)sl.res)[o.local[j]] : 0.f;
+  }
+}
+
+// Lane 0 writes a row group's sums of K part p: scaled to the output with its epilogue (one
+// part), or to part_sums (several: added in part order afterwards, then scaled).
+template <int R>
+__device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut<R>& o,
+                                               const float (&acc)[R], float scale, int r0, int p,
+                                               int ks, int total, float* part_sums) {
+  if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    if (ks == 1)
+      mk_store_out(t.slices[o.slice[j]], o.local[j], acc[j] * scale, o.bias[j], o.res[j]);
+    else
+      part_sums[p * total + r0 + j] = acc[j];
+  }
+}
+
 // Output rows of a tile: rows r of the tile take scale * (x . w_r) over K part p, written
 // straight to the output (one part) or to part_sums (several: added in part order afterwards,
 // then scaled). `pre`: the lane's first round of loads, issued before the events.
@@ -283,42 +326,16 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
                                                int ks, int total, float* part_sums,
                                                const uint4 (*pre)[MK_LOADS_IN_FLIGHT]) {
   const char* w[R];
-  int slice[R], local[R];
-  mk_group_rows<DT, R>(t, r0, w, slice, local);
-  // The epilogue's bias and residual are loaded before the dot product, not after it.
-  float bias[R], res[R];
-  const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    const MkSlice& sl = t.slices[slice[j]];
-    bias[j] = lead && sl.bias ? ((const float*)sl.bias)[local[j]] : 0.f;
-    res[j] = lead && sl.res ? ((const float*)sl.res)[local[j]] : 0.f;
-  }
+  MkGroupOut<R> o;
+  mk_group_out<DT, R>(t, r0, ks, w, o);
   float acc[R];
   mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, pre, acc);
-  if ((threadIdx.x & 31) != 0) return;
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    const MkSlice& sl = t.slices[slice[j]];
-    if (ks == 1) {
-      float v = acc[j] * scale;  // as mk_store_row: bias, then residual, in fp32
-      if (sl.bias) v = v + bias[j];
-      if (sl.res) v = v + res[j];
-      ((float*)sl.out)[local[j]] = v;
-    } else {
-      part_sums[p * total + r0 + j] = acc[j];
-    }
-  }
+  mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);
 }
 
 // 16 bytes of an activation written in this step by other workers (visible after the task's
 // acquire and barrier): an L2 load, never a stale L1 line.
-__device__ __forceinline__ float4 mk_ld_act4(const float* p) {
-  float4 v;
-  asm volatile("ld.global.cg.v4.f32 {%0,%1,%2,%3}, [%4];"
-               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w) : "l"(p));
-  return v;
-}
+__device__ __forceinline__ float4 mk_ld_act4(const float* p) { return __ldcg((const float4*)p); }
 
 #define MK_IN_UNROLL 2
 
@@ -426,10 +443,9 @@ __device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int
 // rounds stay in flight while one is consumed (registers bound how many loads a lane keeps in
 // flight, shared memory binds the ring: 2-4x more bytes per SM). The stream runs across the
 // warp's work items, so it drains once per task, and its first rounds go out before the
-// task's events. Ring bytes: MK_RING_STAGES * MK_BLOCK_THREADS * MK_ROWS_PER_WARP *
-// MK_LOADS_IN_FLIGHT * 16 at the start of dynamic shared memory (megakernel.cc sizes it).
+// task's events. The ring takes MK_RING_BYTES (generated with the parameters: kernel_params.cc
+// ring_bytes) at the start of dynamic shared memory.
 #if MK_RING_STAGES > 0
-#define MK_RING_BYTES (MK_RING_STAGES * MK_BLOCK_THREADS * MK_ROWS_PER_WARP * MK_LOADS_IN_FLIGHT * 16)
 
 // A warp's position in its stream of full row groups: item it (row group it / ks, K part
 // it % ks), the vectors [v, v1) still to go, the group's rows.
@@ -493,20 +509,15 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
   MkCursor<R> d;  // the consuming cursor
   mk_cursor_item<DT, R>(t, d, warp, items, ks, units);
   int stage = 0;
-  float acc[R], bias[R], res[R];
+  float acc[R];
+  MkGroupOut<R> o;
   bool fresh = true;
   while (d.it < items) {
-    if (fresh) {  // the epilogue's bias and residual, loaded while the item streams
-      int slice[R], local[R];
+    if (fresh) {  // the epilogue's operands, loaded while the item streams
       const char* w[R];
-      mk_group_rows<DT, R>(t, (d.it / ks) * R, w, slice, local);
+      mk_group_out<DT, R>(t, (d.it / ks) * R, ks, w, o);
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const MkSlice& sl = t.slices[slice[r]];
-        acc[r] = 0.f;
-        bias[r] = lane == 0 && ks == 1 && sl.bias ? ((const float*)sl.bias)[local[r]] : 0.f;
-        res[r] = lane == 0 && ks == 1 && sl.res ? ((const float*)sl.res)[local[r]] : 0.f;
-      }
+      for (int r = 0; r < R; ++r) acc[r] = 0.f;
       fresh = false;
     }
     mk_ring_issue<DT, R>(t, ring, (stage + MK_RING_STAGES - 1) % MK_RING_STAGES, c, items, ks,
@@ -533,26 +544,9 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
     d.v += 32 * MK_LOADS_IN_FLIGHT;
     if (d.v < d.v1) continue;
     // The item's last round: its sums, as mk_linear_item.
-    const int r0 = (d.it / ks) * R, p = d.it % ks;
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = mk_warp_sum(acc[r]);
-    if (lane == 0) {
-      int slice[R], local[R];
-      const char* w[R];
-      mk_group_rows<DT, R>(t, r0, w, slice, local);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const MkSlice& sl = t.slices[slice[r]];
-        if (ks == 1) {
-          float v = acc[r] * scale;  // as mk_store_row: bias, then residual, in fp32
-          if (sl.bias) v = v + bias[r];
-          if (sl.res) v = v + res[r];
-          ((float*)sl.out)[local[r]] = v;
-        } else {
-          part_sums[p * total + r0 + r] = acc[r];
-        }
-      }
-    }
+    mk_group_store<R>(t, o, acc, scale, (d.it / ks) * R, d.it % ks, ks, total, part_sums);
     mk_cursor_item<DT, R>(t, d, d.it + nw, items, ks, units);
     fresh = true;
   }
@@ -614,8 +608,9 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
                                 part_sums, have_pre && it == warp ? pre : nullptr);
     }
   }
-  // The last row group when kRows does not divide the rows: one row at a time.
-  for (int it = full_items + warp; it < groups * ks; it += nw) {
+  // The last row group when kRows does not divide the rows, one row at a time; its items dealt
+  // on round-robin like the others (item it to warp it % nw).
+  for (int it = full_items + ((warp - full_items) % nw + nw) % nw; it < groups * ks; it += nw) {
     int k0, k1;
     mk_kpart(it % ks, ks, units, unit, k0, k1);
     for (int r = (it / ks) * kRows; r < total; ++r)
@@ -691,6 +686,14 @@ __device__ __forceinline__ void mk_head_consts(const MkTask& t, int h, int posit
   }
 }
 
+// This lane's elements (lane + 32c) of a row of D floats written by another worker, through L2
+// (never a stale line of this SM's L1); 0 past D. All the loads go out before any is used.
+__device__ __forceinline__ void mk_load_head_row(const float* src, int D, float (&v)[MK_MAX_HEAD_DIM / 32]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c) v[c] = lane + 32 * c < D ? __ldcg(src + lane + 32 * c) : 0.f;
+}
+
 // Stages head h of the task in qk + h * D, after its head RMSNorm (Qwen3 q_norm / k_norm) and
 // RoPE (rotate half) with the constants of mk_head_consts: heads 0 .. G-1 are the query heads,
 // head G the new key. One warp per head, so neither the norm nor the rotation needs a block
@@ -704,8 +707,7 @@ __device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h,
   // Every load before any store (a store could alias the next load: one L2 round trip each).
   constexpr int DC = MK_MAX_HEAD_DIM / 32;
   float v[DC];
-#pragma unroll
-  for (int c = 0; c < DC; ++c) v[c] = lane + 32 * c < D ? __ldcg(src + lane + 32 * c) : 0.f;
+  mk_load_head_row(src, D, v);
   float r = 1.0f;
   const bool norm = t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM);
   if (norm) {
@@ -770,12 +772,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   const bool have_kv = jpre < j1 && jpre <= position - 2;
   float kpre[DC], vpre[DC];
   if (have_kv) {
-#pragma unroll
-    for (int c = 0; c < DC; ++c) {
-      const int e = lane + 32 * c;
-      kpre[c] = e < D ? __ldcg(kc + (long long)jpre * D + e) : 0.f;
-      vpre[c] = e < D ? __ldcg(vc + (long long)jpre * D + e) : 0.f;
-    }
+    mk_load_head_row(kc + (long long)jpre * D, D, kpre);
+    mk_load_head_row(vc + (long long)jpre * D, D, vpre);
   }
   if (!wait()) return false;
   for (int h = warp; h < nh; h += nw) {
@@ -792,8 +790,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   if (appends && warp == nw - 1) {
     const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
     float v[DC];
-#pragma unroll
-    for (int c = 0; c < DC; ++c) v[c] = lane + 32 * c < D ? __ldcg(vx + lane + 32 * c) : 0.f;
+    mk_load_head_row(vx, D, v);
 #pragma unroll
     for (int c = 0; c < DC; ++c)
       if (lane + 32 * c < D) vc[(long long)position * D + lane + 32 * c] = v[c];
@@ -1029,7 +1026,7 @@ __device__ __forceinline__ bool mk_is_eos(const MkParams& prm, int token) {
 
 template <int DT>
 __device__ void mk_run(const MkParams& prm) {
-  extern __shared__ float mk_smem[];
+  extern __shared__ __align__(16) float mk_smem[];  // 16-byte vectors and cp.async
   __shared__ float red[32];
   __shared__ int redi[32];
   __shared__ float part_sums[MPK_MK_KSPLIT_SLOTS];

@@ -23,8 +23,6 @@ std::string short_name(const std::string& tensor) {
   return tensor;
 }
 
-std::string layer_prefix(int layer) { return layer >= 0 ? fmt::format("L{}.", layer) : ""; }
-
 class Decomposer {
  public:
   Decomposer(const ir::Graph& g, const DecomposeOptions& o) : g_(g), o_(o) {
@@ -202,7 +200,7 @@ class Decomposer {
   // KV positions of chunk c: an even split with kv_splits (as at run time), else kv_chunk-long
   // chunks (the last one shorter).
   std::pair<int64_t, int64_t> chunk_range(int64_t len, int chunks, int c) const {
-    if (o_.kv_splits > 0) return kv_split_range(len, chunks, c);
+    if (o_.kv_splits > 0) return even_split(len, chunks, c);
     const int64_t chunk_len = (len + chunks - 1) / chunks;
     return {c * chunk_len, std::min(len, (c + 1) * chunk_len)};
   }

@@ -190,8 +190,8 @@ class Fuser {
       const int64_t len = out.end - out.begin, n = int64_t(chunks.size());
       if (len < n || !read_whole(out, reads_of[size_t(out.buffer)])) continue;
       for (Task* c : chunks) {
-        const int64_t b = out.begin + c->chunk * len / n, e = out.begin + (c->chunk + 1) * len / n;
-        c->writes.push_back({out.buffer, b, e});
+        const auto [b, e] = even_split(len, int(n), c->chunk);  // the merge's elements, evenly
+        c->writes.push_back({out.buffer, out.begin + b, out.begin + e});
         c->writes = normalize(std::move(c->writes));
         c->merges = true;
         c->flops += m.flops / double(n);

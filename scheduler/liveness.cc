@@ -18,9 +18,6 @@ HappensBefore::HappensBefore(const TaskGraph& tg) {
   const size_t n = tg.tasks.size(), ne = tg.events.size();
   for (const Task& t : tg.tasks) trigger_.push_back(t.trigger);
   words_ = (n + 63) / 64;
-  std::vector<std::vector<int>> waiters(ne);
-  for (const Task& t : tg.tasks)
-    for (int e : t.waits) waiters[size_t(e)].push_back(t.id);
   // Ids are topological: a waiter's id is above every producer's. From the last task down,
   // the waiters of a task's trigger, and everything after them, are done when it is reached.
   after_event_.assign(ne, {});
@@ -31,7 +28,7 @@ HappensBefore::HappensBefore(const TaskGraph& tg) {
     const int e = t.trigger;
     if (e < 0 || done[size_t(e)]) continue;
     std::vector<uint64_t> s(words_, 0);
-    for (int w : waiters[size_t(e)]) {
+    for (int w : tg.events[size_t(e)].waiters) {
       MPK_ICHECK(w > t.id) << "task " << w << " waits for a later task " << t.id;
       s[size_t(w) / 64] |= uint64_t(1) << (size_t(w) % 64);
       const int e2 = tg.tasks[size_t(w)].trigger;
@@ -80,11 +77,16 @@ bool HappensBefore::buffer_before(int earlier, int later) const {
   return true;
 }
 
-std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& pinned) {
-  MPK_CHECK(pinned.size() == tg.buffers.size(), InvalidArgument)
-      << "share_buffers: " << pinned.size() << " pinned flags for " << tg.buffers.size() << " buffers";
+std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& host_visible) {
+  MPK_CHECK(host_visible.size() == tg.buffers.size(), InvalidArgument)
+      << "share_buffers: " << host_visible.size() << " host-visible flags for " << tg.buffers.size()
+      << " buffers";
   const HappensBefore hb(tg);
   const size_t nb = tg.buffers.size();
+  std::vector<bool> pinned = host_visible, written(nb);
+  for (const Task& t : tg.tasks)
+    for (const Access& a : t.writes) written[size_t(a.buffer)] = true;
+  for (size_t b = 0; b < nb; ++b) pinned[b] = pinned[b] || tg.buffers[b].carried || !written[b];
   for (size_t c = 0; c < nb; ++c) {
     if (!tg.buffers[c].carried) continue;
     std::vector<int> writers, readers;

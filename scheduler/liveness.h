@@ -5,8 +5,9 @@
 // task that accesses A. Across steps nothing more is needed: every task of a step is a
 // descendant of a reader of the carried buffer, which waits for the previous step's writer of
 // it, and every task is an ancestor of that writer (validate's cross-step check), so a step's
-// accesses all follow the previous step's. Pinned buffers (the carried one, what the host
-// reads) keep memory of their own.
+// accesses all follow the previous step's. Buffers that may hold a value from outside the step
+// keep memory of their own: the carried one, what no task of the step writes, and what the
+// host reads or writes.
 #pragma once
 
 #include <vector>
@@ -35,11 +36,12 @@ class HappensBefore {
 };
 
 // A slot per buffer: buffers of one slot share memory. Each slot's buffers form a chain, every
-// one after the previous in happens-before order; pinned buffers (and buffers without an
-// accessor) get a slot each. Greedy in the order of the buffers' first accessors. The
+// one after the previous in happens-before order; a slot of its own for the carried buffer,
+// buffers no task writes, buffers without an accessor and the `host_visible` ones (the host
+// uploads or reads them). Greedy in the order of the buffers' first accessors. The
 // cross-step premise is checked, not assumed: when the graph carries a buffer, every task must
 // come before one of its writers and after one of its readers (which wait for the previous
 // step), or Error(Internal) is thrown.
-std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& pinned);
+std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& host_visible);
 
 }  // namespace mpk::sched

@@ -32,6 +32,8 @@ double TaskGraph::total_flops() const {
   return s;
 }
 
+std::string layer_prefix(int layer) { return layer >= 0 ? "L" + std::to_string(layer) + "." : ""; }
+
 std::vector<Access> normalize(std::vector<Access> a) {
   std::sort(a.begin(), a.end(), [](const Access& x, const Access& y) {
     return x.buffer != y.buffer ? x.buffer < y.buffer : x.begin < y.begin;

@@ -169,12 +169,16 @@ struct TaskGraph {
   double total_flops() const;
 };
 
+// "L3." for layer 3, the start of its stages' names; "" for a stage outside the layers (-1).
+std::string layer_prefix(int layer);
+
 // Sorts accesses by buffer and merges overlapping or adjacent ranges of the same buffer.
 std::vector<Access> normalize(std::vector<Access> accesses);
 
-// KV positions [begin, end) of chunk c of `chunks` when `len` positions are split evenly (the
-// kv_splits rule above; the megakernel divides the live length the same way on the device).
-inline std::pair<int64_t, int64_t> kv_split_range(int64_t len, int chunks, int c) {
+// Part c of `chunks` when `len` items are split evenly, [begin, end): KV positions by the
+// kv_splits rule above (the megakernel divides the live length the same way on the device), and
+// a merge's output elements over its chunks.
+inline std::pair<int64_t, int64_t> even_split(int64_t len, int chunks, int c) {
   return {c * len / chunks, (c + 1) * len / chunks};
 }
 // Bytes of the accesses (buffer dtype size times elements).

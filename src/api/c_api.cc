@@ -274,14 +274,15 @@ mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
   *out = nullptr;
   MPK_NULL_CHECK(model);
   // Callers built against the 0.1 header know kv_capacity only: fields past their struct_size
-  // keep their defaults.
+  // keep their defaults (as mpk_model_stats, the bytes both sides know are copied).
   check_struct(cfg, "cfg", offsetof(mpk_session_config, steps_per_launch));
-  auto has = [&](size_t offset, size_t size) { return cfg->struct_size >= offset + size; };
+  mpk_session_config c;
+  mpk_session_config_init(&c);
+  std::memcpy(&c, cfg, std::min(cfg->struct_size, sizeof c));
   mpk::rt::SessionOptions o;
-  o.kv_capacity = cfg->kv_capacity;
-  if (has(offsetof(mpk_session_config, steps_per_launch), sizeof cfg->steps_per_launch))
-    o.steps_per_launch = cfg->steps_per_launch;  // checked by the session
-  if (has(offsetof(mpk_session_config, profile), sizeof cfg->profile)) o.profile = cfg->profile != 0;
+  o.kv_capacity = c.kv_capacity;
+  o.steps_per_launch = c.steps_per_launch;  // checked by the session
+  o.profile = c.profile != 0;
   auto s = std::make_unique<mpk_session>();
   s->impl = std::make_unique<mpk::rt::Session>(model->impl, o);
   *out = s.release();

@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "cache/cache.h"
+#include "cache/paths.h"
 #include "cache/sha256.h"
 #include "ref/kernels.h"
 #include "runtime/profile.h"
@@ -160,13 +161,12 @@ long long prefetch_bytes() {
     constexpr long long kDefault = 32LL * 1024;
     const char* e = std::getenv("MPK_PREFETCH_BYTES");
     if (!e || !*e) return kDefault;
-    char* end = nullptr;
-    const long long b = std::strtoll(e, &end, 10);
-    if (*end != '\0' || b < 0) {
+    const std::optional<uint64_t> b = cache::parse_byte_size(e);  // "32768", "32K", ...
+    if (!b || *b > uint64_t(1) << 40) {
       log(LogLevel::Warn, "MPK_PREFETCH_BYTES='{}' is not a byte count; using {}", e, kDefault);
       return kDefault;
     }
-    return b;
+    return (long long)*b;
   }();
   return v;
 }
@@ -214,11 +214,8 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
     d = cuda::DeviceBuffer(ctx, std::max<size_t>(bytes, 16));
     if (bytes) d.upload(p, bytes);
   };
-  // The descriptors in queue order: a worker reads its next one at a known address.
-  std::vector<MkTask> in_queue_order;
-  in_queue_order.reserve(tables_.queue.size());
-  for (int id : tables_.queue) in_queue_order.push_back(tables_.tasks[size_t(id)]);
-  up(d_tasks_, in_queue_order.data(), in_queue_order.size() * sizeof(MkTask));
+  const std::vector<MkTask> tasks = tables_.device_tasks();
+  up(d_tasks_, tasks.data(), tasks.size() * sizeof(MkTask));
   up(d_queue_begin_, tables_.queue_begin.data(), tables_.queue_begin.size() * 4);
   up(d_waits_, tables_.waits.data(), tables_.waits.size() * 4);
   up(d_needs_, tables_.needs.data(), tables_.needs.size() * 4);

@@ -71,16 +71,12 @@ MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType wei
   std::vector<int> slot(nb);
   std::iota(slot.begin(), slot.end(), 0);
   if (share_activations) {
-    std::vector<bool> pinned(nb), written(nb);
-    for (const sched::Task& t : tg.tasks)
-      for (const sched::Access& a : t.writes) written[size_t(a.buffer)] = true;
+    std::vector<bool> io(nb);
     for (size_t b = 0; b < nb; ++b) {
       const sched::Buffer& buf = tg.buffers[b];
-      const bool io = buf.graph_tensor >= 0 &&
-                      g.tensor(buf.graph_tensor).role != ir::TensorRole::Activation;
-      pinned[b] = buf.carried || io || !written[b];
+      io[b] = buf.graph_tensor >= 0 && g.tensor(buf.graph_tensor).role != ir::TensorRole::Activation;
     }
-    slot = sched::share_buffers(tg, pinned);
+    slot = sched::share_buffers(tg, io);
   }
   std::vector<int64_t> slot_bytes(nb, 0);
   for (size_t b = 0; b < nb; ++b) {
@@ -447,6 +443,13 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MegakernelParams& params) {
   validate(params);
   return TableBuilder(graph, plan, mem, bases, params).run();
+}
+
+std::vector<MkTask> MegakernelTables::device_tasks() const {
+  std::vector<MkTask> out;
+  out.reserve(queue.size());
+  for (int id : queue) out.push_back(tasks[size_t(id)]);
+  return out;
 }
 
 std::string megakernel_source(const MegakernelParams& params) {

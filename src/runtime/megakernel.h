@@ -71,6 +71,10 @@ struct MegakernelTables {
   int num_workers = 0;
   int argmax_event = -1;            // the event the final argmax task triggers
   int num_arrivals = 0;             // arrival counters of attention heads that merge in-chunk
+
+  // The descriptors as the device reads them: in queue order, so that a worker finds its next
+  // one at the following address (MkParams::tasks).
+  std::vector<MkTask> device_tasks() const;
 };
 
 // Builds the descriptors. Throws Error(Unsupported) for a task whose fused ops the kernel

@@ -12,7 +12,7 @@ namespace {
 // The stage name less its layer: "L3.gate_up" -> "gate_up"; "lm_head" stays.
 std::string kind_of(const sched::Stage& stage) {
   if (stage.layer < 0) return stage.name;
-  const std::string prefix = "L" + std::to_string(stage.layer) + ".";
+  const std::string prefix = sched::layer_prefix(stage.layer);
   MPK_ICHECK(stage.name.rfind(prefix, 0) == 0) << "stage " << stage.name << " of layer " << stage.layer;
   return stage.name.substr(prefix.size());
 }
@@ -20,7 +20,7 @@ std::string kind_of(const sched::Stage& stage) {
 // Bytes a task streams in the step: its weights, and for attention the live KV rows it reads.
 int64_t task_bytes(const sched::Task& t, const MkTask& d, int64_t kv_len) {
   if (d.kind != MPK_MK_ATTENTION) return t.weight_bytes;
-  const auto [j0, j1] = sched::kv_split_range(kv_len, d.num_chunks, d.chunk);
+  const auto [j0, j1] = sched::even_split(kv_len, d.num_chunks, d.chunk);
   return (j1 - j0) * 2 * d.head_dim * 4;  // keys and values, fp32
 }
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <set>
@@ -70,6 +71,11 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
                        t.queue.begin() + t.queue_begin[size_t(w) + 1]);
     EXPECT_EQ(q, plan.schedule.queues[size_t(w)]) << "worker " << w;
   }
+  // The device's copy: worker w's tasks from queue_begin[w] on, descriptor for descriptor.
+  const std::vector<MkTask> dev = t.device_tasks();
+  ASSERT_EQ(dev.size(), t.queue.size());
+  for (size_t i = 0; i < dev.size(); ++i)
+    EXPECT_EQ(std::memcmp(&dev[i], &t.tasks[size_t(t.queue[i])], sizeof(MkTask)), 0) << i;
   // Events.
   ASSERT_EQ(t.needs.size(), tg.events.size());
   for (const auto& e : tg.events) EXPECT_EQ(t.needs[size_t(e.id)], uint32_t(e.need)) << e.name;

@@ -122,14 +122,14 @@ class Deadline:
         return self.left() >= needed_s
 
 
-def write_json(path, obj):
+def write_json(path, obj, indent=1):
     if not path:
         return
     d = os.path.dirname(os.path.abspath(path))
     os.makedirs(d, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1, default=str)
+        json.dump(obj, f, indent=indent, default=str)
         f.write("\n")
     os.replace(tmp, path)
 
@@ -187,6 +187,18 @@ def mpk_timings(res):
     return {"steps_per_launch": res.get("steps_per_launch", 1), "timer": res.get("timer"),
             "latency_ms": res.get("latency_ms"), "device_step_ms": res.get("device_step_ms"),
             "launch_ms": res.get("launch_ms"), "prefill_ms": res.get("prefill_ms")}
+
+
+def mpk_run_mismatch(res, steps, steps_per_launch):
+    """How one mpk-run decode result differs from the run asked for: a list of messages."""
+    out = []
+    spl = mpk_timings(res)["steps_per_launch"]
+    if spl != steps_per_launch:
+        out.append(f"mpk-run reports {spl} steps per launch, not {steps_per_launch}")
+    n = len(res.get("tokens", []))
+    if n != steps:
+        out.append(f"mpk-run produced {n} tokens, not {steps}")
+    return out
 
 
 def read_json_file(path):
@@ -317,16 +329,22 @@ def build_model(shape, device, seed, attn_implementation=None):
         torch.set_default_dtype(prev)
     if any(p.dtype != torch.bfloat16 for p in model.parameters()):
         model = model.to(torch.bfloat16)
-    if attn_implementation and hasattr(model, "set_attn_implementation"):
-        try:
-            model.set_attn_implementation(attn_implementation)
-        except Exception:  # noqa: BLE001 - the config kwarg already asked for it
-            pass
+    if attn_implementation:
+        set_attn_implementation(model, attn_implementation)
     init_weights(model, seed, device)
     model.eval()
     if cfg.tie_word_embeddings:
         assert model.lm_head.weight.data_ptr() == model.model.embed_tokens.weight.data_ptr()
     return model, cfg
+
+
+def set_attn_implementation(model, name):
+    """Switches a transformers model's attention ("eager", "sdpa"); older versions read it from
+    the config."""
+    try:
+        model.set_attn_implementation(name)
+    except Exception:  # noqa: BLE001 - older transformers
+        model.config._attn_implementation = name
 
 
 def init_weights(model, seed, device):

@@ -135,34 +135,31 @@ def teacher_forced(model, seq, rows, device):
         return logits.float()
 
 
-def peer_sdpa(model, seq, prompt, ref, args):
+def peer_sdpa(model, seq, prompt, ref, eager_greedy, args):
     """The same comparison for another bf16 implementation of the same model: transformers
-    itself with sdpa attention against its eager attention (ref). The bf16 criteria's noise
-    floor on this model: how far two correct bf16 implementations are apart. Reported, not a
-    criterion; the model goes back to eager attention."""
-    def set_attn(name):
-        try:
-            model.set_attn_implementation(name)
-        except Exception:  # noqa: BLE001 - older transformers
-            model.config._attn_implementation = name
+    itself with sdpa attention against its eager attention (ref, eager_greedy). The bf16
+    criteria's noise floor on this model: how far two correct bf16 implementations are apart.
+    Reported, not a criterion; the model goes back to eager attention."""
+    import torch
     try:
-        set_attn("sdpa")
-        cmp = compare_rows(teacher_forced(model, seq, ref.shape[0], args.device), ref)
+        bc.set_attn_implementation(model, "sdpa")
+        logits = teacher_forced(model, seq, ref.shape[0], args.device)
+        cmp = compare_rows(logits, ref)
         g = greedy(model, prompt, args.greedy_compare, args.device)
-        set_attn("eager")
-        eager_g = greedy(model, prompt, args.greedy_compare, args.device)
-        cmp["greedy_vs_eager"] = bc.token_agreement(eager_g, g, args.greedy_compare)
+        cmp["greedy_vs_eager"] = bc.token_agreement(eager_greedy, g, args.greedy_compare)
         del cmp["rel_l2_per_step"]
-        cmp["criteria"] = criteria(cmp, args, True)
+        cmp["criteria"] = criteria(cmp, args, bool(torch.isfinite(logits).all()), "sdpa logits finite")
         cmp["criteria_met"] = all(c["met"] for c in cmp["criteria"])
         return cmp
     except Exception as e:  # noqa: BLE001 - reported only
-        set_attn("eager")
         return {"error": f"{type(e).__name__}: {e}"}
+    finally:
+        bc.set_attn_implementation(model, "eager")
 
 
-def criteria(cmp, args, finite):
-    """Each criterion of one comparison, with its measured value, limit and outcome."""
+def criteria(cmp, args, finite, finite_what="mpk logits finite", greedy=None):
+    """Each criterion of one comparison, with its measured value, limit and outcome; `greedy`
+    (a token_agreement) adds the identical-greedy-tokens criterion."""
     top1 = cmp["top1_agreement_tie_aware" if args.top1 == "tie-aware" else "top1_agreement"]
     other = ("strict", cmp["top1_agreement"]) if args.top1 == "tie-aware" else (
         "tie-aware", cmp["top1_agreement_tie_aware"])
@@ -173,9 +170,12 @@ def criteria(cmp, args, finite):
         {"name": "top1_" + args.top1.replace("-", "_"), "what": f"top-1 agreement ({args.top1})",
          "measured": top1, "op": ">=", "limit": args.min_top1, "met": top1 >= args.min_top1,
          "also": {f"top1_{other[0].replace('-', '_')}": other[1]}},
-        {"name": "logits_finite", "what": "mpk logits finite", "measured": finite, "op": "==",
+        {"name": "logits_finite", "what": finite_what, "measured": finite, "op": "==",
          "limit": True, "met": finite},
-    ]
+    ] + ([] if greedy is None else [
+        {"name": "greedy_identical", "what": f"first {greedy['compared']} greedy tokens",
+         "measured": greedy["matching_before_divergence"], "op": ">=", "limit": args.greedy_compare,
+         "met": greedy["identical"] and greedy["compared"] >= args.greedy_compare}])
 
 
 def fmt_criterion(c):
@@ -187,6 +187,8 @@ def fmt_criterion(c):
         return txt
     if isinstance(c["measured"], bool):
         return "yes" if c["measured"] else "no"
+    if isinstance(c["measured"], int):
+        return f"{c['measured']} {c['op']} {c['limit']}"
     return f"{c['measured']:.3e} {c['op']} {c['limit']:g}"
 
 
@@ -300,22 +302,17 @@ def main(argv=None):
             t0 = time.time()
             ref = teacher_forced(model, seq, len(tokens), args.device)
             cmp = compare_rows(mpk_logits, ref)
-            if label == "bf16" and not args.skip_peer:
-                result["peer_bf16_sdpa"] = peer_sdpa(model, seq, prompt, ref, args)
-            del ref
             g = greedy(model, prompt, args.greedy_compare, args.device)
+            if label == "bf16" and not args.skip_peer:
+                result["peer_bf16_sdpa"] = peer_sdpa(model, seq, prompt, ref, g, args)
+            del ref
             cmp["hf_greedy_tokens"] = g
             cmp["greedy_vs_mpk"] = bc.token_agreement(tokens, g, args.greedy_compare)
-            cmp["criteria"] = criteria(cmp, args, finite)
-            if label == "fp32":
-                # mpk computes in fp32: its greedy tokens must be fp32 transformers' own. (Against
-                # bf16 activations greedy decoding of flat random logits diverges within a few
-                # steps even between transformers' own eager and compiled runs: reported only.)
-                gv = cmp["greedy_vs_mpk"]
-                cmp["criteria"].append(
-                    {"name": "greedy_identical", "what": f"first {gv['compared']} greedy tokens",
-                     "measured": gv["matching_before_divergence"], "op": ">=",
-                     "limit": args.greedy_compare, "met": gv["identical"] and gv["compared"] >= args.greedy_compare})
+            # mpk computes in fp32: its greedy tokens must be fp32 transformers' own. (Against bf16
+            # activations greedy decoding of flat random logits diverges within a few steps even
+            # between transformers' own eager and sdpa runs: reported only.)
+            cmp["criteria"] = criteria(cmp, args, finite,
+                                       greedy=cmp["greedy_vs_mpk"] if label == "fp32" else None)
             cmp["criteria_met"] = all(c["met"] for c in cmp["criteria"])
             cmp["seconds"] = round(time.time() - t0, 2)
             checks[label] = cmp
@@ -367,6 +364,8 @@ def main(argv=None):
             bc.log("  hf bf16 comparison missing: FAILED")
         bc.log("reported, not criteria:")
         for label, cmp in checks.items():
+            if any(c["name"] == "greedy_identical" for c in cmp["criteria"]):
+                continue  # a criterion above
             gv = cmp["greedy_vs_mpk"]
             bc.log(f"  hf {label:<5} first {gv['compared']} greedy tokens equal mpk's: "
                    + ("yes" if gv["identical"] else f"no, first divergence at step {gv['first_divergence_step']}"))

@@ -324,11 +324,7 @@ def phase_mpk_decode(args, result, model_dir, prompt, deadline, name):
     if name == "mpk":
         result["mpk_prefill_ms"] = res.get("prefill_ms")
         result["mpk_backend"] = res.get("backend")
-    if timings["steps_per_launch"] != spl:
-        result["errors"].append(f"{label}: mpk-run reports {timings['steps_per_launch']} steps per "
-                                f"launch, not {spl}")
-    if len(result["tokens"][name]) != args.steps:
-        result["errors"].append(f"{label} produced {len(result['tokens'][name])} tokens, not {args.steps}")
+    result["errors"] += [f"{label}: {m}" for m in bc.mpk_run_mismatch(res, args.steps, spl)]
     detail = timing_detail(timings)
     bc.log(f"  {label} ({res.get('backend')}, {spl} step(s)/launch): p50 {res['latency_ms']['p50']:.3f} "
            f"ms/{'token' if per_token else 'launch'}{'; ' + detail if detail else ''} "
@@ -383,8 +379,8 @@ def phase_profile(args, result, model_dir, prompt, deadline):
             return False
         timeline = report.pop("timeline", None)
         if args.profile_timeline and timeline is not None:
-            with open(args.profile_timeline, "w") as f:  # compact: one entry per task
-                json.dump({"timer": report.get("timer"), "timeline": timeline}, f)
+            bc.write_json(args.profile_timeline, {"timer": report.get("timer"), "timeline": timeline},
+                          indent=None)  # compact: one entry per task
         result["profile"] = report
         for line in profile_table(report):
             bc.log("  " + line)
@@ -752,7 +748,8 @@ if not OLDER:
                  {"kind": "lm_head", "tasks": 132, "stages": 1, "bytes": 311164928, "span_us": 90.0,
                   "busy_us_mean": 80.0, "wait_us_mean": 2.0}]
         json.dump({"timer": "globaltimer", "step_us": 1900.0, "workers": 132, "tasks": 14693,
-                   "kv_len": len(prompt) + n, "kinds": kinds}, open(a.profile_out, "w"))
+                   "kv_len": len(prompt) + n, "kinds": kinds,
+                   "timeline": [["L0.qkv[0]", 0, 64, 2624, 6560]]}, open(a.profile_out, "w"))
 print("loading ...")
 print(json.dumps(out))
 '''
@@ -776,8 +773,9 @@ def self_test():
             with open(fake, "w") as f:
                 f.write(f"#!{sys.executable}\n" + FAKE_MPK_RUN.replace("__OLDER__", str(older)))
             os.chmod(fake, 0o755)
+            timeline = os.path.join(tmp, "older" if older else "current", "timeline.json")
             args = parse_args(["--shape", "tiny", "--mpk-run", fake, "--mpk-backend", "reference",
-                               "--steps", "40", "--kv-capacity", "128"])
+                               "--steps", "40", "--kv-capacity", "128", "--profile-timeline", timeline])
             bc.log(f"self-test: {'an older' if older else 'a current'} mpk-run")
             result = new_result(args)
             deadline = bc.Deadline(None)
@@ -813,6 +811,9 @@ def self_test():
                       and "--steps-per-launch" not in result["profile_run"]["command"], "profile command")
                 check([k["kind"] for k in result.get("profile", {}).get("kinds", [])] == ["qkv", "lm_head"],
                       "profile report kept")
+                tl = bc.read_json_file(timeline)[0] or {}
+                check(tl.get("timeline") == [["L0.qkv[0]", 0, 64, 2624, 6560]] and "timeline" not in
+                      result.get("profile", {}), "timeline written to its own file, not the result")
                 check(any(r[0] == "mpk multi-step" and r[6] is not None for r in table(result)),
                       "multi-step row vs torch.compile")
             else:

@@ -3,7 +3,7 @@
 
 Builds the random-weight Qwen3 of check_transformers.py, takes transformers' bf16 eager model
 as the reference (greedy 256 tokens after the 39-token prompt, then teacher-forced logits over
-that sequence), and compares with it under the check's criteria:
+that sequence), and compares with it by the check's measures (rel L2, top-1, greedy tokens):
   - transformers bf16 with sdpa attention (another bf16 implementation of the same model);
   - an independent Qwen3 forward in fp32 (weights widened exactly, fp32 matmuls without TF32),
     rounding activations to bf16 at a chosen set of points (none: mpk's fp32 contract; all:
@@ -103,6 +103,9 @@ def main(argv=None):
     ap.add_argument("--greedy-compare", type=int, default=32)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     args = ap.parse_args(argv)
+    unknown = [v for v in args.variants.split(",") if v not in VARIANTS]
+    if unknown:
+        ap.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -127,10 +130,7 @@ def main(argv=None):
                + ("same" if g["identical"] else f"diverge@{g['first_divergence_step']}"))
         bc.write_json(args.out, res)
 
-    try:
-        model.set_attn_implementation("sdpa")
-    except Exception:  # noqa: BLE001 - older transformers
-        model.config._attn_implementation = "sdpa"
+    bc.set_attn_implementation(model, "sdpa")
     report("hf-bf16-sdpa", ct.teacher_forced(model, seq, args.steps, args.device),
            ct.greedy(model, prompt, args.greedy_compare, args.device))
     W = weights_fp32(model)

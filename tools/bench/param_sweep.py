@@ -21,9 +21,13 @@ p = os.environ.get("MPK_MK_PARAMS", "")
 if "fail" in p:
     sys.exit("mpk-run: stand-in failure")
 n = int(sys.argv[sys.argv.index("--max-new-tokens") + 1])
+spl = int(sys.argv[sys.argv.index("--steps-per-launch") + 1])
 toks = [7] * n if "differ" not in p else [8] * n
 lat = {"p50": 1.0 + len(p) / 100, "p95": 1.1, "p99": 1.2}
-print(json.dumps({"latency_ms": lat, "tokens": toks, "backend": "gpu"}))
+out = {"latency_ms": lat, "tokens": toks, "backend": "gpu", "steps_per_launch": spl}
+if "nosteps" not in p:
+    out["device_step_ms"] = lat
+print(json.dumps(out))
 """
 
 
@@ -37,6 +41,8 @@ def self_test():
             f.write(STAND_IN)
         os.chmod(fake, 0o755)
         out = os.path.join(d, "sweep.json")
+        with open(os.path.join(d, "config.json"), "w") as f:
+            f.write('{"vocab_size": 1000}')
         base = [sys.argv[0], "--model-dir", d, "--mpk-run", fake, "--steps", "5", "--out", out]
         sys.argv = base + ["--params", "", "rows_per_warp=1"]
         assert main() == 0
@@ -51,6 +57,10 @@ def self_test():
         assert main() == 1
         rows = bc.read_json_file(out)[0]["rows"]
         assert "error" in rows[0] and rows[1]["tokens_match_first"], rows
+        # An mpk-run without device step times would give per-launch figures as per-token ones.
+        sys.argv = base + ["--params", "", "nosteps"]
+        assert main() == 1
+        assert "device step times" in bc.read_json_file(out)[0]["rows"][1]["error"]
     print("self-test passed")
     return 0
 
@@ -63,26 +73,34 @@ def main():
     ap.add_argument("--mpk-run", default=bc.DEFAULT_MPK_RUN)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--prompt-len", type=int, default=39)
-    ap.add_argument("--vocab", type=int, default=151936)
+    ap.add_argument("--vocab", type=int, help="default: the model's config.json vocab_size")
     ap.add_argument("--kv-capacity", type=int, default=512)
     ap.add_argument("--extra-env", nargs="*", default=[], help="NAME=VALUE for every run")
     ap.add_argument("--out")
     args = ap.parse_args()
 
-    prompt = bc.prompt_ids(args.prompt_len, args.vocab)
+    vocab = args.vocab
+    if not vocab:
+        cfg, why = bc.read_json_file(os.path.join(args.model_dir, "config.json"))
+        if not isinstance(cfg, dict) or "vocab_size" not in cfg:
+            ap.error(f"--vocab not given and no vocab_size in the model's config.json ({why})")
+        vocab = cfg["vocab_size"]
+    prompt = bc.prompt_ids(args.prompt_len, vocab)
+    base_env = bc.mpk_env(args.mpk_run)
+    for kv in args.extra_env:
+        name, _, value = kv.partition("=")
+        base_env[name] = value
+    cmd = bc.mpk_command(args.mpk_run, args.model_dir, prompt, args.steps, "gpu",
+                         kv_capacity=args.kv_capacity, steps_per_launch=args.steps)
     rows, first_tokens, failed = [], None, False
     for params in args.params:
-        env = bc.mpk_env(args.mpk_run)
-        env["MPK_MK_PARAMS"] = params
-        for kv in args.extra_env:
-            name, _, value = kv.partition("=")
-            env[name] = value
-        cmd = bc.mpk_command(args.mpk_run, args.model_dir, prompt, args.steps, "gpu",
-                             kv_capacity=args.kv_capacity, steps_per_launch=args.steps)
-        res, rec = bc.run_mpk(cmd, 600, env=env)
+        res, rec = bc.run_mpk(cmd, 600, env=dict(base_env, MPK_MK_PARAMS=params))
         row = {"params": params, "extra_env": args.extra_env, "run": rec}
-        if res is None or not (res.get("latency_ms") or {}).get("p50"):
-            row["error"] = rec.get("error", "no latency_ms")
+        problems = [] if res is None else bc.mpk_run_mismatch(res, args.steps, args.steps)
+        if res is not None and not res.get("device_step_ms"):  # latency_ms would be per launch
+            problems.append("mpk-run reported no device step times: no per-token latency")
+        if res is None or not (res.get("latency_ms") or {}).get("p50") or problems:
+            row["error"] = "; ".join(problems) or rec.get("error", "no latency_ms")
             failed = True
             bc.log(f"{params or '(defaults)'}: FAILED: {row['error']}")
         else:

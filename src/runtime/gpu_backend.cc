@@ -62,9 +62,11 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   dtype_ = model.dtype;
   // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
   params_ = params_for_head_dim(int(graph.config.head_dim));
-  if (const char* e = std::getenv("MPK_MK_PARAMS"); e && *e) {
-    params_ = parse_params(e, params_);
-    log(LogLevel::Info, "megakernel parameters from MPK_MK_PARAMS: {}", to_json(params_));
+  const char* env = std::getenv("MPK_MK_PARAMS");
+  const std::string text = !options.mk_params.empty() ? options.mk_params : env ? env : "";
+  if (!text.empty()) {
+    params_ = parse_params(text, params_);
+    log(LogLevel::Info, "megakernel parameters {}", to_json(params_));
   }
 
   // Plan once at load so that an unsupported fused op fails here, not at the first step, for

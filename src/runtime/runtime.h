@@ -21,6 +21,8 @@ struct RuntimeOptions {
   int device = 0;
   std::filesystem::path cache_dir;  // empty: $MPK_CACHE_DIR or ~/.cache/mpk
   int num_threads = 0;              // reference backend threads; 0: all cores
+  std::string mk_params;            // megakernel code parameters for tuning runs, "name=value,..."
+                                    // over the defaults (kernel_params.h); empty: $MPK_MK_PARAMS
 };
 
 // Default kernel-cache directory: $MPK_CACHE_DIR, else $HOME/.cache/mpk.

@@ -231,7 +231,7 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
   EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance);
 }
 
-// The linear tiles' weight paths under other code parameters (MPK_MK_PARAMS), each
+// The linear tiles' weight paths under other code parameters (RuntimeOptions::mk_params), each
 // teacher-forced against the reference on three fixtures (bf16 and f32 weights): three rows per
 // warp (tiles whose rows do not divide by three end in a two-row group, computed one row at a
 // time); the shared-memory ring with nothing in flight (one stage) and with two rounds in
@@ -248,18 +248,12 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
       SCOPED_TRACE(std::string(params) + " on " + fixture);
       const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
       const Expected ex = read_expected(dir);
-      setenv("MPK_MK_PARAMS", params, 1);
-      std::shared_ptr<LoadedModel> m;
-      try {
-        m = LoadedModel::load(test_options(), dir, Backend::Gpu);
-      } catch (...) {
-        unsetenv("MPK_MK_PARAMS");
-        throw;
-      }
-      unsetenv("MPK_MK_PARAMS");
-      const MegakernelParams want = parse_params(params);
-      EXPECT_EQ(m->gpu()->params().ring_stages, want.ring_stages);
-      EXPECT_EQ(m->gpu()->params().rows_per_warp, want.rows_per_warp);
+      RuntimeOptions o = test_options();
+      o.mk_params = params;
+      auto m = LoadedModel::load(o, dir, Backend::Gpu);
+      const MegakernelParams want =
+          parse_params(params, params_for_head_dim(int(m->config().head_dim)));
+      EXPECT_EQ(to_json(m->gpu()->params()), to_json(want));
       Session s(m, opts(64));
       ref::Executor r(m->model(), m->graph(), 64);
       s.prefill(ex.prompt.data(), ex.prompt.size());

@@ -325,11 +325,10 @@ TEST(Fuse, MergeKeptWhenAReaderReadsPartOfTheHead) {
   for (const Task& t : with_events.tasks)
     if (t.kind == TaskKind::AttentionMerge) {
       int chunks = 0;
-      for (int e : t.waits)
-        for (int p : with_events.events[size_t(e)].triggers) {
-          const Task& w = with_events.tasks[size_t(p)];
-          chunks += w.kind == TaskKind::Attention && w.layer == 0 && w.kv_head == 0;
-        }
+      for (int p : testing::waited_triggers(with_events, t)) {
+        const Task& w = with_events.tasks[size_t(p)];
+        chunks += w.kind == TaskKind::Attention && w.layer == 0 && w.kv_head == 0;
+      }
       EXPECT_EQ(chunks, 4) << t.name;
     }
 }

@@ -3,15 +3,18 @@
 // The key is the lower-case hex SHA-256 of canonical_key_text(key), a compact JSON object
 // with sorted member names:
 //
-//   {"arch":"sm_90a","codegen":"3","driver":"13000","format":"mpk-kernel-key/1",
-//    "nvrtc":"13.0","options":["--std=c++17","-O3"],"source":"<hex>",
+//   {"arch":"sm_90a","codegen":"3","driver":"13000","format":"mpk-kernel-key/2",
+//    "nvrtc":"13.0","options":["--include-path=/b","--include-path=/a","--std=c++17"],
+//    "source":"<hex>",
 //    "task":{"dtypes":["bf16","bf16"],"fused":["rmsnorm"],"layout":"row_major",
 //            "op":"gemv","shapes":[[4096,4096],[4096]]}}
 //
 // Every field is part of the text, so changing any one of them changes the key. Lists keep
-// their order (operand order and fusion order are meaningful) except the compile options,
-// which are canonicalised (see canonical_options). Changing this format invalidates every
-// cached entry: bump kKeyFormat when it changes.
+// their order (operand order and fusion order are meaningful); the compile options are in
+// cuda::canonical_options form, the one NVRTC is given, which keeps the order that changes
+// the result (include paths, the last -D/-U of a macro). Changing this format invalidates
+// every cached entry: bump kKeyFormat when it changes.
+//   v1 sorted the options, so include-path order was not part of the key.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +23,7 @@
 
 namespace mpk::cache {
 
-inline constexpr const char* kKeyFormat = "mpk-kernel-key/1";
+inline constexpr const char* kKeyFormat = "mpk-kernel-key/2";
 
 // What a task computes, independent of how it is compiled.
 struct TaskSignature {
@@ -37,22 +40,12 @@ struct CacheKey {
   std::string nvrtc_version;    // as reported by the caller's NVRTC, e.g. "13.0"
   std::string driver_version;   // as reported by the caller's driver, e.g. "13000"
   std::string codegen_version;  // version of mpk's code generator
-  std::vector<std::string> compile_options;  // NVRTC options; canonicalised before hashing
+  std::vector<std::string> compile_options;  // NVRTC options, any spelling (see above)
   std::string source_hash;                   // hash of the emitted CUDA source
 };
 
-// Canonical form of an option list, used only for hashing (never passed to NVRTC):
-//  1. each element is trimmed and its inner whitespace runs become one space; empty ones drop;
-//  2. "-a b" (a flag without '=', then whitespace, then a value) becomes "-a=b";
-//  3. an element that does not start with '-' following a flag without '=' is that flag's
-//     value: {"-a", "b"} becomes {"-a=b"};
-//  4. the result is sorted bytewise and duplicates are removed.
-// Aliases are not unified ("-arch=x" and "--gpu-architecture=x" stay different), and option
-// order is treated as insignificant.
-std::vector<std::string> canonical_options(const std::vector<std::string>& options);
-
 // The canonical serialization described above. Throws Error(InvalidArgument) when op_kind or
-// arch is empty or a string is not valid UTF-8.
+// arch is empty, a string is not valid UTF-8, or an option is malformed.
 std::string canonical_key_text(const CacheKey& key);
 
 // Hex SHA-256 of canonical_key_text(key): the primary key of the cache.

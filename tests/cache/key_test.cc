@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "base/error.h"
@@ -8,6 +9,7 @@
 #include "cache/key.h"
 #include "cache/paths.h"
 #include "cache/sha256.h"
+#include "cuda/nvrtc.h"
 #include "test_util.h"
 
 namespace mpk::cache {
@@ -16,32 +18,52 @@ namespace {
 using testing::make_key;
 using Options = std::vector<std::string>;
 
-TEST(CanonicalOptions, SortsDedupesAndTrims) {
-  EXPECT_EQ(canonical_options({" -O3", "--std=c++17 ", "-O3", "", "  "}), (Options{"--std=c++17", "-O3"}));
-}
-
-TEST(CanonicalOptions, UnifiesFlagValueSpellings) {
-  Options expected{"--gpu-architecture=sm_90a"};
-  EXPECT_EQ(canonical_options({"--gpu-architecture=sm_90a"}), expected);
-  EXPECT_EQ(canonical_options({"--gpu-architecture sm_90a"}), expected);
-  EXPECT_EQ(canonical_options({"--gpu-architecture \t  sm_90a"}), expected);
-  EXPECT_EQ(canonical_options({"--gpu-architecture", "sm_90a"}), expected);
-  EXPECT_EQ(canonical_options({" --gpu-architecture ", "  sm_90a"}), expected);
-}
-
-TEST(CanonicalOptions, KeepsFlagsAndValuesApart) {
-  // A flag followed by another flag takes no value; a value after "-a=b" is its own option.
-  EXPECT_EQ(canonical_options({"-lineinfo", "-O3"}), (Options{"-O3", "-lineinfo"}));
-  EXPECT_EQ(canonical_options({"-DX=1", "y"}), (Options{"-DX=1", "y"}));
-  EXPECT_EQ(canonical_options({"-DMSG=a  b"}), (Options{"-DMSG=a b"}));
-}
-
-TEST(CacheKey, OptionOrderAndWhitespaceDoNotMatter) {
+TEST(CacheKey, SpellingAndOrderOfIndependentOptionsDoNotMatter) {
   CacheKey a = make_key(0), b = make_key(0);
   a.compile_options = {"-O3", "--std=c++17", "--gpu-architecture=sm_90a", "-lineinfo"};
   b.compile_options = {" -lineinfo", "--gpu-architecture", "sm_90a", "--std=c++17\t", "-O3", "-O3"};
   EXPECT_EQ(key_digest(a), key_digest(b));
   EXPECT_EQ(canonical_key_text(a), canonical_key_text(b));
+}
+
+// The key holds the options exactly as NVRTC is given them, so what decides the compiled
+// code decides the key.
+TEST(CacheKey, OptionsAreTheFormTheCompilerIsGiven) {
+  CacheKey k = make_key(0);
+  k.compile_options = {"-I/b", "-DX=1", "-G", "-I /a", "-DX=2", "--std", "c++17"};
+  auto text = nlohmann::json::parse(canonical_key_text(k));
+  EXPECT_EQ(text["options"].get<Options>(), cuda::canonical_options(k.compile_options));
+}
+
+// Include paths are searched in order, so the first one holding a header wins: swapping
+// them may compile other code and must not hit the other order's entry.
+TEST(CacheKey, IncludePathOrderChangesTheKey) {
+  CacheKey a = make_key(0), b = make_key(0);
+  a.compile_options = {"--std=c++17", "-I/opt/a", "-I/opt/b"};
+  b.compile_options = {"--std=c++17", "-I/opt/b", "-I/opt/a"};
+  EXPECT_NE(key_digest(a), key_digest(b));
+  b.compile_options = {"--include-path=/opt/a", "--std=c++17", "-I", "/opt/b"};
+  EXPECT_EQ(key_digest(a), key_digest(b));  // same search order, other spelling
+}
+
+TEST(CacheKey, LastMacroDefinitionDecides) {
+  CacheKey a = make_key(0), b = make_key(0);
+  a.compile_options = {"-DTILE=64", "-DTILE=128"};
+  b.compile_options = {"-DTILE=128", "-DTILE=64"};
+  EXPECT_NE(key_digest(a), key_digest(b));
+  b.compile_options = {"--define-macro=TILE=128"};
+  EXPECT_EQ(key_digest(a), key_digest(b));
+}
+
+TEST(CacheKey, MalformedOptionsAreRejected) {
+  CacheKey k = make_key(0);
+  k.compile_options = {"-DX=1", "stray"};
+  try {
+    key_digest(k);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  }
 }
 
 TEST(CacheKey, EveryFieldChangesTheKey) {
@@ -91,8 +113,8 @@ TEST(CacheKey, ListBoundariesAreUnambiguous) {
 TEST(CacheKey, CanonicalTextIsStable) {
   CacheKey k = make_key(0);
   EXPECT_EQ(canonical_key_text(k),
-            R"({"arch":"sm_90a","codegen":"1","driver":"13000","format":"mpk-kernel-key/1",)"
-            R"("nvrtc":"13.0","options":["--std=c++17","-O3"],"source":"source-0",)"
+            R"({"arch":"sm_90a","codegen":"1","driver":"13000","format":"mpk-kernel-key/2",)"
+            R"("nvrtc":"13.0","options":["-O3","--std=c++17"],"source":"source-0",)"
             R"("task":{"dtypes":["bf16","bf16"],"fused":["rmsnorm"],"layout":"row_major",)"
             R"("op":"gemv","shapes":[[4096,1024],[1024]]}})");
   std::string d = key_digest(k);

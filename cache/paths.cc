@@ -1,21 +1,33 @@
 #include "cache/paths.h"
 
+#include <pwd.h>
+#include <unistd.h>
+
 #include <cctype>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
 
 namespace mpk::cache {
 
-std::filesystem::path default_cache_path() {
-  const char* dir = std::getenv("MPK_CACHE_DIR");
-  if (dir && *dir) return std::filesystem::path(dir) / "kernels.db";
-  const char* home = std::getenv("HOME");
-  MPK_CHECK(home && *home, Cache) << "no kernel cache location: set MPK_CACHE_DIR or HOME";
-  return std::filesystem::path(home) / ".cache" / "mpk" / "kernels.db";
+std::filesystem::path default_cache_dir() {
+  if (const char* dir = std::getenv("MPK_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "mpk";
+  // Services and containers often run without HOME; the account's home still applies.
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  bool ok = getpwuid_r(geteuid(), &pw, buf.data(), buf.size(), &found) == 0 && found && pw.pw_dir &&
+            pw.pw_dir[0] == '/';
+  MPK_CHECK(ok, Cache) << "no kernel cache folder: MPK_CACHE_DIR and HOME are unset and user " << geteuid()
+                       << " has no home directory; set MPK_CACHE_DIR";
+  return std::filesystem::path(pw.pw_dir) / ".cache" / "mpk";
 }
+
+std::filesystem::path default_cache_path() { return default_cache_dir() / kCacheFileName; }
 
 std::optional<uint64_t> parse_byte_size(std::string_view text) {
   size_t i = 0;

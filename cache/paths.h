@@ -10,8 +10,15 @@ namespace mpk::cache {
 
 inline constexpr uint64_t kDefaultMaxBytes = uint64_t(2) << 30;  // 2 GiB of payload
 
-// $MPK_CACHE_DIR/kernels.db when MPK_CACHE_DIR is set, else ~/.cache/mpk/kernels.db.
-// Throws Error(Cache) when neither MPK_CACHE_DIR nor HOME is set.
+inline constexpr const char* kCacheFileName = "kernels.db";
+
+// The one rule for the default kernel cache folder: $MPK_CACHE_DIR when set, else
+// $HOME/.cache/mpk, else <home directory in the password database>/.cache/mpk. Never a shared
+// folder such as /tmp, where another user could plant kernels. Throws Error(Cache) when none
+// of these gives a folder.
+std::filesystem::path default_cache_dir();
+
+// default_cache_dir() / kCacheFileName.
 std::filesystem::path default_cache_path();
 
 // "4096", "512K", "64M", "2G", "1T" (binary units, optional trailing "B"/"iB"); nullopt when

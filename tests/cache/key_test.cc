@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <unistd.h>
 
 #include <functional>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -177,18 +180,54 @@ TEST(Paths, ParseByteSize) {
   EXPECT_EQ(parse_byte_size("99999999999T"), std::nullopt);
 }
 
+// Sets (or with nullptr unsets) an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    value ? setenv(name, value, 1) : unsetenv(name);
+  }
+  ~ScopedEnv() { old_ ? setenv(name_, old_->c_str(), 1) : unsetenv(name_); }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
 TEST(Paths, DefaultLocationFollowsEnvironment) {
-  std::string old_dir = std::getenv("MPK_CACHE_DIR") ? std::getenv("MPK_CACHE_DIR") : "";
-  std::string old_home = std::getenv("HOME") ? std::getenv("HOME") : "";
-  setenv("MPK_CACHE_DIR", "/some/dir", 1);
-  EXPECT_EQ(default_cache_path(), std::filesystem::path("/some/dir/kernels.db"));
-  unsetenv("MPK_CACHE_DIR");
-  setenv("HOME", "/home/u", 1);
-  EXPECT_EQ(default_cache_path(), std::filesystem::path("/home/u/.cache/mpk/kernels.db"));
-  unsetenv("HOME");
-  EXPECT_THROW(default_cache_path(), Error);
-  if (!old_dir.empty()) setenv("MPK_CACHE_DIR", old_dir.c_str(), 1);
-  if (!old_home.empty()) setenv("HOME", old_home.c_str(), 1);
+  {
+    ScopedEnv dir("MPK_CACHE_DIR", "/some/dir");
+    EXPECT_EQ(default_cache_dir(), std::filesystem::path("/some/dir"));
+    EXPECT_EQ(default_cache_path(), std::filesystem::path("/some/dir/kernels.db"));
+  }
+  ScopedEnv dir("MPK_CACHE_DIR", nullptr);
+  {
+    ScopedEnv home("HOME", "/home/u");
+    EXPECT_EQ(default_cache_dir(), std::filesystem::path("/home/u/.cache/mpk"));
+    EXPECT_EQ(default_cache_path(), std::filesystem::path("/home/u/.cache/mpk/kernels.db"));
+  }
+  ScopedEnv empty("MPK_CACHE_DIR", "");
+  ScopedEnv home("HOME", "");
+  EXPECT_EQ(default_cache_path(), default_cache_dir() / "kernels.db");
+}
+
+// Without HOME the account's home from the password database applies (one rule for every
+// caller), never a shared folder.
+TEST(Paths, WithoutHomeTheAccountHomeIsUsed) {
+  ScopedEnv dir("MPK_CACHE_DIR", nullptr);
+  ScopedEnv home("HOME", nullptr);
+  passwd* pw = getpwuid(geteuid());
+  if (!pw || !pw->pw_dir || pw->pw_dir[0] != '/') {
+    try {
+      default_cache_dir();
+      FAIL() << "expected an error without any home";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Cache);
+      EXPECT_NE(std::string(e.what()).find("MPK_CACHE_DIR"), std::string::npos) << e.what();
+    }
+    return;
+  }
+  EXPECT_EQ(default_cache_dir(), std::filesystem::path(pw->pw_dir) / ".cache" / "mpk");
 }
 
 }  // namespace

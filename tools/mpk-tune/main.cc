@@ -18,7 +18,8 @@ namespace {
 
 constexpr const char* kFooter =
     "Exit status: 0 success, 1 failure, 2 bad arguments, 3 verify found damage.\n"
-    "Default cache: $MPK_CACHE_DIR/kernels.db, else ~/.cache/mpk/kernels.db.";
+    "Default cache: $MPK_CACHE_DIR/kernels.db, else $HOME/.cache/mpk/kernels.db (without HOME,\n"
+    "the home directory of the user account).";
 
 const CLI::Validator kCount(
     [](std::string& s) -> std::string {

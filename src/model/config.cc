@@ -126,6 +126,10 @@ void parse_rope(const ObjectReader& r, Config& c) {
 void append_eos(const ObjectReader& r, std::vector<int>& ids) {
   const Json* v = r.get("eos_token_id");
   if (!v) return;
+  // Real configs list one to a few ids; the bound keeps the duplicate check below linear.
+  constexpr size_t kMaxEosIds = 256;
+  MPK_CHECK(!v->is_array() || v->size() <= kMaxEosIds, InvalidModel)
+      << r.origin() << ": 'eos_token_id' lists " << v->size() << " ids, more than " << kMaxEosIds;
   auto add = [&](const Json& x) {
     int64_t id = detail::as_int64(x, r.origin(), "'eos_token_id'");
     MPK_CHECK(id >= 0 && id <= std::numeric_limits<int>::max(), InvalidModel)
@@ -219,12 +223,13 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
 
 Config load_config(const std::filesystem::path& dir) {
   std::filesystem::path path = dir / "config.json";
+  // symlink_status: a dangling or looping link is opened, and the open says what is wrong.
   std::error_code ec;
-  MPK_CHECK(std::filesystem::exists(path, ec), NotFound)
+  MPK_CHECK(std::filesystem::exists(std::filesystem::symlink_status(path, ec)), NotFound)
       << "config.json not found in model directory '" << dir.string() << "'";
-  Config c = parse_config(detail::read_text_file(path), path.string());
+  Config c = parse_config(detail::read_text_file(path, detail::kMaxJsonFileBytes), path.string());
   std::filesystem::path gen = dir / "generation_config.json";
-  if (std::filesystem::exists(gen, ec)) {
+  if (std::filesystem::exists(std::filesystem::symlink_status(gen, ec))) {
     Json g = detail::read_json_file(gen);
     append_eos(ObjectReader(g, gen.string()), c.eos_token_ids);
   }

@@ -1,10 +1,9 @@
 #include "model/json_util.h"
 
-#include <fstream>
 #include <limits>
-#include <sstream>
 
 #include "base/error.h"
+#include "model/mapped_file.h"
 
 namespace mpk::model::detail {
 
@@ -16,28 +15,46 @@ Json parse_json(std::string_view text, const std::string& origin) {
   }
 }
 
-std::string read_text_file(const std::filesystem::path& path) {
-  std::error_code ec;
-  MPK_CHECK(std::filesystem::exists(path, ec), NotFound) << path.string() << ": file not found";
-  MPK_CHECK(!std::filesystem::is_directory(path, ec), InvalidModel)
-      << path.string() << ": is a directory, expected a file";
-  std::ifstream in(path, std::ios::binary);
-  MPK_CHECK(in.is_open(), Io) << path.string() << ": cannot open for reading";
-  std::ostringstream text;
-  text << in.rdbuf();
-  MPK_CHECK(!in.bad(), Io) << path.string() << ": read failed";
-  return text.str();
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes) {
+  RegularFile f(path);
+  MPK_CHECK(f.size() <= max_bytes, InvalidModel)
+      << path.string() << ": " << f.size() << " bytes, more than the " << max_bytes
+      << "-byte limit for this file";
+  std::string text(f.size(), '\0');
+  size_t got = f.read_at(0, text.data(), text.size());
+  MPK_CHECK(got == text.size(), Io) << path.string() << ": file shrank while being read";
+  return text;
 }
 
 Json read_json_file(const std::filesystem::path& path) {
-  return parse_json(read_text_file(path), path.string());
+  return parse_json(read_text_file(path, kMaxJsonFileBytes), path.string());
 }
 
 std::string describe(const Json& v) {
+  // Containers are summarised, never serialised: dump() recurses once per nesting level, and a
+  // value nested 100,000 deep would overflow the stack.
+  if (v.is_array()) return "array of " + std::to_string(v.size()) + " element(s)";
+  if (v.is_object()) return "object of " + std::to_string(v.size()) + " key(s)";
   constexpr size_t kMaxChars = 60;
-  std::string s = v.dump(-1, ' ', false, Json::error_handler_t::replace);
+  std::string s = printable(v.dump(-1, ' ', false, Json::error_handler_t::replace));
   if (s.size() > kMaxChars) s = s.substr(0, kMaxChars) + "...";
   return std::string(v.type_name()) + " " + s;
+}
+
+std::string printable(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c != 0x7f) {
+      out.push_back(char(c));
+    } else {
+      constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out.push_back(kHex[c >> 4]);
+      out.push_back(kHex[c & 15]);
+    }
+  }
+  return out;
 }
 
 int64_t as_int64(const Json& v, const std::string& origin, const std::string& what) {

@@ -16,15 +16,23 @@ using Json = nlohmann::json;
 // Parses `text`; Error(InvalidModel) carrying the parser's message on bad JSON.
 Json parse_json(std::string_view text, const std::string& origin);
 
-// Reads a whole file: Error(NotFound) when it does not exist, Error(Io) when it cannot be read.
-std::string read_text_file(const std::filesystem::path& path);
+// The largest JSON file mpk reads (config.json, the shard index): real ones are kilobytes.
+constexpr size_t kMaxJsonFileBytes = size_t(64) << 20;
 
-// Reads and parses a JSON file: Error(NotFound) when it does not exist, Error(Io) when it
-// cannot be read, Error(InvalidModel) when it is not JSON.
+// Reads a whole regular file of at most `max_bytes` (RegularFile's errors; Error(InvalidModel)
+// when it is larger).
+std::string read_text_file(const std::filesystem::path& path, size_t max_bytes);
+
+// Reads and parses a JSON file: read_text_file's errors, Error(InvalidModel) when it is not JSON.
 Json read_json_file(const std::filesystem::path& path);
 
-// A short, printable rendering of a value for error messages.
+// A short, printable rendering of a value for error messages; never recursive (containers are
+// described by their size), so any nesting depth is safe.
 std::string describe(const Json& v);
+
+// `s` with control characters and NUL escaped as \xNN: names read from files are printed
+// whole (a C string would end at a NUL) and cannot inject terminal escapes.
+std::string printable(std::string_view s);
 
 // Reads the keys of one JSON object. `prefix` is prepended to key names in messages
 // ("rope_scaling." for a nested object). A key whose value is null counts as absent.

@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <string_view>
+
 #include "base/error.h"
 #include "base/log.h"
 
@@ -31,8 +34,29 @@ void check_shape(const Tensor& t, const std::vector<int64_t>& want, const fs::pa
       << ", expected " << shape_to_string(want);
 }
 
+// The number of layers the files hold: one more than the largest "model.layers.N." index.
+int64_t layers_in_files(const Weights& w) {
+  constexpr std::string_view kPrefix = "model.layers.";
+  int64_t layers = 0;
+  for (const auto& [name, t] : w.tensors()) {
+    if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
+    int64_t n = 0;
+    size_t i = kPrefix.size();
+    for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < (int64_t(1) << 40); ++i)
+      n = n * 10 + (name[i] - '0');
+    if (i > kPrefix.size() && i < name.size() && name[i] == '.') layers = std::max(layers, n + 1);
+  }
+  return layers;
+}
+
 // Checks the tensor set against the config; sets the weights' dtype and parameter count.
 void check_tensor_set(Model& m) {
+  // The config's layer count is checked against the files before anything proportional to it
+  // is built: a config claiming a million layers must not cost gigabytes to reject.
+  const int64_t stored = layers_in_files(m.weights);
+  MPK_CHECK(m.config.num_layers <= stored, InvalidModel)
+      << m.dir.string() << ": config.json has num_hidden_layers = " << m.config.num_layers
+      << " but the weights hold " << stored << " layer(s)";
   const auto expected = expected_tensors(m.config);
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, shape] : expected)

@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <set>
 
 #include "base/error.h"
@@ -22,8 +23,16 @@ void check_shard_name(const std::string& shard, const fs::path& index) {
   bool escapes = shard.empty() || shard.find('\0') != std::string::npos || p.is_absolute() ||
                  p.has_root_path();
   for (const fs::path& part : p) escapes |= part == "..";
-  MPK_CHECK(!escapes, InvalidModel) << index.string() << ": shard file name '" << shard
+  MPK_CHECK(!escapes, InvalidModel) << index.string() << ": shard file name '"
+                                    << detail::printable(shard)
                                     << "' must be a relative path inside the model directory";
+}
+
+// Whether a directory entry exists, a dangling or looping symlink included: opening it then
+// says what is wrong with it, instead of "not found".
+bool present(const fs::path& p) {
+  std::error_code ec;
+  return fs::exists(fs::symlink_status(p, ec));
 }
 
 }  // namespace
@@ -47,11 +56,10 @@ Weights& Weights::operator=(Weights&&) noexcept = default;
 
 Weights Weights::open(const fs::path& dir) {
   Weights w;
-  std::error_code ec;
   fs::path single = dir / kSingleFile;
   fs::path index = dir / kIndexFile;
   // Like transformers, a single model.safetensors wins over an index.
-  if (fs::exists(single, ec)) {
+  if (present(single)) {
     auto file = std::make_unique<MappedFile>(single);
     for (Tensor& t : parse_safetensors(file->data(), file->size(), single.string())) {
       std::string name = t.name;
@@ -60,7 +68,7 @@ Weights Weights::open(const fs::path& dir) {
     w.files_.push_back(std::move(file));
     return w;
   }
-  MPK_CHECK(fs::exists(index, ec), NotFound)
+  MPK_CHECK(present(index), NotFound)
       << "no safetensors weights in '" << dir.string() << "': expected " << kSingleFile
       << " or " << kIndexFile;
 
@@ -72,7 +80,8 @@ Weights Weights::open(const fs::path& dir) {
   std::map<std::string, std::string> shard_of;  // tensor -> shard, per the index
   std::set<std::string> shards;
   for (const auto& [name, file] : map->items()) {
-    MPK_CHECK(file.is_string(), InvalidModel) << index.string() << ": weight_map['" << name
+    MPK_CHECK(file.is_string(), InvalidModel) << index.string() << ": weight_map['"
+                                              << detail::printable(name)
                                               << "'] must be a file name, got "
                                               << detail::describe(file);
     const std::string& shard = file.get_ref<const std::string&>();
@@ -86,7 +95,7 @@ Weights Weights::open(const fs::path& dir) {
   std::map<std::string, std::string> found_in;  // tensor -> shard it was read from
   for (const std::string& shard : shards) {
     fs::path path = dir / shard;
-    MPK_CHECK(fs::exists(path, ec), NotFound)
+    MPK_CHECK(present(path), NotFound)
         << path.string() << ": shard listed in " << kIndexFile << " not found";
     auto file = std::make_unique<MappedFile>(path);
     for (Tensor& t : parse_safetensors(file->data(), file->size(), path.string())) {
@@ -113,6 +122,59 @@ Weights Weights::open(const fs::path& dir) {
         << "', which does not contain it";
   }
   return w;
+}
+
+namespace {
+
+// Index of the first element whose exponent bits are all ones (NaN or +-Inf), or -1. The bits
+// are tested directly: a float compare would need the values converted first.
+template <typename U>
+int64_t first_nonfinite_bits(const std::byte* data, size_t n, U exponent_mask) {
+  for (size_t i = 0; i < n; ++i) {
+    U u;
+    std::memcpy(&u, data + i * sizeof(U), sizeof(U));
+    if ((u & exponent_mask) == exponent_mask) return int64_t(i);
+  }
+  return -1;
+}
+
+}  // namespace
+
+void check_finite(const Weights& w) {
+  for (const auto& [name, t] : w.tensors()) {
+    MPK_CHECK(t.data || t.nbytes == 0, BadState) << "the weights' bytes were released";
+    int64_t bad = -1;
+    switch (t.dtype) {
+      case DType::F32: bad = first_nonfinite_bits<uint32_t>(t.data, t.nbytes / 4, 0x7f800000u); break;
+      case DType::BF16: bad = first_nonfinite_bits<uint16_t>(t.data, t.nbytes / 2, 0x7f80u); break;
+      case DType::F16: bad = first_nonfinite_bits<uint16_t>(t.data, t.nbytes / 2, 0x7c00u); break;
+      case DType::I32: break;
+    }
+    MPK_CHECK(bad < 0, InvalidModel) << "tensor '" << detail::printable(name) << "' element " << bad
+                                     << " is NaN or infinite";
+  }
+}
+
+void Weights::make_resident() {
+  MPK_CHECK(has_data_, BadState) << "the weights' bytes were released";
+  for (auto& file : files_) {
+    const std::byte* old_base = file->data();
+    const size_t size = file->size();
+    file->make_resident();
+    const std::byte* new_base = file->data();
+    for (auto& [name, t] : tensors_) {
+      // Pointer comparison within one mapping: compare as integers.
+      const auto p = reinterpret_cast<uintptr_t>(t.data), b = reinterpret_cast<uintptr_t>(old_base);
+      if (old_base && p >= b && p - b <= size && (p - b < size || t.nbytes == 0))
+        t.data = new_base + (p - b);
+    }
+  }
+}
+
+void Weights::release_data() {
+  for (auto& file : files_) file->release();
+  for (auto& [name, t] : tensors_) t.data = nullptr;
+  has_data_ = false;
 }
 
 const Tensor* Weights::find(const std::string& name) const {

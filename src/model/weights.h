@@ -1,4 +1,4 @@
-// Memory-mapped safetensors weights of a model directory (one file or sharded).
+// Safetensors weights of a model directory (one file or sharded).
 #pragma once
 
 #include <cstddef>
@@ -14,7 +14,8 @@
 
 namespace mpk::model {
 
-// A tensor inside a mapped file. `data` stays valid while the owning Weights lives.
+// A tensor inside a loaded file. `data` stays valid while the owning Weights lives, until
+// make_resident() moves it or release_data() drops it.
 struct Tensor {
   std::string name;
   DType dtype = DType::F32;
@@ -44,10 +45,24 @@ class Weights {
   const Tensor& at(const std::string& name) const;    // Error(InvalidModel) if absent
   const std::map<std::string, Tensor>& tensors() const { return tensors_; }
 
+  // Reads every file into private memory (the tensors' data pointers move there): from then on
+  // the weights no longer depend on the files, which may be truncated or rewritten without
+  // effect. Error(Io) when a file has shrunk since open().
+  void make_resident();
+  // Drops the weight bytes: every tensor's data becomes nullptr (names, shapes and dtypes
+  // stay). For a backend that copied the weights elsewhere (the GPU).
+  void release_data();
+  bool has_data() const { return has_data_; }
+
  private:
   std::vector<std::unique_ptr<MappedFile>> files_;
   std::map<std::string, Tensor> tensors_;
+  bool has_data_ = true;
 };
+
+// Error(InvalidModel) naming the first tensor and element that is NaN or infinite. Reads every
+// byte of the weights (a load-time option: a few seconds for 16 GB).
+void check_finite(const Weights& w);
 
 // "[a, b, c]", for messages.
 std::string shape_to_string(const std::vector<int64_t>& shape);

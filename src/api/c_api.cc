@@ -46,6 +46,7 @@ mpk_status status_of(mpk::ErrorKind k) {
     case K::BadState: return MPK_ERROR_BAD_STATE;
     case K::Io: return MPK_ERROR_IO;
     case K::Timeout: return MPK_ERROR_TIMEOUT;
+    case K::Numerics: return MPK_ERROR_NUMERICS;
     case K::Internal: return MPK_ERROR_INTERNAL;
   }
   return MPK_ERROR_INTERNAL;
@@ -127,7 +128,7 @@ const char* mpk_status_name(mpk_status s) {
     MPK_NAME(MPK_ERROR_INVALID_MODEL) MPK_NAME(MPK_ERROR_UNSUPPORTED)
     MPK_NAME(MPK_ERROR_NO_DEVICE) MPK_NAME(MPK_ERROR_CUDA) MPK_NAME(MPK_ERROR_COMPILE)
     MPK_NAME(MPK_ERROR_CACHE) MPK_NAME(MPK_ERROR_CAPACITY) MPK_NAME(MPK_ERROR_OUT_OF_MEMORY)
-    MPK_NAME(MPK_ERROR_BAD_STATE) MPK_NAME(MPK_ERROR_IO) MPK_NAME(MPK_ERROR_TIMEOUT)
+    MPK_NAME(MPK_ERROR_BAD_STATE) MPK_NAME(MPK_ERROR_IO) MPK_NAME(MPK_ERROR_TIMEOUT) MPK_NAME(MPK_ERROR_NUMERICS)
     MPK_NAME(MPK_ERROR_INTERNAL)
 #undef MPK_NAME
   }
@@ -161,9 +162,8 @@ mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) 
   auto rt = std::make_unique<mpk_runtime>();
   rt->options.device = cfg->device;
   rt->options.num_threads = cfg->num_threads;
-  rt->options.cache_dir =
-      cfg->cache_dir && *cfg->cache_dir ? std::filesystem::path(cfg->cache_dir)
-                                        : mpk::rt::default_cache_dir();
+  // Empty: resolved with the rest of the environment when a model loads.
+  if (cfg->cache_dir && *cfg->cache_dir) rt->options.cache_dir = cfg->cache_dir;
   if (cfg->log_callback) {
     auto cb = cfg->log_callback;
     void* ud = cfg->log_user_data;
@@ -196,8 +196,9 @@ mpk_status mpk_model_load(mpk_runtime* rt, const char* model_dir, const mpk_mode
   MPK_NULL_CHECK(rt);
   MPK_NULL_CHECK(model_dir);
   check_struct(cfg, "cfg");
+  const bool validate = cfg->validate_weights != 0;
   auto m = std::make_unique<mpk_model>();
-  m->impl = mpk::rt::LoadedModel::load(rt->options, model_dir, to_backend(cfg->backend));
+  m->impl = mpk::rt::LoadedModel::load(rt->options, model_dir, to_backend(cfg->backend), validate);
   *out = m.release();
   MPK_API_END();
 }

@@ -8,7 +8,7 @@ const char* error_kind_name(ErrorKind kind) {
   case ErrorKind::K: return #K;
     MPK_KIND(InvalidArgument) MPK_KIND(NotFound) MPK_KIND(InvalidModel) MPK_KIND(Unsupported)
     MPK_KIND(NoDevice) MPK_KIND(Cuda) MPK_KIND(Compile) MPK_KIND(Cache) MPK_KIND(Capacity)
-    MPK_KIND(OutOfMemory) MPK_KIND(BadState) MPK_KIND(Io) MPK_KIND(Timeout) MPK_KIND(Internal)
+    MPK_KIND(OutOfMemory) MPK_KIND(BadState) MPK_KIND(Io) MPK_KIND(Timeout) MPK_KIND(Numerics) MPK_KIND(Internal)
 #undef MPK_KIND
   }
   return "Unknown";

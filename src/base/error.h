@@ -29,6 +29,7 @@ enum class ErrorKind {
   BadState,          // call not valid in the object's current state
   Io,                // read/write/mmap failure
   Timeout,           // a deadline passed (cancelled work)
+  Numerics,          // logits or a chosen token came from NaN/Inf values
   Internal,          // an mpk bug
 };
 

@@ -159,6 +159,8 @@ Executor::Executor(const model::Model& model, const ir::Graph& graph, size_t kv_
                    Options options)
     : impl_(std::make_unique<Impl>(model, graph, kv_capacity, options)) {
   ir::validate(graph);
+  MPK_CHECK(model.weights.has_data(), BadState)
+      << "the model's host weights were released (it runs on the GPU backend)";
   MPK_CHECK(options.num_threads >= 0, InvalidArgument)
       << "num_threads must be >= 0 (0: all cores), got " << options.num_threads;
   impl_->bind_weights();

@@ -50,7 +50,7 @@ int find_op(const ir::Graph& g, ir::OpKind kind) {
 
 GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, const ir::Graph& graph,
                    Stats& stats)
-    : model_(model), graph_(graph) {
+    : options_(options), graph_(graph) {
   const int count = cuda::device_count();
   MPK_CHECK(options.device >= 0 && options.device < count, NoDevice)
       << "device " << options.device << " does not exist (" << count << " CUDA devices)";
@@ -62,10 +62,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   dtype_ = model.dtype;
   // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
   params_ = params_for_head_dim(int(graph.config.head_dim));
-  const char* env = std::getenv("MPK_MK_PARAMS");
-  const std::string text = !options.mk_params.empty() ? options.mk_params : env ? env : "";
-  if (!text.empty()) {
-    params_ = parse_params(text, params_);
+  if (!options.mk_params.empty()) {
+    params_ = parse_params(options.mk_params, params_);
     log(LogLevel::Info, "megakernel parameters {}", to_json(params_));
   }
 
@@ -102,7 +100,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   cache::Entry entry;
   try {
     cache::CacheOptions co;
-    co.path = (options.cache_dir.empty() ? default_cache_dir() : options.cache_dir) / "kernels.db";
+    MPK_CHECK(!options.cache_dir.empty(), Cache) << "no kernel cache directory";
+    co.path = options.cache_dir / cache::kCacheFileName;
     std::filesystem::create_directories(co.path.parent_path());
     cache::Cache kc(co);
     entry = kc.get_or_build(key, build);
@@ -139,6 +138,13 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       consts_.upload(f.data(), f.size() * 4, size_t(mem.const_offset[i]));
     }
   }
+  const int emb = find_op(graph, ir::OpKind::Embedding);
+  MPK_CHECK(emb >= 0, Unsupported) << "megakernel: graph without an embedding op";
+  const size_t ew = size_t(graph.ops[size_t(emb)].weight);
+  MPK_CHECK(mem.weight_offset[ew] >= 0, Unsupported)
+      << "megakernel: the embedding table is not in the device weights";
+  embed_offset_ = mem.weight_offset[ew];
+  embed_cols_ = model.weights.at(graph.weights[ew].name).shape.at(1);
   if (!mem.rope_tables.empty())
     consts_.upload(mem.rope_tables.data(), mem.rope_tables.size() * 4, size_t(mem.rope_base));
   stats.device_bytes += weights_.size() + consts_.size();
@@ -149,29 +155,21 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
 
 GpuModel::~GpuModel() = default;
 
+std::vector<float> GpuModel::embedding_row(int32_t token) const {
+  const size_t row_bytes = size_t(embed_cols_) * dtype_size(dtype_);
+  std::vector<std::byte> raw(row_bytes);
+  weights_.download(raw.data(), row_bytes, size_t(embed_offset_) + size_t(token) * row_bytes);
+  model::Tensor row;
+  row.dtype = dtype_;
+  row.shape = {1, embed_cols_};
+  row.data = raw.data();
+  row.nbytes = row_bytes;
+  return ref::WeightView::of(row).load_all();
+}
+
 namespace {
 
 constexpr size_t kStatusBytes = MPK_MK_STATUS_WORDS * 4;
-
-// Prefetch of a linear task's weights into L2 before its waits, beyond the first round of loads
-// each warp issues into registers: small, because everything an SM issues before its wait is
-// queued ahead of its event polls (measured with mk-v0.13: 32 KB 1.196 / 4.899 ms per token on
-// Qwen3-0.6B / 8B, 128 KB 1.205 / 4.966, none 1.220 / 4.915), and whole tiles of a large model
-// would evict lines before their loads reach them. MPK_PREFETCH_BYTES overrides it.
-long long prefetch_bytes() {
-  static const long long v = [] {
-    constexpr long long kDefault = 32LL * 1024;
-    const char* e = std::getenv("MPK_PREFETCH_BYTES");
-    if (!e || !*e) return kDefault;
-    const std::optional<uint64_t> b = cache::parse_byte_size(e);  // "32768", "32K", ...
-    if (!b || *b > uint64_t(1) << 40) {
-      log(LogLevel::Warn, "MPK_PREFETCH_BYTES='{}' is not a byte count; using {}", e, kDefault);
-      return kDefault;
-    }
-    return (long long)*b;
-  }();
-  return v;
-}
 
 }  // namespace
 
@@ -185,8 +183,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   const ir::Graph& g = m_->graph();
   const cuda::Context& ctx = m_->context();
   plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(capacity_)));
-  const char* share_env = std::getenv("MPK_SHARE_ACTIVATIONS");
-  const bool share = options.share_activations || (share_env && std::string(share_env) == "1");
+  const bool share = options.share_activations || m_->options().share_activations;
   mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(capacity_), share);
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));
   kv_ = cuda::DeviceBuffer(ctx, size_t(std::max<int64_t>(mem_.kv_bytes, 256)));
@@ -230,7 +227,6 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   const int emb = find_op(g, ir::OpKind::Embedding);
   MPK_CHECK(emb >= 0, Unsupported) << "megakernel: graph without an embedding op";
   embed_buffer_ = g.ops[size_t(emb)].output;
-  embed_weight_ = g.ops[size_t(emb)].weight;
   logits_buffer_ = g.logits;
   MPK_CHECK(plan_.tasks.buffers[size_t(embed_buffer_)].carried, Unsupported)
       << "megakernel: the next-token embedding is not fused into the argmax task";
@@ -253,10 +249,7 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
   MPK_CHECK(position_ + n <= capacity_, Capacity)
       << "KV cache holds " << capacity_ << " tokens; position " << position_ << " + " << n;
   // The first token's embedding from the host; the device embeds the others (forced tokens).
-  const model::Tensor& table = m_->model().weights.at(m_->graph().weights[size_t(embed_weight_)].name);
-  const ref::WeightView view = ref::WeightView::of(table);
-  std::vector<float> row(size_t(view.cols));
-  view.load(int64_t(tokens[0]) * view.cols, view.cols, row.data());
+  const std::vector<float> row = m_->embedding_row(tokens[0]);
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
   step_ms_.clear();
   for (size_t a = 0; a < n;) {
@@ -265,6 +258,8 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
     MPK_ICHECK(ran == ns) << "prefill launch ran " << ran << " of " << ns << " steps";
     a += ns;
   }
+  MPK_CHECK(!next_nonfinite_, Numerics)
+      << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
 }
 
 void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
@@ -278,15 +273,24 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
   size_t done = 0;
   while (done < max_tokens) {
     MPK_CHECK(position_ < capacity_, Capacity)
-        << "KV cache full (" << capacity_ << " tokens) after " << out.size() << " decoded tokens";
+        << "KV cache full (" << capacity_ << " tokens, all used) after " << out.size()
+        << " token(s) of this call";
+    // The token to feed comes from the last step's logits; none is chosen from NaN or Inf.
+    MPK_CHECK(!next_nonfinite_, Numerics)
+        << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf) after "
+        << out.size() << " decoded tokens";
     const int32_t first = next_token_;
     size_t ns = std::min({max_tokens - done, capacity_ - position_, per_launch});
     if (is_eos(first)) ns = 1;
     const size_t ran = launch(ns, nullptr, 0, eos);
-    // Fed: first, then the argmax of every step but the last (which is the next token).
+    // Fed: first, then the argmax of every step but the last (which is the next token), up to
+    // a step whose logits were not finite (the device stops one step after it).
     out.push_back(first);
     for (size_t i = 0; i + 1 < ran; ++i) {
       MPK_ICHECK(!is_eos(out.back())) << "the megakernel fed a token after an EOS";
+      MPK_CHECK(!step_nonfinite_[i], Numerics)
+          << "the logits at position " << position_ - ran + i << " are not finite (NaN or Inf) "
+          << "after " << out.size() << " decoded tokens";
       out.push_back(step_tokens_[i]);
     }
     MPK_ICHECK(ran == ns || is_eos(out.back()))
@@ -314,7 +318,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.num_steps = int(num_steps);
   p.num_workers = tables_.num_workers;
   p.timeout_ns = kWaitTimeoutNs;
-  p.prefetch_bytes = prefetch_bytes();
+  p.prefetch_bytes = m_->options().prefetch_bytes;
   if (num_forced > 0) {
     forced_.upload(forced, num_forced * 4);
     p.forced = forced_.ptr();
@@ -356,17 +360,20 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
     prev = std::min(prev, s);
   }
   step_tokens_.clear();
+  step_nonfinite_.clear();
   MkStepRecord r{};
   for (size_t i = 0; i < ran; ++i) {
     std::memcpy(&r, control_host_.data() + head + sizeof(MkStepRecord) * i, sizeof r);
     step_ms_.push_back(double(r.end_ns - prev) / 1e6);
     step_tokens_.push_back(r.token);
+    step_nonfinite_.push_back((r.flags & MPK_MK_STEP_NONFINITE) != 0);
     prev = r.end_ns;
   }
   step_ += uint32_t(ran);
   position_ += ran;
   stats_.tokens += ran;
   next_token_ = r.token;
+  next_nonfinite_ = (r.flags & MPK_MK_STEP_NONFINITE) != 0;
   has_logits_ = true;
   logits_valid_ = false;
   broken_ = false;
@@ -404,6 +411,12 @@ const std::vector<float>& GpuSession::logits() const {
   return logits_;
 }
 
+void GpuSession::reset_event_counter_for_test(int e) {
+  MPK_CHECK(e >= 0 && size_t(e) < plan_.tasks.events.size(), InvalidArgument) << "no event " << e;
+  const uint32_t zero = 0;
+  counters_.upload(&zero, 4, size_t(e) * 4);
+}
+
 void GpuSession::reset() {
   if (broken_) {
     // A failed step left counters at an unknown value: start the event epochs again.
@@ -417,6 +430,7 @@ void GpuSession::reset() {
   has_logits_ = false;
   logits_valid_ = false;
   next_token_ = -1;
+  next_nonfinite_ = false;
   step_ms_.clear();
 }
 

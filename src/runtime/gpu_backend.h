@@ -15,12 +15,10 @@
 #include "ir/graph.h"
 #include "model/model.h"
 #include "runtime/megakernel.h"
+#include "runtime/runtime.h"
 
 namespace mpk::rt {
 
-struct RuntimeOptions;
-struct SessionOptions;
-struct Stats;
 
 class GpuModel {
  public:
@@ -31,7 +29,10 @@ class GpuModel {
 
   const cuda::Context& context() const { return *ctx_; }
   const cuda::Function& function() const { return *fn_; }
-  const model::Model& model() const { return model_; }
+  const RuntimeOptions& options() const { return options_; }
+  // The embedding row of `token` in fp32, read from the device copy of the weights (the host's
+  // bytes are released after the upload).
+  std::vector<float> embedding_row(int32_t token) const;
   const ir::Graph& graph() const { return graph_; }
   DType weight_dtype() const { return dtype_; }
   int num_workers() const { return num_workers_; }
@@ -42,8 +43,10 @@ class GpuModel {
   uint64_t consts_ptr() const { return consts_.ptr(); }
 
  private:
-  const model::Model& model_;
+  RuntimeOptions options_;
   const ir::Graph& graph_;
+  int64_t embed_offset_ = -1;  // byte offset of the embedding table in weights_
+  int64_t embed_cols_ = 0;
   DType dtype_ = DType::BF16;
   MegakernelParams params_;  // the defaults until the superoptimizer chooses
   int num_workers_ = 0;
@@ -67,11 +70,13 @@ class GpuSession {
 
   // Feeds the prompt, one step per token, in as few launches as possible: the device embeds
   // each next prompt token itself. Error(InvalidArgument) for an id outside the vocabulary,
-  // Error(Capacity) when the cache cannot hold them (the session is then unchanged).
+  // Error(Capacity) when the cache cannot hold them (the session is then unchanged),
+  // Error(Numerics) when the last position's logits hold NaN or Inf.
   void prefill(const int32_t* tokens, size_t n);
   // Greedy: feeds the chosen token, appends it to `out`, up to max_tokens times, stopping after
   // an id in `eos`; up to steps_per_launch steps per launch. Error(Capacity) when the cache
-  // fills first (the tokens fed so far stay in `out`).
+  // fills first, Error(Numerics) when a token would come from logits holding NaN or Inf (the
+  // tokens fed so far stay in `out` either way).
   void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out);
   int32_t next_token() const { return next_token_; }
   // Device-clock duration (ms) of each step of the last prefill or decode call.
@@ -87,6 +92,9 @@ class GpuSession {
   const MegakernelTables& tables() const { return tables_; }
   const sched::Plan& plan() const { return plan_; }
   uint32_t steps() const { return step_; }
+  // Tests only: sets event `e`'s counter back to zero, so that its next wait never completes
+  // and the launch must end through the abort path (Error(Timeout)).
+  void reset_event_counter_for_test(int e);
 
  private:
   // Runs up to num_steps steps from the current position in one launch; returns the number
@@ -108,12 +116,13 @@ class GpuSession {
   cuda::DeviceBuffer act_, kv_, counters_, control_, forced_, profile_;
   cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_waits_, d_needs_;
   int embed_buffer_ = -1;   // carried embedding buffer (host writes it during prefill)
-  int embed_weight_ = -1;   // graph weight index of the embedding table
   int logits_buffer_ = -1;
   uint32_t step_ = 0;  // steps run since the counters started (the last step's epoch)
   size_t position_ = 0;
   std::vector<double> step_ms_;
   std::vector<int32_t> step_tokens_;  // argmax of each step of the last launch
+  std::vector<bool> step_nonfinite_;  // whether each step's logits held NaN or Inf
+  bool next_nonfinite_ = false;       // the same for the last step (next_token_'s logits)
   std::vector<uint8_t> control_host_;
   int32_t next_token_ = -1;
   bool has_logits_ = false;

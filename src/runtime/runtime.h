@@ -17,16 +17,30 @@ namespace mpk::rt {
 enum class Backend { Auto, Gpu, Reference };
 const char* backend_name(Backend b);
 
+// Prefetch of a linear task's weights into L2 before its waits, beyond the first round of loads
+// each warp issues into registers: small, because everything an SM issues before its wait is
+// queued ahead of its event polls (measured with mk-v0.13: 32 KB 1.196 / 4.899 ms per token on
+// Qwen3-0.6B / 8B, 128 KB 1.205 / 4.966, none 1.220 / 4.915), and whole tiles of a large model
+// would evict lines before their loads reach them.
+inline constexpr long long kDefaultPrefetchBytes = 32LL * 1024;
+
+// What a runtime was asked for. Unset fields are filled from the environment by
+// resolve_environment, the only reader of these variables.
 struct RuntimeOptions {
   int device = 0;
-  std::filesystem::path cache_dir;  // empty: $MPK_CACHE_DIR or ~/.cache/mpk
+  std::filesystem::path cache_dir;  // empty: the cache's default ($MPK_CACHE_DIR, ~/.cache/mpk)
   int num_threads = 0;              // reference backend threads; 0: all cores
   std::string mk_params;            // megakernel code parameters for tuning runs, "name=value,..."
                                     // over the defaults (kernel_params.h); empty: $MPK_MK_PARAMS
+  long long prefetch_bytes = -1;    // -1: $MPK_PREFETCH_BYTES, else kDefaultPrefetchBytes
+  bool share_activations = false;   // every GPU session shares activation memory (also
+                                    // $MPK_SHARE_ACTIVATIONS=1); see SessionOptions
 };
 
-// Default kernel-cache directory: $MPK_CACHE_DIR, else $HOME/.cache/mpk.
-std::filesystem::path default_cache_dir();
+// `o` with its unset fields taken from the environment (MPK_CACHE_DIR and HOME through
+// cache::default_cache_path, MPK_MK_PARAMS, MPK_PREFETCH_BYTES, MPK_SHARE_ACTIVATIONS). Called
+// once per model load; a bad value is logged and replaced by the default.
+RuntimeOptions resolve_environment(RuntimeOptions o);
 
 // Counters shared by a model and its sessions (all of them), read by mpk_model_stats.
 struct Stats {
@@ -48,9 +62,12 @@ class GpuSession;
 class LoadedModel {
  public:
   // Loads `dir` and picks the backend. Error(NoDevice) when the GPU backend is requested
-  // and no device is usable.
+  // and no device is usable. validate_weights: every weight is scanned for NaN/Inf first
+  // (Error(InvalidModel) naming the first). The model keeps no file mapped: the reference
+  // backend reads the weights into memory, the GPU backend drops them after the upload.
   static std::shared_ptr<LoadedModel> load(const RuntimeOptions& rt,
-                                           const std::filesystem::path& dir, Backend requested);
+                                           const std::filesystem::path& dir, Backend requested,
+                                           bool validate_weights = false);
 
   const model::Model& model() const { return *model_; }
   const model::Config& config() const { return model_->config; }
@@ -90,7 +107,10 @@ class Session {
 
   void prefill(const int32_t* tokens, size_t n);
   // Greedy: appends up to max_tokens argmax tokens to `out`, stopping after an EOS id.
-  // Error(Capacity) when the cache fills first (tokens produced so far stay in `out`).
+  // Error(Capacity) when the cache fills first, Error(Numerics) when a token would be chosen
+  // from logits holding NaN or Inf (tokens produced so far stay in `out`). After Numerics
+  // (here or from prefill) the logits stay readable and prefill/decode give Error(BadState)
+  // until reset().
   void decode(size_t max_tokens, std::vector<int32_t>& out);
   const std::vector<float>& logits() const;
   // GPU: device-clock ms of each step of the last prefill or decode call. Error(Unsupported)
@@ -103,6 +123,11 @@ class Session {
 
  private:
   bool is_eos(int32_t token) const;
+  void decode_steps(size_t max_tokens, std::vector<int32_t>& out);
+
+  static constexpr const char* kNeedsReset =
+      "the session's logits were not finite (NaN or Inf): reset it before the next prompt";
+  bool numerics_failed_ = false;  // the last prefill/decode failed with Error(Numerics)
 
   std::shared_ptr<const LoadedModel> model_;
   std::unique_ptr<ref::Executor> exec_;  // reference backend

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 
 #include "base/error.h"
@@ -29,18 +30,13 @@ const char* backend_name(Backend b) {
   return "?";
 }
 
-std::filesystem::path default_cache_dir() {
-  if (const char* d = std::getenv("MPK_CACHE_DIR"); d && *d) return d;
-  if (const char* h = std::getenv("HOME"); h && *h) return std::filesystem::path(h) / ".cache/mpk";
-  return std::filesystem::temp_directory_path() / "mpk-cache";
-}
-
 std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
                                                const std::filesystem::path& dir,
-                                               Backend requested) {
+                                               Backend requested, bool validate_weights) {
   auto m = std::shared_ptr<LoadedModel>(new LoadedModel());
-  m->options_ = rt;
+  m->options_ = resolve_environment(rt);
   m->model_ = model::load(dir);
+  if (validate_weights) model::check_finite(m->model_->weights);
   try {
     m->graph_ = ir::build(m->model_->config);
   } catch (const Error& e) {
@@ -50,9 +46,10 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   }
 
   auto use_gpu = [&] {
-    m->gpu_ = std::make_shared<const GpuModel>(rt, *m->model_, m->graph_, m->stats_);
+    m->gpu_ = std::make_shared<const GpuModel>(m->options_, *m->model_, m->graph_, m->stats_);
     m->backend_ = Backend::Gpu;
     m->stats_.host_fallback_ops = 0;
+    m->model_->weights.release_data();  // uploaded: the files may now change without effect
   };
   switch (requested) {
     case Backend::Gpu:
@@ -65,7 +62,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
       }
       return m;
     case Backend::Auto:
-      if (device_usable(rt.device)) {
+      if (device_usable(m->options_.device)) {
         try {
           use_gpu();
           log(LogLevel::Info, "backend auto: CUDA device {} found, using the megakernel", rt.device);
@@ -90,6 +87,8 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
       [[fallthrough]];
     case Backend::Reference:
       m->backend_ = Backend::Reference;
+      // A mapped file truncated by someone else would raise SIGBUS in the middle of a step.
+      m->model_->weights.make_resident();
       break;
   }
   m->stats_.host_fallback_ops = m->graph_.ops.size();
@@ -118,14 +117,41 @@ Session::Session(std::shared_ptr<const LoadedModel> model, const SessionOptions&
 
 Session::~Session() = default;
 
-void Session::prefill(const int32_t* tokens, size_t n) {
-  MPK_CHECK(n >= 1, InvalidArgument) << "prefill needs at least one token";
-  if (gpu_) {
-    gpu_->prefill(tokens, n);  // counts tokens and launches
-    return;
+namespace {
+
+// Error(Numerics) when the logits hold a NaN or an infinity (after the step at `position`).
+void check_finite_logits(const std::vector<float>& logits, size_t position) {
+  for (size_t i = 0; i < logits.size(); ++i)
+    MPK_CHECK(std::isfinite(logits[i]), Numerics)
+        << "the logits at position " << position << " are not finite (" << logits[i]
+        << " at index " << i << ")";
+}
+
+// Runs f; an Error(Numerics) leaving it sets `failed`.
+template <typename F>
+void note_numerics(bool& failed, F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Numerics) failed = true;
+    throw;
   }
-  exec_->forward(tokens, n);
-  model_->stats().tokens += n;
+}
+
+}  // namespace
+
+void Session::prefill(const int32_t* tokens, size_t n) {
+  MPK_CHECK(!numerics_failed_, BadState) << kNeedsReset;
+  MPK_CHECK(n >= 1, InvalidArgument) << "prefill needs at least one token";
+  note_numerics(numerics_failed_, [&] {
+    if (gpu_) {
+      gpu_->prefill(tokens, n);  // counts tokens and launches
+      return;
+    }
+    exec_->forward(tokens, n);
+    model_->stats().tokens += n;
+    check_finite_logits(exec_->logits(), exec_->position() - 1);
+  });
 }
 
 bool is_eos(const std::vector<int32_t>& eos_ids, int32_t token) {
@@ -135,17 +161,23 @@ bool is_eos(const std::vector<int32_t>& eos_ids, int32_t token) {
 bool Session::is_eos(int32_t token) const { return rt::is_eos(model_->config().eos_token_ids, token); }
 
 void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
+  MPK_CHECK(!numerics_failed_, BadState) << kNeedsReset;
+  note_numerics(numerics_failed_, [&] { decode_steps(max_tokens, out); });
+}
+
+void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
   if (gpu_) {
     gpu_->decode(max_tokens, model_->config().eos_token_ids, out);  // counts tokens, launches
     return;
   }
   MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
   for (size_t i = 0; i < max_tokens; ++i) {
+    if (i > 0) check_finite_logits(exec_->logits(), exec_->position() - 1);  // prefill checked
     // The graph's argmax, computed in the step that made the logits.
     const int32_t next = exec_->next_token();
     MPK_CHECK(position() < exec_->capacity(), Capacity)
-        << "KV cache full (" << exec_->capacity() << " tokens) after " << out.size()
-        << " decoded tokens";
+        << "KV cache full (" << exec_->capacity() << " tokens, all used) after " << out.size()
+        << " token(s) of this call";
     exec_->forward(&next, 1);
     model_->stats().tokens += 1;
     out.push_back(next);
@@ -171,6 +203,7 @@ const std::vector<float>& Session::logits() const {
 
 size_t Session::position() const { return gpu_ ? gpu_->position() : exec_->position(); }
 void Session::reset() {
+  numerics_failed_ = false;
   if (gpu_)
     gpu_->reset();
   else

@@ -15,7 +15,7 @@ TEST(ApiMisuse, StatusNames) {
   EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
   EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
   EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
-  EXPECT_STREQ(mpk_version(), "0.2.0");
+  EXPECT_STREQ(mpk_version(), "0.3.0");
 }
 
 TEST(ApiMisuse, RuntimeCreateArguments) {

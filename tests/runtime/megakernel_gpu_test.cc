@@ -18,6 +18,7 @@
 #include "ref/executor.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/kernel_params.h"
+#include "patch_fixture.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
@@ -86,7 +87,8 @@ TEST_P(MegakernelGpu, MatchesReference) {
   EXPECT_GT(m->stats().num_tasks, 0u);
   const size_t capacity = 64;
   Session s(m, opts(capacity));
-  ref::Executor r(m->model(), m->graph(), capacity);
+  auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+  ref::Executor r(rm->model(), rm->graph(), capacity);
 
   double worst = 0;
   const uint64_t launches0 = m->stats().launches;
@@ -112,7 +114,7 @@ TEST_P(MegakernelGpu, MatchesReference) {
 
   // Greedy decode: the device chooses and embeds the next token itself.
   Session g1(m, opts(capacity)), g2(m, opts(capacity)), g3(m, opts(capacity, 3));
-  ref::Executor r2(m->model(), m->graph(), capacity);
+  ref::Executor r2(rm->model(), rm->graph(), capacity);
   g1.prefill(ex.prompt.data(), ex.prompt.size());
   g2.prefill(ex.prompt.data(), ex.prompt.size());
   g3.prefill(ex.prompt.data(), ex.prompt.size());
@@ -199,7 +201,8 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
   std::vector<int32_t> prompt;
   for (int i = 0; i < 200; ++i) prompt.push_back(int32_t((int64_t(i) * 7919 + 13) % vocab));
   GpuSession s(m->gpu(), opts(capacity, 16), m->stats());
-  ref::Executor r(m->model(), m->graph(), capacity);
+  auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+  ref::Executor r(rm->model(), rm->graph(), capacity);
   s.prefill(prompt.data(), prompt.size());
   r.forward(prompt.data(), prompt.size());
   EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance);
@@ -255,7 +258,8 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
           parse_params(params, params_for_head_dim(int(m->config().head_dim)));
       EXPECT_EQ(to_json(m->gpu()->params()), to_json(want));
       Session s(m, opts(64));
-      ref::Executor r(m->model(), m->graph(), 64);
+      auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+      ref::Executor r(rm->model(), rm->graph(), 64);
       s.prefill(ex.prompt.data(), ex.prompt.size());
       r.forward(ex.prompt.data(), ex.prompt.size());
       for (size_t i = 0; i <= ex.tokens.size(); ++i) {
@@ -278,6 +282,79 @@ TEST(MegakernelGpuCache, SecondLoadHitsTheCache) {
   EXPECT_EQ(b->stats().cache_hits, 1u);
   EXPECT_EQ(b->stats().cache_misses, 0u);
   EXPECT_EQ(b->stats().compile_ms, 0.0);
+}
+
+
+// Non-finite logits end a call with Error(Numerics) and the tokens chosen before them, in the
+// single-step and the multi-step modes (the device stops one step after the bad one), as the
+// reference backend does (tests/api/hardening_test.cc).
+TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  for (const char* fx : {"qwen2-f32", "qwen2-bf16"}) {
+    const std::string fixture = std::string(MPK_TEST_DATA) + "/" + fx;
+    const Expected ex = read_expected(fixture);
+    const int64_t hidden = 48;
+    {  // an all-NaN final norm: the prompt's logits
+      testing::PatchedFixture p(fixture);
+      p.set("model.norm.weight", NAN, 0, -1);
+      auto m = LoadedModel::load(test_options(), p.dir(), Backend::Gpu);
+      Session s(m, opts(32));
+      EXPECT_THROW(s.prefill(ex.prompt.data(), ex.prompt.size()), Error) << fx;
+      std::vector<int32_t> out;
+      try {
+        s.decode(4, out);
+        ADD_FAILURE() << "decode after Numerics must fail";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::BadState) << e.what();
+      }
+    }
+    for (size_t spl : {size_t(1), size_t(4)}) {  // the first greedy token's embedding is Inf
+      testing::PatchedFixture p(fixture);
+      p.set("model.embed_tokens.weight", INFINITY, int64_t(ex.tokens[0]) * hidden, 1);
+      auto m = LoadedModel::load(test_options(), p.dir(), Backend::Gpu);
+      Session s(m, opts(32, spl));
+      s.prefill(ex.prompt.data(), ex.prompt.size());
+      std::vector<int32_t> out;
+      try {
+        s.decode(6, out);
+        ADD_FAILURE() << fx << " steps_per_launch " << spl << ": no Numerics error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Numerics) << e.what();
+      }
+      EXPECT_EQ(out, std::vector<int32_t>{ex.tokens[0]}) << fx << " steps_per_launch " << spl;
+    }
+  }
+}
+
+// An input that never arrives ends the launch through the abort path with Error(Timeout)
+// (never a hang), and reset() makes the session usable again.
+TEST(MegakernelGpuAbort, LostEventEndsInTimeoutThenResetRecovers) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/qwen3-f32";
+  const Expected ex = read_expected(dir);
+  auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+  GpuSession s(m->gpu(), opts(64), m->stats());
+  s.prefill(ex.prompt.data(), ex.prompt.size());
+  s.reset_event_counter_for_test(s.plan().tasks.events.size() > 1 ? 1 : 0);
+  std::vector<int32_t> out;
+  try {
+    s.decode(2, m->config().eos_token_ids, out);
+    ADD_FAILURE() << "a lost event must abort the launch";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+    EXPECT_NE(std::string(e.what()).find("waited more than"), std::string::npos) << e.what();
+  }
+  try {
+    s.prefill(ex.prompt.data(), 1);
+    ADD_FAILURE() << "a session after an aborted launch must refuse work until reset";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::BadState);
+  }
+  s.reset();
+  s.prefill(ex.prompt.data(), ex.prompt.size());
+  out.clear();
+  s.decode(ex.tokens.size(), m->config().eos_token_ids, out);
+  EXPECT_EQ(out, ex.tokens);
 }
 
 }  // namespace

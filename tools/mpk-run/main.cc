@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "ir/builder.h"
 #include "ir/graph.h"
-#include "model/config.h"
+#include "model/model.h"
 
 namespace {
 
@@ -71,12 +71,15 @@ int die(const char* what, mpk_status s) {
 int run_cli(int argc, char** argv) {
   CLI::App app{"mpk-run: greedy decoding of a Hugging Face decoder model with mpk"};
   std::string model_dir, prompt_text, backend = "auto", logits_out;
-  size_t max_new = 16, kv_capacity = 0;
+  // Signed, range-checked: "-1" must be refused, not wrapped to 2^64 - 1.
+  int64_t max_new_arg = 16, kv_capacity_arg = 0, steps_arg = 1;
   int threads = 0;
-  bool json = false, info = false, dump_graph = false, ignore_eos = false;
+  bool json = false, info = false, dump_graph = false, ignore_eos = false, check = false;
   app.add_option("--model", model_dir, "model directory (config.json + safetensors)")->required();
   app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated (e.g. 5,17,300)");
-  app.add_option("--max-new-tokens", max_new, "tokens to generate (greedy)")->capture_default_str();
+  app.add_option("--max-new-tokens", max_new_arg, "tokens to generate (greedy)")
+      ->check(CLI::Range(int64_t(0), int64_t(INT32_MAX)))
+      ->capture_default_str();
   app.add_option("--backend", backend, "auto | gpu | reference")
       ->check(CLI::IsMember({"auto", "gpu", "reference"}))
       ->capture_default_str();
@@ -85,19 +88,29 @@ int run_cli(int argc, char** argv) {
                  "write float32 rows of vocab logits, one per generated token");
   app.add_flag("--info", info, "print model information");
   app.add_flag("--dump-graph", dump_graph, "print the model's graph IR");
-  app.add_option("--kv-capacity", kv_capacity, "KV-cache capacity in tokens (default: prompt + new tokens)");
+  app.add_option("--kv-capacity", kv_capacity_arg,
+                 "KV-cache capacity in tokens (default: prompt + new tokens)")
+      ->check(CLI::Range(int64_t(0), int64_t(INT32_MAX)));
   app.add_option("--threads", threads, "host threads for the reference backend (0: all)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 4096));
   app.add_flag("--ignore-eos", ignore_eos, "keep generating after an end-of-sequence token");
-  size_t steps_per_launch = 1;
+  app.add_flag("--check", check, "scan every weight for NaN/Inf at load");
   std::string profile_out;
-  app.add_option("--steps-per-launch", steps_per_launch,
+  app.add_option("--steps-per-launch", steps_arg,
                  "GPU: decode steps per megakernel launch (1: one launch per token)")
-      ->check(CLI::PositiveNumber)
+      ->check(CLI::Range(int64_t(1), int64_t(4096)))
       ->capture_default_str();
   app.add_option("--profile-out", profile_out,
                  "GPU: write per-task device timers of the last decode step (JSON) to this file");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    // --help prints and succeeds; every usage error exits 2 (CLI11's own codes are 100+).
+    const int code = app.exit(e);
+    return code == 0 ? 0 : 2;
+  }
+  const size_t max_new = size_t(max_new_arg), steps_per_launch = size_t(steps_arg);
+  size_t kv_capacity = size_t(kv_capacity_arg);
   if (steps_per_launch > 1 && !logits_out.empty()) {
     std::fprintf(stderr, "mpk-run: --logits-out needs every step's logits: use --steps-per-launch 1\n");
     return 2;
@@ -107,7 +120,8 @@ int run_cli(int argc, char** argv) {
   try {
     if (!prompt_text.empty()) prompt = parse_ids(prompt_text);
   } catch (const CLI::Error& e) {
-    return app.exit(e);
+    app.exit(e);
+    return 2;
   }
   if (prompt.empty() && !info && !dump_graph) {
     std::fprintf(stderr, "mpk-run: --prompt-ids is required (unless --info or --dump-graph)\n%s",
@@ -118,7 +132,9 @@ int run_cli(int argc, char** argv) {
   nlohmann::json out;
   if (dump_graph) {
     try {
-      auto g = mpk::ir::build(mpk::model::load_config(model_dir));
+      // Through the loader: the config's sizes are checked against the weights before a graph
+      // proportional to them is built.
+      auto g = mpk::ir::build(mpk::model::load(model_dir)->config);
       if (json) out["graph"] = nlohmann::json::parse(mpk::ir::to_json(g), nullptr, true, true);
       else std::printf("%s\n", mpk::ir::to_text(g).c_str());
     } catch (const std::exception& e) {
@@ -135,6 +151,7 @@ int run_cli(int argc, char** argv) {
 
   mpk_model_config mc;
   mpk_model_config_init(&mc);
+  mc.validate_weights = check ? 1 : 0;
   mc.backend = backend == "gpu" ? MPK_BACKEND_GPU
                : backend == "reference" ? MPK_BACKEND_REFERENCE
                                         : MPK_BACKEND_AUTO;
@@ -148,6 +165,8 @@ int run_cli(int argc, char** argv) {
   std::vector<size_t> call_tokens;  // tokens each mpk_session_decode call returned
   double prefill_ms = 0;
   std::FILE* lf = nullptr;
+  std::string stop_reason = "max_new_tokens";  // or "eos", "kv_cache_full"
+  bool failed_tokens = false;  // decode failed: print the tokens it produced before the error
 
   auto run = [&]() -> int {
     if (mpk_status s = mpk_model_load(rt, model_dir.c_str(), &mc, &model); s != MPK_OK)
@@ -227,11 +246,24 @@ int run_cli(int argc, char** argv) {
       auto t = Clock::now();
       mpk_status s = mpk_session_decode(sess, want, got.data(), &n);
       launch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
-      if (s != MPK_OK) return die("decode", s);
+      // Tokens decoded before a failure are kept and printed with the reason.
+      tokens.insert(tokens.end(), got.begin(), got.begin() + long(std::min(n, want)));
+      if (s == MPK_ERROR_CAPACITY) {
+        stop_reason = "kv_cache_full";
+        std::fprintf(stderr, "mpk-run: stopped after %zu tokens: %s\n", tokens.size(), mpk_last_error());
+        launch_ms.pop_back();
+        break;
+      }
+      if (s != MPK_OK) {
+        failed_tokens = true;
+        return die("decode", s);
+      }
       call_tokens.push_back(n);
       device_steps();
-      tokens.insert(tokens.end(), got.begin(), got.begin() + long(n));
-      if (!ignore_eos && n > 0 && std::find(eos, eos_end, tokens.back()) != eos_end) break;
+      if (!ignore_eos && n > 0 && std::find(eos, eos_end, tokens.back()) != eos_end) {
+        stop_reason = "eos";
+        break;
+      }
     }
     if (!profile_out.empty()) {
       const char* report = nullptr;
@@ -262,7 +294,14 @@ int run_cli(int argc, char** argv) {
   mpk_session_destroy(sess);
   mpk_model_destroy(model);
   mpk_runtime_destroy(rt);
-  if (rc_exit != 0) return rc_exit;
+  if (rc_exit != 0) {
+    if (failed_tokens) {
+      std::string ids;
+      for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);
+      std::fprintf(stderr, "mpk-run: tokens decoded before the failure: %s\n", ids.c_str());
+    }
+    return rc_exit;
+  }
 
   if (!prompt.empty()) {
     auto summary = [](const std::vector<double>& v) {
@@ -278,6 +317,7 @@ int run_cli(int argc, char** argv) {
       out["backend"] = backend_str(mi.backend);
       out["prompt_ids"] = prompt;
       out["tokens"] = tokens;
+      out["stop_reason"] = stop_reason;
       out["prefill_ms"] = prefill_ms;
       out["latency_ms"] = lat;
       out["steps_per_launch"] = steps_per_launch;
@@ -291,6 +331,7 @@ int run_cli(int argc, char** argv) {
       std::string ids;
       for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);
       std::printf("tokens: %s\n", ids.c_str());
+      std::printf("stopped: %s\n", stop_reason.c_str());
       std::printf("backend: %s, prompt %zu tokens, prefill %.3f ms\n", backend_str(mi.backend),
                   prompt.size(), prefill_ms);
       std::printf("decode latency per token (ms): p50 %.3f  p95 %.3f  p99 %.3f  (%zu tokens)\n",

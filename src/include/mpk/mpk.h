@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 2
+#define MPK_VERSION_MINOR 3
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -60,6 +60,7 @@ typedef enum mpk_status {
   MPK_ERROR_BAD_STATE = -11,       /* call not valid now (e.g. decode before prefill) */
   MPK_ERROR_IO = -12,              /* read/write/mmap failure */
   MPK_ERROR_TIMEOUT = -13,         /* a deadline passed */
+  MPK_ERROR_NUMERICS = -14,        /* logits or a chosen token came from NaN/Inf values */
   MPK_ERROR_INTERNAL = -99         /* an mpk bug: please report it */
 } mpk_status;
 
@@ -95,7 +96,8 @@ typedef enum mpk_backend {
 typedef struct mpk_runtime_config {
   size_t struct_size;           /* set by mpk_runtime_config_init */
   int32_t device;               /* CUDA device ordinal (default 0) */
-  const char* cache_dir;        /* kernel cache directory; NULL: $MPK_CACHE_DIR or ~/.cache/mpk */
+  const char* cache_dir;        /* kernel cache directory; NULL: $MPK_CACHE_DIR, else
+                                   $HOME/.cache/mpk (read when a model loads) */
   int32_t num_threads;          /* host threads for the reference backend; 0: all cores */
   mpk_log_callback log_callback;/* NULL: warnings to stderr (level: $MPK_LOG). Process-wide:
                                    the last runtime created with one receives all messages */
@@ -115,6 +117,10 @@ MPK_API void mpk_runtime_destroy(mpk_runtime* rt);
 typedef struct mpk_model_config {
   size_t struct_size;  /* set by mpk_model_config_init */
   mpk_backend backend; /* default MPK_BACKEND_AUTO */
+  int32_t validate_weights; /* nonzero: scan every weight for NaN/Inf at load (reads all the
+                               bytes once; MPK_ERROR_INVALID_MODEL names the first). Default 0.
+                               (Since 0.3, in what was padding: the struct's size is
+                               unchanged and mpk_model_config_init zeroes it.) */
 } mpk_model_config;
 
 typedef enum mpk_family {
@@ -146,9 +152,12 @@ typedef struct mpk_model_info {
 } mpk_model_info;
 
 /// Loads a Hugging Face model directory (config.json + safetensors, optionally sharded).
-/// Weights are memory-mapped. The model is immutable: thread-safe, shared by sessions.
-/// Returns MPK_ERROR_NOT_FOUND, _INVALID_MODEL, _UNSUPPORTED, _NO_DEVICE (backend GPU),
-/// _INVALID_ARGUMENT; on failure *out is set to NULL.
+/// Only regular files are opened (a FIFO or device is refused without blocking). The loaded
+/// model keeps no file mapped: the reference backend reads the weights into memory, the GPU
+/// backend frees its host copy after the upload, so the files may change or be truncated
+/// afterwards without effect. The model is immutable: thread-safe, shared by sessions.
+/// Returns MPK_ERROR_NOT_FOUND, _INVALID_MODEL, _UNSUPPORTED, _NO_DEVICE (backend GPU), _IO
+/// (permission denied, read failure), _INVALID_ARGUMENT; on failure *out is set to NULL.
 MPK_API void mpk_model_config_init(mpk_model_config* cfg);
 MPK_API mpk_status mpk_model_load(mpk_runtime* rt, const char* model_dir,
                                   const mpk_model_config* cfg, mpk_model** out);
@@ -200,14 +209,16 @@ MPK_API mpk_status mpk_session_create(mpk_model* model, const mpk_session_config
                                       mpk_session** out);
 /// Appends n >= 1 prompt tokens and computes the logits at the last one.
 /// MPK_ERROR_INVALID_ARGUMENT for a token id outside [0, vocab); MPK_ERROR_CAPACITY when the
-/// KV cache cannot hold them: after these the session is unchanged. After a device failure
-/// (MPK_ERROR_CUDA, MPK_ERROR_TIMEOUT) calls return MPK_ERROR_BAD_STATE until
-/// mpk_session_reset.
+/// KV cache cannot hold them: after these the session is unchanged. MPK_ERROR_NUMERICS when
+/// the resulting logits hold NaN or Inf (they stay readable). After a device failure
+/// (MPK_ERROR_CUDA, MPK_ERROR_TIMEOUT) or MPK_ERROR_NUMERICS, prefill and decode return
+/// MPK_ERROR_BAD_STATE until mpk_session_reset.
 MPK_API mpk_status mpk_session_prefill(mpk_session* s, const int32_t* tokens, size_t n);
 /// Greedy decoding: up to max_tokens times, picks the argmax of the current logits, writes it
 /// to out, and feeds it. Stops after an end-of-sequence token (which is written). *n_out is the
 /// number written. MPK_ERROR_BAD_STATE before any prefill; MPK_ERROR_CAPACITY when the KV cache
-/// fills before max_tokens (tokens written so far are kept, *n_out says how many).
+/// fills before max_tokens; MPK_ERROR_NUMERICS when the next token would be chosen from logits
+/// holding NaN or Inf. On both, the tokens written so far are kept and *n_out says how many.
 MPK_API mpk_status mpk_session_decode(mpk_session* s, size_t max_tokens, int32_t* out,
                                       size_t* n_out);
 /// The fp32 logits at the last fed position (vocab entries). Owned by the session, valid until

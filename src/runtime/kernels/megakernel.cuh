@@ -636,7 +636,9 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     for (int s = 0; s < t.num_slices; ++s) {
       const float* out = (const float*)t.slices[s].out;
       for (int i = threadIdx.x; i < t.slices[s].rows; i += blockDim.x) {
-        const float v = out[i];
+        // A non-finite logit becomes NaN, which wins every comparison: the step's argmax value
+        // then says whether any logit was non-finite, at no extra pass over the logits.
+        const float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);
         const int gi = (int)(t.out_index0 + base + i);
         if (!have) { best = v; bi = gi; have = true; } else mk_better(best, bi, v, gi);
       }
@@ -948,6 +950,7 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
   if (threadIdx.x == 0) {
     *(int*)t.next_token = bi;
     rec[i].token = bi;
+    rec[i].flags = best != best ? MPK_MK_STEP_NONFINITE : 0;
   }
   const int feed = i + 1 < prm.num_forced ? ((const int*)prm.forced)[i + 1] : bi;
   if ((t.flags & MPK_MK_F_EMBED) && feed >= 0 && feed < t.vocab) {
@@ -1060,17 +1063,20 @@ __device__ void mk_run(const MkParams& prm) {
   for (int i = 0; i < prm.num_steps; ++i) {
     const unsigned step = prm.step + (unsigned)i;
     const int position = prm.position + i;
-    // Step i is fed step i-1's argmax; the launch ends after a step that was fed an EOS id:
-    // before step i (i >= 2) every worker reads the token step i-1 was fed, step i-2's argmax
-    // (step 0's fed token the host checked), so all of them stop at the same step. Its event
-    // has fired already (step i-1 waited for it); the acquire makes the token visible.
-    if (i >= 2 && prm.num_eos > 0 && prm.argmax_event >= 0) {
+    // Step i is fed step i-1's argmax; the launch ends after a step that was fed an EOS id or
+    // a token chosen from non-finite logits: before step i (i >= 2) every worker reads the
+    // record of step i-2, whose argmax step i-1 was fed (step 0's fed token the host checked),
+    // so all of them stop at the same step. Its event has fired already (step i-1 waited for
+    // it); the acquire makes the record visible. Forced (prompt) steps never stop.
+    if (i >= 2 && i - 1 >= prm.num_forced && prm.argmax_event >= 0) {
       if (threadIdx.x == 0) {
         const int e = prm.argmax_event;
-        if (!mk_wait(prm, e, needs[e] * (step - 2u), -1))
+        if (!mk_wait(prm, e, needs[e] * (step - 2u), -1)) {
           abort_launch = 1;
-        else if (i - 1 >= prm.num_forced && mk_is_eos(prm, ((volatile MkStepRecord*)rec)[i - 2].token))
-          stop = 1;
+        } else {
+          const volatile MkStepRecord& r = ((volatile MkStepRecord*)rec)[i - 2];
+          if ((r.flags & MPK_MK_STEP_NONFINITE) || mk_is_eos(prm, r.token)) stop = 1;
+        }
       }
       __syncthreads();
       if (abort_launch || stop) return mk_drain_copies();

@@ -107,9 +107,11 @@ struct MkTask {
 };
 
 // Per step of a launch, in the control block after the status words and the worker starts.
+#define MPK_MK_STEP_NONFINITE 1  // MkStepRecord::flags: a logit was NaN or infinite
+
 struct MkStepRecord {
   int token;                 // the step's argmax
-  int pad;
+  int flags;                 // MPK_MK_STEP_*
   unsigned long long end_ns; // globaltimer when the step's argmax task finished
 };
 

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# mpk-run's argument checks and stop reasons: usage errors exit 2 with a short message, and
+# tokens decoded before the KV cache filled are printed with the reason.
+# Usage: mpk_run_cli_test.sh MPK_RUN FIXTURE_DIR
+set -uo pipefail
+run=$1
+model=$2
+fail=0
+expect_exit() {  # want, description, args...
+  local want=$1 what=$2
+  shift 2
+  local err
+  err=$("$run" "$@" 2>&1 >/dev/null)
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "FAIL: $what: exit $got, expected $want: $err"
+    fail=1
+  elif [ "${#err}" -gt 400 ] && [ "$want" = 2 ]; then
+    echo "FAIL: $what: a ${#err}-character message"
+    fail=1
+  else
+    echo "ok: $what (exit $got)"
+  fi
+}
+base=(--model "$model" --backend reference --prompt-ids 215,354,185)
+expect_exit 2 "negative --max-new-tokens" "${base[@]}" --max-new-tokens -1
+expect_exit 2 "--max-new-tokens 2^64" "${base[@]}" --max-new-tokens 18446744073709551616
+expect_exit 2 "--steps-per-launch 0" "${base[@]}" --steps-per-launch 0
+expect_exit 2 "--kv-capacity -5" "${base[@]}" --kv-capacity -5
+expect_exit 2 "an unknown option" "${base[@]}" --no-such-option
+expect_exit 2 "a missing --model" --prompt-ids 1
+expect_exit 2 "a bad token id list" --model "$model" --prompt-ids 1,x
+expect_exit 0 "--help" --help
+
+# The cache fills after 3 new tokens: they are printed, with the reason, and the run succeeds.
+out=$("$run" "${base[@]}" --kv-capacity 6 --max-new-tokens 10 --json 2>/dev/null)
+code=$?
+if [ $code != 0 ] || ! python3 - "$out" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert len(j["tokens"]) == 3, j["tokens"]
+assert j["stop_reason"] == "kv_cache_full", j["stop_reason"]
+PY
+then
+  echo "FAIL: KV cache full: exit $code, output: $out"
+  fail=1
+else
+  echo "ok: KV cache full keeps its 3 tokens"
+fi
+exit $fail

@@ -182,7 +182,8 @@ Cache::Cache(CacheOptions options) : impl_(std::make_unique<Impl>()) {
   I.db = open_database(I.options.path, {I.options.read_only, I.options.busy_timeout_ms});
   I.read_only = I.options.read_only || I.db->is_read_only();
   if (I.read_only && !I.options.read_only)
-    log(LogLevel::Warn, "kernel cache {} is write-protected: using it read-only", I.options.path.string());
+    log(LogLevel::Warn, "kernel cache {} (or its folder) is write-protected: using it read-only",
+        I.options.path.string());
 }
 
 Cache::~Cache() = default;

@@ -6,7 +6,8 @@
 // Guarantees: every load re-checks the cubin's SHA-256 (a bad entry is deleted, counted in
 // corrupt_entries_dropped, and reported as a miss so the caller rebuilds); one transaction per
 // publish; several processes may share one file (WAL, busy timeout); a damaged or foreign file
-// is moved aside and replaced, never reused. A Cache object is thread-safe.
+// is moved aside and replaced, never reused. A read-only cache never changes the file; it
+// opens even in a folder the user cannot write. A Cache object is thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +28,8 @@ struct CacheOptions {
   std::filesystem::path path;  // empty: default_cache_path()
   // SQLITE_OPEN_READONLY: publishes throw Error(Cache), loads do not update last_used, and
   // a missing, old or damaged file is an error instead of being created, migrated or replaced.
+  // A file that this process may not write, or in a folder it may not write, is opened
+  // read-only even when this is false (with a warning).
   bool read_only = false;
   uint64_t max_bytes = 0;       // payload budget enforced after each publish/import; 0: none
   int busy_timeout_ms = 10000;  // how long a writer waits for another process's transaction

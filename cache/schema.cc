@@ -7,9 +7,9 @@
 
 #include <chrono>
 #include <ctime>
-#include <thread>
 #include <string>
 #include <system_error>
+#include <thread>
 
 #include "base/log.h"
 
@@ -86,7 +86,7 @@ const char* const kProbeV1 =
 enum class State { Empty, Current, Older, Newer, Foreign, Damaged };
 
 struct Probe {
-  State state;
+  State state = State::Empty;
   int64_t version = 0;
   std::string detail;
 };
@@ -187,7 +187,7 @@ void recover(const fs::path& path, const OpenOptions& options, const std::string
   std::error_code ec;
   if (!fs::exists(path, ec)) return;
   {
-    sql::Db db(path, false, options.busy_timeout_ms);
+    sql::Db db(path, sql::Access::ReadWrite, options.busy_timeout_ms);
     Probe p = inspect(db);
     if (p.state != State::Damaged && p.state != State::Foreign) return;
   }
@@ -196,20 +196,39 @@ void recover(const fs::path& path, const OpenOptions& options, const std::string
       path.string(), why, aside.string());
 }
 
-std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions& options) {
+bool writable(const fs::path& p) {
+  return ::faccessat(AT_FDCWD, p.empty() ? "." : p.c_str(), W_OK, AT_EACCESS) == 0;
+}
+
+// Opens an existing file without writing to it. `asked` says whether the caller asked for
+// read-only (else the file or its folder is write-protected), for the advice in errors.
+std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions& options, bool asked) {
   std::error_code ec;
   MPK_CHECK(fs::exists(path, ec), NotFound) << "no kernel cache at " << path.string();
-  auto db = std::make_unique<sql::Db>(path, true, options.busy_timeout_ms);
-  Probe p = inspect(*db);
+  std::unique_ptr<sql::Db> db;
+  Probe p;
+  try {
+    db = std::make_unique<sql::Db>(path, sql::Access::ReadOnly, options.busy_timeout_ms);
+    p = inspect(*db);
+  } catch (const sql::SqliteError& e) {
+    // A WAL file whose -shm this user can neither read nor create (a folder it cannot write).
+    if (!e.is_read_only_refusal()) throw;
+    log(LogLevel::Debug, "kernel cache {}: {}; reading it as immutable", path.string(), e.what());
+    db = std::make_unique<sql::Db>(path, sql::Access::Immutable, options.busy_timeout_ms);
+    p = inspect(*db);
+  }
   switch (p.state) {
     case State::Current: return db;
     case State::Empty: MPK_THROW(Cache) << "kernel cache " << path.string() << " is empty: not an mpk kernel cache";
     case State::Older:
       MPK_THROW(Cache) << "kernel cache " << path.string() << " has schema v" << p.version
-                       << "; open it read-write once to migrate it to v" << kSchemaVersion;
+                       << (asked ? "; open it read-write once to migrate it to v"
+                                 : " and cannot be migrated here (write-protected) to v")
+                       << kSchemaVersion;
     case State::Damaged:
-      MPK_THROW(Cache) << "kernel cache " << path.string() << " is damaged (" << p.detail
-                       << "); open it read-write to move it aside";
+      MPK_THROW(Cache) << "kernel cache " << path.string() << " is damaged (" << p.detail << ")"
+                       << (asked ? "; open it read-write to move it aside"
+                                 : " and cannot be moved aside here (write-protected)");
     case State::Foreign:
     case State::Newer: MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
   }
@@ -235,19 +254,22 @@ fs::path move_aside(const fs::path& path) {
 }
 
 std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& options) {
-  if (options.read_only) return open_read_only(path, options);
+  if (options.read_only) return open_read_only(path, options, /*asked=*/true);
+  fs::path folder = path.parent_path();
   std::error_code ec;
-  if (path.has_parent_path()) {
-    fs::create_directories(path.parent_path(), ec);
-    MPK_CHECK(!ec, Io) << "cannot create kernel cache folder " << path.parent_path().string() << ": "
-                       << ec.message();
+  if (fs::exists(path, ec)) {
+    // Without write access to the file or its folder (WAL creates -wal and -shm there), the
+    // file is still good for reading.
+    if (!writable(path) || !writable(folder)) return open_read_only(path, options, /*asked=*/false);
+  } else if (!folder.empty()) {
+    fs::create_directories(folder, ec);
+    MPK_CHECK(!ec, Io) << "cannot create kernel cache folder " << folder.string() << ": " << ec.message();
   }
   constexpr int kAttempts = 5;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     try {
-      auto db = std::make_unique<sql::Db>(path, false, options.busy_timeout_ms);
+      auto db = std::make_unique<sql::Db>(path, sql::Access::ReadWrite, options.busy_timeout_ms);
       Probe p = inspect(*db);
-      if (p.state == State::Current && db->is_read_only()) return db;  // write-protected file
       if (p.state == State::Newer)
         MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
       if (p.state == State::Damaged || p.state == State::Foreign) {
@@ -255,9 +277,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
         recover(path, options, p.detail);
         continue;
       }
-      MPK_CHECK(!db->is_read_only(), Cache)
-          << "kernel cache " << path.string()
-          << " is write-protected and needs initialisation or migration";
+      if (db->is_read_only()) return open_read_only(path, options, /*asked=*/false);
       if (p.state == State::Empty) {
         // Only effective before the first table exists; lets pruning return pages to the OS.
         db->exec("PRAGMA auto_vacuum = INCREMENTAL");

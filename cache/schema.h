@@ -33,8 +33,12 @@ struct OpenOptions {
 // Opens the database at `path`, creating or migrating it to kSchemaVersion.
 // Read-write: a file that is not SQLite, is damaged, or belongs to something else is renamed
 // to `<path>.corrupt-<unix time>` with a warning and a fresh database is created; a newer
-// schema throws Error(Cache). Read-only: a missing file throws Error(NotFound), anything but
-// the current schema throws Error(Cache) and nothing on disk is touched.
+// schema throws Error(Cache). A file this process may not write, or in a folder it may not
+// write, is opened read-only as below instead (the result's is_read_only() tells).
+// Read-only: a missing file throws Error(NotFound), anything but the current schema throws
+// Error(Cache) and nothing on disk is touched. A WAL-mode file is read with mode=ro when its
+// -shm can be read or created, else as immutable (a shared cache in a folder the user cannot
+// write): then it needs no -wal, -shm or locks and must not be written meanwhile.
 // Sets WAL mode (read-write), synchronous=NORMAL, and the busy timeout.
 std::unique_ptr<sql::Db> open_database(const std::filesystem::path& path, const OpenOptions& options);
 

@@ -2,6 +2,8 @@
 
 #include <sqlite3.h>
 
+#include <cctype>
+#include <cstring>
 #include <string>
 
 namespace mpk::cache::sql {
@@ -15,16 +17,49 @@ bool SqliteError::is_file_moved() const {
   return (code_ & 0xff) == SQLITE_IOERR || code_ == SQLITE_READONLY_DBMOVED;
 }
 
+bool SqliteError::is_read_only_refusal() const {
+  int primary = code_ & 0xff;
+  return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
+}
+
 bool SqliteError::is_busy() const {
   int primary = code_ & 0xff;
   return primary == SQLITE_BUSY || primary == SQLITE_LOCKED;
 }
 
-Db::Db(const std::filesystem::path& path, bool read_only, int busy_timeout_ms) : path_(path) {
-  int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+namespace {
+
+// A URI naming `path` (RFC 3986 percent-encoding, so '?', '#' and '%' in names are safe).
+std::string file_uri(const std::filesystem::path& path, const char* query) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string p = path.string();
+  // "file://" + an absolute path: an empty authority, so a path starting "//" stays a path.
+  std::string uri = path.is_absolute() ? "file://" : "file:";
+  for (unsigned char c : p) {
+    if (std::isalnum(c) || std::strchr("/-._~", c)) {
+      uri += char(c);
+    } else {
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 15];
+    }
+  }
+  return uri + "?" + query;
+}
+
+}  // namespace
+
+Db::Db(const std::filesystem::path& path, Access access, int busy_timeout_ms) : path_(path) {
   // Each Db is used under its owner's lock; SQLite's own mutexes would only add cost.
-  flags |= SQLITE_OPEN_NOMUTEX;
-  int rc = sqlite3_open_v2(path.c_str(), &db_, flags, nullptr);
+  int flags = SQLITE_OPEN_NOMUTEX;
+  std::string name = path.string();
+  if (access == Access::ReadWrite) {
+    flags |= SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE;
+  } else {
+    flags |= SQLITE_OPEN_READONLY | SQLITE_OPEN_URI;
+    name = file_uri(path, access == Access::ReadOnly ? "mode=ro" : "mode=ro&immutable=1");
+  }
+  int rc = sqlite3_open_v2(name.c_str(), &db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     std::string msg = db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc);
     sqlite3_close(db_);
@@ -59,6 +94,7 @@ std::string Db::query_text(std::string_view sql) {
 }
 
 bool Db::is_read_only() const { return sqlite3_db_readonly(db_, "main") == 1; }
+
 
 int64_t Db::changes() const { return sqlite3_changes64(db_); }
 

@@ -27,6 +27,9 @@ class SqliteError : public Error {
   // The file changed under this connection (moved aside by another opener's recovery, or an
   // I/O error): open it again rather than judge its contents.
   bool is_file_moved() const;
+  // A read-only connection could not read the file without writing beside it (a WAL file
+  // whose -shm it can neither read nor create).
+  bool is_read_only_refusal() const;
 
  private:
   int code_;
@@ -68,11 +71,16 @@ class Stmt {
   sqlite3_stmt* stmt_ = nullptr;
 };
 
+enum class Access {
+  ReadWrite,  // created when missing
+  ReadOnly,   // mode=ro: sees other processes' commits; WAL needs a -shm it can read or create
+  Immutable,  // immutable=1: no locks, no WAL, no -shm; for a file nobody writes meanwhile
+};
+
 class Db {
  public:
-  // Opens (read-only: SQLITE_OPEN_READONLY; else read-write, created when missing) and sets
-  // the busy timeout.
-  Db(const std::filesystem::path& path, bool read_only, int busy_timeout_ms);
+  // Opens the file with `access` and sets the busy timeout.
+  Db(const std::filesystem::path& path, Access access, int busy_timeout_ms);
   ~Db();
   Db(const Db&) = delete;
   Db& operator=(const Db&) = delete;
@@ -80,7 +88,7 @@ class Db {
   void exec(std::string_view sql);
   int64_t query_int(std::string_view sql);
   std::string query_text(std::string_view sql);
-  // The file is write-protected even though read-write was asked for.
+  // The connection cannot write (asked so, or the file is write-protected).
   bool is_read_only() const;
   int64_t changes() const;
   const std::filesystem::path& path() const { return path_; }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <map>
@@ -56,6 +57,38 @@ class CliTest : public ::testing::Test {
     r.err = slurp(err_path);
     return r;
   }
+  // Runs mpk-tune as a user that permission bits bind (nobody, when the test runs as root).
+  // Sets *skip when that is not possible here.
+  Outcome tune_unprivileged(std::vector<std::string> args, std::string* skip) {
+    std::vector<std::string> argv_s = {MPK_TUNE_BINARY};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::string out_path = (dir / "stdout").string(), err_path = (dir / "stderr").string();
+    int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    Outcome r;
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(out, 1);
+      dup2(err, 2);
+      if (!drop_root().empty() || access(argv[0], X_OK) != 0) _exit(kCannotDrop);
+      execve(argv[0], argv.data(), environ);
+      _exit(kCannotDrop);
+    }
+    close(out);
+    close(err);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (r.status == kCannotDrop) *skip = "cannot run mpk-tune as an unprivileged user here";
+    r.out = read_bytes(out_path);
+    r.err = read_bytes(err_path);
+    return r;
+  }
+  static constexpr int kCannotDrop = 97;
+
   Outcome tune_db(std::vector<std::string> args) {
     args.insert(args.begin(), {"--cache", db.string()});
     return tune(std::move(args));
@@ -181,6 +214,36 @@ TEST_F(CliTest, VerifyDropsDamageAndFailsOnce) {
   Outcome ok = tune_db({"verify"});
   EXPECT_EQ(ok.status, 0) << ok.out << ok.err;
   EXPECT_NE(ok.out.find("checked 3 entries: 0 bad"), std::string::npos) << ok.out;
+}
+
+// Before, even --read-only failed with "attempt to write a readonly database": a WAL file
+// needs its -shm, which a folder the user cannot write does not let SQLite create.
+TEST_F(CliTest, ReadOnlyCacheInAFolderTheUserCannotWrite) {
+  fill(3);
+  fs::path shared = dir / "shared";
+  fs::create_directories(shared);
+  fs::rename(db, shared / "kernels.db");
+  fs::path file = shared / "kernels.db";
+  const auto read_exec = fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                         fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec;
+  fs::permissions(dir.path(), read_exec, fs::perm_options::add);
+  fs::permissions(file, fs::perms::owner_read | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(shared, read_exec);
+  std::string skip;
+  Outcome ro = tune_unprivileged({"--cache", file.string(), "--read-only", "list", "--json"}, &skip);
+  Outcome plain = tune_unprivileged({"--cache", file.string(), "stats", "--json"}, &skip);
+  Outcome prune = tune_unprivileged({"--cache", file.string(), "prune", "--max-bytes", "0"}, &skip);
+  fs::permissions(shared, fs::perms::owner_write, fs::perm_options::add);
+  if (!skip.empty()) GTEST_SKIP() << skip;
+  if (geteuid() != 0 && access(shared.c_str(), W_OK) == 0) GTEST_SKIP() << "this user can write the folder anyway";
+  ASSERT_EQ(ro.status, 0) << ro.err;
+  EXPECT_EQ(ro.js()["entries"].size(), 3u);
+  ASSERT_EQ(plain.status, 0) << plain.err;
+  EXPECT_EQ(plain.js()["entries"], 3);
+  EXPECT_TRUE(plain.js()["read_only"].get<bool>());
+  EXPECT_EQ(prune.status, 1);
+  EXPECT_NE(prune.err.find("read-only"), std::string::npos) << prune.err;
+  EXPECT_FALSE(fs::exists(file.string() + "-shm"));
 }
 
 TEST_F(CliTest, BadArgumentsGiveUsageAndStatus2) {

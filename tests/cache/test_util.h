@@ -2,13 +2,19 @@
 // for tampering with a database behind the cache's back.
 #pragma once
 
+#include <grp.h>
 #include <sqlite3.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -120,6 +126,59 @@ class RawDb {
  private:
   sqlite3* db_ = nullptr;
 };
+
+inline std::string read_bytes(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Makes this (child) process one that permission bits bind: when root, it becomes user
+// nobody. Returns "" on success, else why not.
+inline std::string drop_root() {
+  if (geteuid() != 0) return "";
+  constexpr uid_t kNobody = 65534;
+  if (setgroups(0, nullptr) != 0 || setgid(kNobody) != 0 || setuid(kNobody) != 0)
+    return std::string("cannot become user nobody: ") + std::strerror(errno);
+  return "";
+}
+
+// Runs `fn` in a child process after drop_root(); returns what fn returned ("" for success)
+// or what went wrong. Sets *skip instead when the child cannot drop root.
+inline std::string in_unprivileged_child(const std::function<std::string()>& fn, std::string* skip) {
+  int fds[2];
+  if (pipe(fds) != 0) return "pipe failed";
+  pid_t pid = fork();
+  if (pid < 0) return "fork failed";
+  if (pid == 0) {
+    close(fds[0]);
+    std::string out = drop_root();
+    if (!out.empty()) {
+      out = "SKIP:" + out;
+    } else {
+      try {
+        out = fn();
+      } catch (const std::exception& e) {
+        out = std::string("exception: ") + e.what();
+      }
+    }
+    ssize_t ignored = write(fds[1], out.data(), out.size());
+    (void)ignored;
+    _exit(0);
+  }
+  close(fds[1]);
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, size_t(n));
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  if (!WIFEXITED(status)) return "the child died (status " + std::to_string(status) + ")";
+  if (out.rfind("SKIP:", 0) == 0) {
+    *skip = out.substr(5);
+    return "";
+  }
+  return out;
+}
 
 }  // namespace mpk::cache::testing
 

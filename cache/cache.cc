@@ -43,6 +43,7 @@ CacheCounters AtomicCounters::snapshot() const {
   c.build_waits = build_waits;
   c.corrupt_entries_dropped = corrupt_entries_dropped;
   c.pruned_entries = pruned_entries;
+  c.files_moved_aside = files_moved_aside;
   return c;
 }
 
@@ -115,6 +116,7 @@ std::optional<Entry> Cache::Impl::load_locked(std::string_view key) {
       s->bind(1, t).bind(2, id).run();
       e.last_used = t;
     } catch (const sql::SqliteError& err) {
+      if (err.is_corruption()) throw;
       log(LogLevel::Debug, "kernel cache: last_used not updated: {}", err.what());
     }
   }
@@ -179,11 +181,14 @@ Cache::Cache(CacheOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& I = *impl_;
   if (options.path.empty()) options.path = default_cache_path();
   I.options = std::move(options);
-  I.db = open_database(I.options.path, {I.options.read_only, I.options.busy_timeout_ms});
-  I.read_only = I.options.read_only || I.db->is_read_only();
-  if (I.read_only && !I.options.read_only)
+  I.read_only = I.options.read_only;
+  std::lock_guard lock(I.mu);
+  I.open_locked({});
+  if (I.db->is_read_only() && !I.read_only) {
+    I.read_only = true;
     log(LogLevel::Warn, "kernel cache {} (or its folder) is write-protected: using it read-only",
         I.options.path.string());
+  }
 }
 
 Cache::~Cache() = default;
@@ -192,11 +197,7 @@ std::optional<Entry> Cache::load(const CacheKey& key) { return load(key_digest(k
 
 std::optional<Entry> Cache::load(std::string_view digest) {
   Impl& I = *impl_;
-  std::optional<Entry> e;
-  {
-    std::lock_guard lock(I.mu);
-    e = I.load_locked(digest);
-  }
+  std::optional<Entry> e = I.with_db([&] { return I.load_locked(digest); });
   ++(e ? I.counters.hits : I.counters.misses);
   return e;
 }
@@ -205,13 +206,12 @@ bool Cache::publish(const CacheKey& key, Entry entry) {
   Impl& I = *impl_;
   MPK_CHECK(!I.read_only, Cache) << "kernel cache " << I.options.path.string() << " is read-only: publish refused";
   prepare_entry(key, entry, I.now());
-  std::lock_guard lock(I.mu);
-  StoreOutcome outcome;
-  {
+  StoreOutcome outcome = I.with_db([&] {
     sql::Transaction txn(*I.db);
-    outcome = I.store_locked(entry, Conflict::ReplaceUnlessWorse);
+    StoreOutcome o = I.store_locked(entry, Conflict::ReplaceUnlessWorse);
     txn.commit();
-  }
+    return o;
+  });
   if (outcome == StoreOutcome::KeptExisting) {
     ++I.counters.publishes_kept_existing;
     return false;
@@ -219,8 +219,10 @@ bool Cache::publish(const CacheKey& key, Entry entry) {
   ++I.counters.publishes;
   // The entry is stored; a failed prune only delays eviction to the next publish.
   try {
-    if (I.options.max_bytes && I.total_bytes_locked() > I.options.max_bytes)
-      I.prune_locked(I.options.max_bytes, entry.key);
+    I.with_db([&] {
+      if (I.options.max_bytes && I.total_bytes_locked() > I.options.max_bytes)
+        I.prune_locked(I.options.max_bytes, entry.key);
+    });
   } catch (const Error& e) {
     log(LogLevel::Warn, "kernel cache: pruning after publish failed: {}", e.what());
   }

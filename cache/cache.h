@@ -6,8 +6,11 @@
 // Guarantees: every load re-checks the cubin's SHA-256 (a bad entry is deleted, counted in
 // corrupt_entries_dropped, and reported as a miss so the caller rebuilds); one transaction per
 // publish; several processes may share one file (WAL, busy timeout); a damaged or foreign file
-// is moved aside and replaced, never reused. A read-only cache never changes the file; it
-// opens even in a folder the user cannot write. A Cache object is thread-safe.
+// is moved aside (kept as <path>.corrupt-<unix time>) and replaced, never reused, whether the
+// damage is found on open or by any later operation (SQLite reports a malformed page), and
+// the entries that still read back intact are copied into the fresh file. A read-only cache
+// never changes the file; it opens even in a folder the user cannot write. A Cache object is
+// thread-safe.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +51,7 @@ struct CacheCounters {
   uint64_t build_waits = 0;        // get_or_build calls that joined a build in progress
   uint64_t corrupt_entries_dropped = 0;
   uint64_t pruned_entries = 0;
+  uint64_t files_moved_aside = 0;  // damaged files replaced by a fresh one
 };
 
 struct CacheStats {
@@ -76,8 +80,12 @@ struct PruneResult {
 struct VerifyResult {
   uint64_t checked = 0;
   std::vector<std::string> bad_keys;  // dropped unless the cache is read-only
-  bool integrity_ok = true;           // SQLite's quick_check
+  bool integrity_ok = true;           // SQLite's quick_check, and every row could be read
   std::string integrity_message;
+  // Damaged files this Cache moved aside (on open, in verify, or in any operation since the
+  // last verify); `checked` counts the entries of the fresh file.
+  std::vector<std::string> moved_aside;
+  bool damage_found() const { return !bad_keys.empty() || !integrity_ok || !moved_aside.empty(); }
 };
 
 // Export and import counts. An export file is itself a cache database (schema v2), so it can
@@ -124,7 +132,8 @@ class Cache {
   CacheStats stats();
   // Deletes least-recently-used entries until the payload fits `max_bytes`.
   PruneResult prune(uint64_t max_bytes);
-  // Re-checks every checksum (and key against key_text) and drops the bad entries.
+  // Re-checks every checksum (and key against key_text) and drops the bad entries, then runs
+  // SQLite's quick_check; a file that fails it is moved aside like any page-level damage.
   VerifyResult verify();
 
   // Writes every good entry to a new cache file `file` (refuses an existing one unless
@@ -132,7 +141,8 @@ class Cache {
   TransferResult export_to(const std::filesystem::path& file, bool overwrite = false);
   // Merges the entries of a cache file (opened read-only, left untouched). On conflict the
   // better entry by is_better is kept, the existing one on a tie. Imported entries count as
-  // used now. One transaction per batch of entries.
+  // used now. One transaction per batch of entries. Rows of a damaged source that cannot be
+  // read count as skipped_corrupt.
   TransferResult import_from(const std::filesystem::path& file);
 
   CacheCounters counters() const;

@@ -1,4 +1,6 @@
 // Listing, statistics, pruning and verification: the maintenance side of Cache.
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -19,23 +21,25 @@ int64_t sql_limit(size_t limit) { return limit ? int64_t(limit) : -1; }
 
 std::vector<EntryInfo> Cache::list(size_t limit) {
   Impl& I = *impl_;
-  std::lock_guard lock(I.mu);
-  std::vector<EntryInfo> out;
-  auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
-                  "ORDER BY k.last_used DESC, k.id DESC LIMIT ?1");
-  s->bind(1, sql_limit(limit));
-  while (s->step()) out.push_back(read_info(*s));
-  return out;
+  return I.with_db([&] {
+    std::vector<EntryInfo> out;
+    auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
+                    "ORDER BY k.last_used DESC, k.id DESC LIMIT ?1");
+    s->bind(1, sql_limit(limit));
+    while (s->step()) out.push_back(read_info(*s));
+    return out;
+  });
 }
 
 std::optional<EntryInfo> Cache::info(std::string_view digest) {
   Impl& I = *impl_;
-  std::lock_guard lock(I.mu);
-  auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
-                  "WHERE k.key = ?1");
-  s->bind(1, digest);
-  if (!s->step()) return std::nullopt;
-  return read_info(*s);
+  return I.with_db([&]() -> std::optional<EntryInfo> {
+    auto s = I.stmt("SELECT " MPK_CACHE_INFO_COLUMNS " FROM kernels k LEFT JOIN blobs b ON b.id = k.id "
+                    "WHERE k.key = ?1");
+    s->bind(1, digest);
+    if (!s->step()) return std::nullopt;
+    return read_info(*s);
+  });
 }
 
 std::vector<std::string> Cache::find_keys(std::string_view prefix, size_t limit) {
@@ -47,35 +51,34 @@ std::vector<std::string> Cache::find_keys(std::string_view prefix, size_t limit)
     lower += l;
   }
   Impl& I = *impl_;
-  std::lock_guard lock(I.mu);
-  // Keys are lower-case hex, so every key with this prefix sorts in [prefix, prefix + "g").
-  auto s = I.stmt("SELECT key FROM kernels WHERE key >= ?1 AND key < ?2 ORDER BY key LIMIT ?3");
-  s->bind(1, lower).bind(2, lower + "g").bind(3, sql_limit(limit));
-  std::vector<std::string> keys;
-  while (s->step()) keys.push_back(s->text(0));
-  return keys;
+  return I.with_db([&] {
+    // Keys are lower-case hex, so every key with this prefix sorts in [prefix, prefix + "g").
+    auto s = I.stmt("SELECT key FROM kernels WHERE key >= ?1 AND key < ?2 ORDER BY key LIMIT ?3");
+    s->bind(1, lower).bind(2, lower + "g").bind(3, sql_limit(limit));
+    std::vector<std::string> keys;
+    while (s->step()) keys.push_back(s->text(0));
+    return keys;
+  });
 }
 
 bool Cache::erase(std::string_view digest) {
   Impl& I = *impl_;
   MPK_CHECK(!I.read_only, Cache) << "kernel cache " << I.options.path.string() << " is read-only: erase refused";
-  std::lock_guard lock(I.mu);
-  sql::Transaction txn(*I.db);
-  I.stmt("DELETE FROM kernels WHERE key = ?1")->bind(1, digest).run();
-  bool erased = I.db->changes() > 0;
-  txn.commit();
-  return erased;
+  return I.with_db([&] {
+    sql::Transaction txn(*I.db);
+    I.stmt("DELETE FROM kernels WHERE key = ?1")->bind(1, digest).run();
+    bool erased = I.db->changes() > 0;
+    txn.commit();
+    return erased;
+  });
 }
 
-CacheStats Cache::stats() {
-  Impl& I = *impl_;
-  CacheStats st;
-  st.path = I.options.path.string();
-  st.read_only = I.read_only;
-  st.session = I.counters.snapshot();
-  std::lock_guard lock(I.mu);
+namespace {
+
+void stats_locked(Cache::Impl& I, CacheStats& st) {
   // One read transaction, so the numbers agree with each other.
   sql::Transaction txn(*I.db, /*immediate=*/false);
+  st.verified_entries = 0;
   st.schema_version = int(I.db->query_int("PRAGMA user_version"));
   {
     auto s = I.stmt("SELECT count(*), coalesce(min(last_used), 0), coalesce(max(last_used), 0) FROM kernels");
@@ -97,6 +100,17 @@ CacheStats Cache::stats() {
   st.file_bytes = page * uint64_t(I.db->query_int("PRAGMA page_count"));
   st.free_bytes = page * uint64_t(I.db->query_int("PRAGMA freelist_count"));
   txn.commit();
+}
+
+}  // namespace
+
+CacheStats Cache::stats() {
+  Impl& I = *impl_;
+  CacheStats st;
+  st.path = I.options.path.string();
+  st.read_only = I.read_only;
+  I.with_db([&] { stats_locked(I, st); });
+  st.session = I.counters.snapshot();
   std::error_code ec;
   auto wal = std::filesystem::file_size(I.options.path.string() + "-wal", ec);
   st.wal_bytes = ec ? 0 : wal;
@@ -138,8 +152,7 @@ PruneResult Cache::Impl::prune_locked(uint64_t max_bytes, std::string_view keep_
 PruneResult Cache::prune(uint64_t max_bytes) {
   Impl& I = *impl_;
   MPK_CHECK(!I.read_only, Cache) << "kernel cache " << I.options.path.string() << " is read-only: prune refused";
-  std::lock_guard lock(I.mu);
-  return I.prune_locked(max_bytes, {});
+  return I.with_db([&] { return I.prune_locked(max_bytes, {}); });
 }
 
 void Cache::Impl::scan_locked(const std::function<void(int64_t id, Entry&&, bool ok)>& visit) {
@@ -156,28 +169,45 @@ void Cache::Impl::scan_locked(const std::function<void(int64_t id, Entry&&, bool
   txn.commit();
 }
 
-VerifyResult Cache::verify() {
-  Impl& I = *impl_;
-  VerifyResult r;
-  std::lock_guard lock(I.mu);
-  std::vector<std::string> bad;
+void Cache::Impl::verify_locked(VerifyResult& r) {
+  r.checked = 0;
   std::vector<int64_t> ids;
-  I.scan_locked([&](int64_t id, Entry&& e, bool ok) {
+  scan_locked([&](int64_t id, Entry&& e, bool ok) {
     ++r.checked;
     if (ok) return;
-    bad.push_back(e.key);
+    r.bad_keys.push_back(e.key);
     ids.push_back(id);
   });
-  if (!bad.empty()) {
-    if (!I.read_only) I.drop_locked(ids);
-    I.counters.corrupt_entries_dropped += bad.size();
-    log(LogLevel::Warn, "kernel cache {}: {} of {} entries fail their checksum{}", I.options.path.string(),
-        bad.size(), r.checked, I.read_only ? " (read-only: kept)" : "; dropped");
+  if (!ids.empty()) {
+    if (!read_only) drop_locked(ids);
+    counters.corrupt_entries_dropped += ids.size();
+    log(LogLevel::Warn, "kernel cache {}: {} of {} entries fail their checksum{}", options.path.string(),
+        ids.size(), r.checked, read_only ? " (read-only: kept)" : "; dropped");
   }
-  r.bad_keys = std::move(bad);
-  std::string check = I.db->query_text("PRAGMA quick_check");
+  std::string check = db->query_text("PRAGMA quick_check");
+  for (char& c : check)
+    if (c == '\n') c = ' ';
   r.integrity_ok = check == "ok";
   r.integrity_message = check;
+  // Damage outside the entries read (an index, the free list) is damage all the same.
+  if (!r.integrity_ok && !read_only)
+    throw sql::SqliteError(SQLITE_CORRUPT, "kernel cache " + options.path.string() + ": quick_check: " + check);
+}
+
+VerifyResult Cache::verify() {
+  Impl& I = *impl_;
+  VerifyResult r;  // bad entries found before a move aside stay reported
+  try {
+    I.with_db([&] { I.verify_locked(r); });
+  } catch (const sql::SqliteError& e) {
+    // Read-only: the damage stays where it is, and is reported.
+    if (!e.is_corruption()) throw;
+    r.integrity_ok = false;
+    r.integrity_message = e.what();
+  }
+  std::lock_guard lock(I.mu);
+  r.moved_aside = std::move(I.moved_unreported);
+  I.moved_unreported.clear();
   return r;
 }
 

@@ -7,8 +7,10 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cache/cache.h"
+#include "cache/schema.h"
 #include "cache/sqlite_db.h"
 
 namespace mpk::cache {
@@ -22,7 +24,8 @@ inline constexpr int kInfoColumnCount = 13;
 
 struct AtomicCounters {
   std::atomic<uint64_t> hits{0}, misses{0}, publishes{0}, publishes_kept_existing{0},
-      publish_failures{0}, builds{0}, build_waits{0}, corrupt_entries_dropped{0}, pruned_entries{0};
+      publish_failures{0}, builds{0}, build_waits{0}, corrupt_entries_dropped{0}, pruned_entries{0},
+      files_moved_aside{0};
   CacheCounters snapshot() const;
 };
 
@@ -37,9 +40,10 @@ struct Cache::Impl {
   bool read_only = false;
   AtomicCounters counters;
 
-  std::mutex mu;  // guards db and statements
-  std::unique_ptr<sql::Db> db;
+  std::mutex mu;  // guards db, statements and moved_unreported
+  std::unique_ptr<sql::Db> db;  // null only after a failed reopen; with_db opens it again
   std::unordered_map<const char*, std::unique_ptr<sql::Stmt>> statements;
+  std::vector<std::string> moved_unreported;  // files moved aside since the last verify()
 
   std::mutex inflight_mu;
   std::unordered_map<std::string, std::shared_future<Entry>> inflight;
@@ -54,7 +58,32 @@ struct Cache::Impl {
   };
   StmtRef stmt(const char* sql);
 
+  // Runs op() with `mu` held. Page-level damage met on the way (SQLITE_CORRUPT/NOTADB) moves
+  // the file aside, keeps its intact entries in a fresh one and, with `retry`, runs op() once
+  // more; a file another process replaced meanwhile, or an I/O error, is reopened the same way.
+  // A read-only cache moves nothing: its damage is thrown.
+  template <class F>
+  auto with_db(F&& op, bool retry = true) -> decltype(op()) {
+    std::lock_guard lock(mu);
+    if (!db) open_locked({});
+    try {
+      return op();
+    } catch (const sql::SqliteError& e) {
+      if (!repair_locked(e) || !retry) throw;
+    }
+    return op();
+  }
+
   // All below expect `mu` held.
+  // (Re)opens the file; reports and salvages `moved` and whatever the open moves aside.
+  void open_locked(std::vector<MovedAside> moved);
+  // Handles an error met by an operation: true when the file was replaced or reopened.
+  bool repair_locked(const sql::SqliteError& e);
+  // `e` comes from a damaged file: SQLITE_CORRUPT/NOTADB, or an error that damage can also
+  // cause when quick_check then finds damage.
+  bool damaged_locked(const sql::SqliteError& e);
+  // Copies the entries of a file moved aside that still read back intact; returns how many.
+  uint64_t salvage_locked(const std::filesystem::path& from);
   std::optional<Entry> load_locked(std::string_view key);
   // Deletes damaged entries by row id (ids are never reused) and counts them in meta.
   void drop_locked(const std::vector<int64_t>& ids);
@@ -64,10 +93,24 @@ struct Cache::Impl {
   // Takes `mu` and stores a batch of complete entries in one transaction, counting outcomes.
   void store_batch(const std::vector<Entry>& batch, Conflict conflict, TransferResult& result);
   PruneResult prune_locked(uint64_t max_bytes, std::string_view keep_key);
+  // Checksums, then quick_check, into `r`; a failed quick_check is thrown as corruption
+  // unless read-only.
+  void verify_locked(VerifyResult& r);
   // Calls visit(id, entry, ok) for every entry, cubin included, in one read transaction; ok
   // is false on a checksum or key mismatch (or a missing cubin).
   void scan_locked(const std::function<void(int64_t id, Entry&&, bool ok)>& visit);
 };
+
+// What scan_readable could not read.
+struct ScanLoss {
+  uint64_t rows = 0;        // rows listed but unreadable
+  bool incomplete = false;  // the listing itself broke off: rows beyond it are unknown
+};
+
+// Calls visit(entry, ok) for every entry of `db` that can be read, each row on its own and the
+// table listed from both ends, so damage costs only the rows it hits. For reading damaged
+// files; ok as in scan_locked.
+ScanLoss scan_readable(sql::Db& db, const std::function<void(Entry&&, bool ok)>& visit);
 
 EntryInfo read_info(const sql::Stmt& s);
 // read_info's columns followed by the cubin.

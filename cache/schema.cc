@@ -181,21 +181,6 @@ class FolderLock {
   int fd_ = -1;
 };
 
-// Re-inspects under the folder lock and moves the file aside only if it is still bad.
-void recover(const fs::path& path, const OpenOptions& options, const std::string& why) {
-  FolderLock lock(path.parent_path());
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return;
-  {
-    sql::Db db(path, sql::Access::ReadWrite, options.busy_timeout_ms);
-    Probe p = inspect(db);
-    if (p.state != State::Damaged && p.state != State::Foreign) return;
-  }
-  fs::path aside = move_aside(path);
-  log(LogLevel::Warn, "kernel cache {} is unusable ({}); moved it to {} and starting a fresh one",
-      path.string(), why, aside.string());
-}
-
 bool writable(const fs::path& p) {
   return ::faccessat(AT_FDCWD, p.empty() ? "." : p.c_str(), W_OK, AT_EACCESS) == 0;
 }
@@ -235,6 +220,17 @@ std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions&
   MPK_THROW(Internal) << "unreachable";
 }
 
+void note_moved(const fs::path& path, std::optional<fs::path> to, const std::string& why,
+                std::vector<MovedAside>* moved) {
+  if (!to) return;
+  if (moved) {
+    moved->push_back({path, *to, why});
+  } else {
+    log(LogLevel::Warn, "kernel cache {} is unusable ({}); moved it to {} and started a fresh one", path.string(),
+        why, to->string());
+  }
+}
+
 }  // namespace
 
 fs::path move_aside(const fs::path& path) {
@@ -253,7 +249,17 @@ fs::path move_aside(const fs::path& path) {
   return target;
 }
 
-std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& options) {
+std::optional<fs::path> move_aside_if_current(std::unique_ptr<sql::Db> db) {
+  fs::path path = db->path();
+  FolderLock lock(path.parent_path());
+  bool replaced = db->file_moved();
+  db.reset();
+  if (replaced) return std::nullopt;
+  return move_aside(path);
+}
+
+std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& options,
+                                       std::vector<MovedAside>* moved_aside) {
   if (options.read_only) return open_read_only(path, options, /*asked=*/true);
   fs::path folder = path.parent_path();
   std::error_code ec;
@@ -267,14 +273,14 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
   }
   constexpr int kAttempts = 5;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    std::unique_ptr<sql::Db> db;
     try {
-      auto db = std::make_unique<sql::Db>(path, sql::Access::ReadWrite, options.busy_timeout_ms);
+      db = std::make_unique<sql::Db>(path, sql::Access::ReadWrite, options.busy_timeout_ms);
       Probe p = inspect(*db);
       if (p.state == State::Newer)
         MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
       if (p.state == State::Damaged || p.state == State::Foreign) {
-        db.reset();
-        recover(path, options, p.detail);
+        note_moved(path, move_aside_if_current(std::move(db)), p.detail, moved_aside);
         continue;
       }
       if (db->is_read_only()) return open_read_only(path, options, /*asked=*/false);
@@ -298,8 +304,8 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
         std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
         continue;
       }
-      if (!e.is_corruption()) throw;
-      recover(path, options, e.what());
+      if (!e.is_corruption() || !db) throw;
+      note_moved(path, move_aside_if_current(std::move(db)), e.what(), moved_aside);
     }
   }
   MPK_THROW(Cache) << "kernel cache " << path.string() << " could not be opened after " << kAttempts

@@ -14,6 +14,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "cache/sqlite_db.h"
 
@@ -32,17 +35,30 @@ struct OpenOptions {
 
 // Opens the database at `path`, creating or migrating it to kSchemaVersion.
 // Read-write: a file that is not SQLite, is damaged, or belongs to something else is renamed
-// to `<path>.corrupt-<unix time>` with a warning and a fresh database is created; a newer
-// schema throws Error(Cache). A file this process may not write, or in a folder it may not
-// write, is opened read-only as below instead (the result's is_read_only() tells).
+// to `<path>.corrupt-<unix time>` and a fresh database is created (with a warning, or, when
+// moved_aside is given, appended to it for the caller to report); a newer schema throws Error(Cache). A file this process may
+// not write, or in a folder it may not write, is opened read-only as below instead (the
+// result's is_read_only() tells).
 // Read-only: a missing file throws Error(NotFound), anything but the current schema throws
 // Error(Cache) and nothing on disk is touched. A WAL-mode file is read with mode=ro when its
 // -shm can be read or created, else as immutable (a shared cache in a folder the user cannot
 // write): then it needs no -wal, -shm or locks and must not be written meanwhile.
 // Sets WAL mode (read-write), synchronous=NORMAL, and the busy timeout.
-std::unique_ptr<sql::Db> open_database(const std::filesystem::path& path, const OpenOptions& options);
+// A damaged or foreign file moved aside.
+struct MovedAside {
+  std::filesystem::path from, to;
+  std::string why;
+};
+
+std::unique_ptr<sql::Db> open_database(const std::filesystem::path& path, const OpenOptions& options,
+                                       std::vector<MovedAside>* moved_aside = nullptr);
 
 // Moves a damaged database file (and its -wal/-shm companions) aside; returns the new path.
 std::filesystem::path move_aside(const std::filesystem::path& path);
+
+// Closes `db` and moves its file aside under the folder lock, unless the file at its path is
+// no longer the one `db` had open (another process has replaced it already: nullopt).
+std::optional<std::filesystem::path> move_aside_if_current(std::unique_ptr<sql::Db> db);
+
 
 }  // namespace mpk::cache

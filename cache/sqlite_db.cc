@@ -95,6 +95,10 @@ std::string Db::query_text(std::string_view sql) {
 
 bool Db::is_read_only() const { return sqlite3_db_readonly(db_, "main") == 1; }
 
+bool Db::file_moved() {
+  int moved = 0;
+  return sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved;
+}
 
 int64_t Db::changes() const { return sqlite3_changes64(db_); }
 

@@ -21,13 +21,15 @@ bool same_file(const fs::path& a, const fs::path& b) {
   return fs::equivalent(a, b, ec) && !ec;
 }
 
-// Streams the good entries of `source` (its mutex held) into `sink` in batches.
-void copy_entries(Cache::Impl& source, TransferResult& result, const std::function<void(Entry&)>& adjust,
+using Visit = std::function<void(Entry&&, bool ok)>;
+using Scan = std::function<void(const Visit&)>;
+
+// Streams the good entries that `scan` visits into `sink` in batches.
+void copy_entries(const Scan& scan, TransferResult& result, const std::function<void(Entry&)>& adjust,
                   const std::function<void(const std::vector<Entry>&)>& sink) {
   std::vector<Entry> batch;
   uint64_t batch_bytes = 0;
-  std::lock_guard lock(source.mu);
-  source.scan_locked([&](int64_t, Entry&& e, bool ok) {
+  scan([&](Entry&& e, bool ok) {
     if (!ok) {
       ++result.skipped_corrupt;
       log(LogLevel::Warn, "kernel cache transfer: skipping damaged entry {}", e.key);
@@ -48,17 +50,19 @@ void copy_entries(Cache::Impl& source, TransferResult& result, const std::functi
 }  // namespace
 
 void Cache::Impl::store_batch(const std::vector<Entry>& batch, Conflict conflict, TransferResult& result) {
-  std::lock_guard lock(mu);
-  sql::Transaction txn(*db);
-  TransferResult r;
-  for (const Entry& e : batch) {
-    switch (store_locked(e, conflict)) {
-      case StoreOutcome::Added: ++r.added; break;
-      case StoreOutcome::Replaced: ++r.replaced; break;
-      case StoreOutcome::KeptExisting: ++r.kept_existing; break;
+  TransferResult r = with_db([&] {
+    sql::Transaction txn(*db);
+    TransferResult counts;
+    for (const Entry& e : batch) {
+      switch (store_locked(e, conflict)) {
+        case StoreOutcome::Added: ++counts.added; break;
+        case StoreOutcome::Replaced: ++counts.replaced; break;
+        case StoreOutcome::KeptExisting: ++counts.kept_existing; break;
+      }
     }
-  }
-  txn.commit();
+    txn.commit();
+    return counts;
+  });
   result.added += r.added;
   result.replaced += r.replaced;
   result.kept_existing += r.kept_existing;
@@ -77,8 +81,15 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   dest_options.busy_timeout_ms = impl_->options.busy_timeout_ms;
   Cache dest(std::move(dest_options));
   TransferResult result;
+  // Damage met while reading moves this cache's file aside; the export is not run again on
+  // the fresh file, whose entries went to the destination already.
+  Impl& I = *impl_;
+  Scan scan = [&](const Visit& visit) {
+    I.with_db([&] { I.scan_locked([&](int64_t, Entry&& e, bool ok) { visit(std::move(e), ok); }); },
+              /*retry=*/false);
+  };
   copy_entries(
-      *impl_, result, [](Entry&) {},
+      scan, result, [](Entry&) {},
       [&](const std::vector<Entry>& batch) { dest.impl_->store_batch(batch, Conflict::ReplaceIfBetter, result); });
   // A rollback journal leaves one self-contained file that read-only users can open without
   // creating -wal/-shm companions; opening it read-write turns WAL back on.
@@ -97,12 +108,26 @@ TransferResult Cache::import_from(const fs::path& file) {
   Cache source(std::move(source_options));
   TransferResult result;
   int64_t now = I.now();
+  // The source is read row by row: a damaged source gives what it still holds intact.
+  Impl& S = *source.impl_;
+  ScanLoss loss;
+  Scan scan = [&](const Visit& visit) {
+    std::lock_guard lock(S.mu);
+    sql::Transaction read(*S.db, /*immediate=*/false);
+    loss = scan_readable(*S.db, visit);
+  };
   copy_entries(
-      *source.impl_, result, [&](Entry& e) { e.last_used = now; },
+      scan, result, [&](Entry& e) { e.last_used = now; },
       [&](const std::vector<Entry>& batch) { I.store_batch(batch, Conflict::ReplaceIfBetter, result); });
+  if (loss.rows || loss.incomplete) {
+    result.skipped_corrupt += loss.rows + (loss.incomplete ? 1 : 0);
+    log(LogLevel::Warn, "kernel cache import: {} is damaged: {} entries could not be read{}", file.string(),
+        loss.rows, loss.incomplete ? ", and the list of entries broke off" : "");
+  }
   if (I.options.max_bytes) {
-    std::lock_guard lock(I.mu);
-    if (I.total_bytes_locked() > I.options.max_bytes) I.prune_locked(I.options.max_bytes, {});
+    I.with_db([&] {
+      if (I.total_bytes_locked() > I.options.max_bytes) I.prune_locked(I.options.max_bytes, {});
+    });
   }
   return result;
 }

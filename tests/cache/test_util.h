@@ -13,13 +13,15 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
+#include <fstream>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "base/log.h"
 #include "cache/cache.h"
 #include "cache/key.h"
 
@@ -91,6 +93,28 @@ struct FakeClock {
   void advance(int64_t s) { *t += s; }
 };
 
+// Collects warnings while alive (and keeps expected ones off the console).
+class LogCapture {
+ public:
+  LogCapture() {
+    set_log_sink([this](LogLevel level, const std::string& msg) {
+      std::lock_guard lock(mu_);
+      if (level >= LogLevel::Warn) lines_.push_back(msg);
+    });
+  }
+  ~LogCapture() { set_log_sink({}); }
+  std::string text() {
+    std::lock_guard lock(mu_);
+    std::string all;
+    for (auto& l : lines_) all += l + "\n";
+    return all;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> lines_;
+};
+
 inline CacheOptions options_at(const fs::path& path) {
   CacheOptions o;
   o.path = path;
@@ -127,9 +151,57 @@ class RawDb {
   sqlite3* db_ = nullptr;
 };
 
+// The pages of a SQLite file that are b-tree pages (table or index, interior or leaf),
+// 1-based, page 1 (the schema) left out.
+inline std::vector<size_t> btree_pages(const std::string& bytes) {
+  size_t page = (size_t(uint8_t(bytes[16])) << 8) | uint8_t(bytes[17]);
+  if (page == 1) page = 65536;
+  std::vector<size_t> out;
+  for (size_t p = 2; p * page <= bytes.size(); ++p) {
+    uint8_t type = uint8_t(bytes[(p - 1) * page]);
+    if (type == 2 || type == 5 || type == 10 || type == 13) out.push_back(p);
+  }
+  return out;
+}
+
+// Flips one bit in the header or cell pointers (the first 16 bytes) of one b-tree page chosen
+// by `seed`: damage SQLite meets when it reads that page, not when it opens the file.
+inline std::string flip_btree_bit(std::string bytes, uint64_t seed) {
+  size_t page = (size_t(uint8_t(bytes[16])) << 8) | uint8_t(bytes[17]);
+  if (page == 1) page = 65536;
+  std::vector<size_t> pages = btree_pages(bytes);
+  if (pages.empty()) throw std::runtime_error("no b-tree page to damage");
+  uint64_t x = seed * 0x9e3779b97f4a7c15ull + 7;
+  size_t p = pages[x % pages.size()];
+  x = x * 6364136223846793005ull + 1442695040888963407ull;
+  size_t offset = (p - 1) * page + (x >> 33) % 16;
+  bytes[offset] = char(uint8_t(bytes[offset]) ^ (1u << ((x >> 20) % 8)));
+  return bytes;
+}
+
 inline std::string read_bytes(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// Writes `bytes` as the database at `p`, without the companions of whatever was there.
+inline void write_database(const fs::path& p, const std::string& bytes) {
+  std::error_code ec;
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) fs::remove(p.string() + suffix, ec);
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+// Files moved aside in `dir` (without their -wal/-shm companions).
+inline std::vector<fs::path> moved_aside_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::string name = e.path().filename().string();
+    auto at = name.find(".corrupt-");
+    if (at != std::string::npos && name.find_first_not_of("0123456789-", at + 9) == std::string::npos &&
+        name.back() != '-')
+      out.push_back(e.path());
+  }
+  return out;
 }
 
 // Makes this (child) process one that permission bits bind: when root, it becomes user

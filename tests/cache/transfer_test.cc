@@ -153,6 +153,45 @@ TEST(CacheTransfer, BadTargetsAndSources) {
   EXPECT_EQ(cache.stats().entries, 1u);
 }
 
+// A source with a damaged page gives every entry that still reads back intact; the ones it
+// cannot read are counted, and the source is left as it was.
+TEST(CacheTransfer, ImportFromAPageDamagedSourceTakesWhatReadsBack) {
+  TempDir dir;
+  {
+    Cache src(options_at(dir / "src.db"));
+    for (int i = 0; i < 60; ++i) src.publish(make_key(i), make_entry(700, uint64_t(i)));
+  }
+  std::string bytes = read_bytes(dir / "src.db");
+  // Overwrite the first leaf of the kernels table: its rows become unreadable, the others
+  // stay readable. The root (an interior page) names that leaf in its first cell.
+  int64_t root = RawDb(dir / "src.db").query_int("SELECT rootpage FROM sqlite_master WHERE name = 'kernels'");
+  size_t page = (size_t(uint8_t(bytes[16])) << 8) | uint8_t(bytes[17]);
+  auto byte_at = [&](size_t offset) { return uint32_t(uint8_t(bytes[offset])); };
+  size_t root_at = (size_t(root) - 1) * page;
+  ASSERT_EQ(byte_at(root_at), 5u) << "the kernels table is expected to span several pages";
+  size_t cell = root_at + ((byte_at(root_at + 12) << 8) | byte_at(root_at + 13));
+  uint32_t leftmost = (byte_at(cell) << 24) | (byte_at(cell + 1) << 16) | (byte_at(cell + 2) << 8) | byte_at(cell + 3);
+  ASSERT_GT(leftmost, 1u);
+  std::fill(bytes.begin() + long((leftmost - 1) * page), bytes.begin() + long(leftmost * page), '\x77');
+  write_database(dir / "src.db", bytes);
+  std::string before = file_sha(dir / "src.db");
+
+  LogCapture log;
+  Cache dst(options_at(dir / "dst.db"));
+  TransferResult im = dst.import_from(dir / "src.db");
+  EXPECT_GT(im.added, 0u);
+  EXPECT_LT(im.added, 60u);
+  EXPECT_GT(im.skipped_corrupt, 0u);
+  for (const EntryInfo& info : dst.list()) {
+    auto e = dst.load(info.key);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(sha256_hex(e->cubin.data(), e->cubin.size()), e->checksum);
+  }
+  EXPECT_FALSE(dst.verify().damage_found());
+  EXPECT_EQ(file_sha(dir / "src.db"), before);
+  EXPECT_NE(log.text().find("is damaged"), std::string::npos) << log.text();
+}
+
 TEST(CacheTransfer, ImportRespectsTheByteBudget) {
   TempDir dir;
   Cache src(options_at(dir / "src.db"));

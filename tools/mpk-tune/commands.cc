@@ -198,22 +198,27 @@ int cmd_import(const Context& ctx, const fs::path& file) {
 
 int cmd_verify(const Context& ctx) {
   cache::Cache cache = open_cache(ctx);
+  // A file moved aside on open counts as damage found: the fresh file's clean report alone
+  // would hide it.
   cache::VerifyResult r = cache.verify();
-  bool damaged = !r.bad_keys.empty() || !r.integrity_ok;
   if (ctx.json) {
     print_json(ctx, {{"checked", r.checked},
                      {"bad", r.bad_keys.size()},
                      {"bad_keys", r.bad_keys},
                      {"dropped", !cache.read_only()},
                      {"integrity_ok", r.integrity_ok},
-                     {"integrity", r.integrity_message}});
+                     {"integrity", r.integrity_message},
+                     {"moved_aside", r.moved_aside},
+                     {"damage_found", r.damage_found()}});
   } else {
+    for (const auto& m : r.moved_aside)
+      ctx.out << "damaged file moved aside to " << m << "; its intact entries kept\n";
     ctx.out << fmt::format("checked {}: {} bad{}\n", count_text(r.checked), r.bad_keys.size(),
                            r.bad_keys.empty() ? "" : cache.read_only() ? " (read-only: kept)" : " (dropped)");
     for (const auto& k : r.bad_keys) ctx.out << "  bad " << k << '\n';
     ctx.out << "database integrity: " << r.integrity_message << '\n';
   }
-  return damaged ? kExitDamaged : kExitOk;
+  return r.damage_found() ? kExitDamaged : kExitOk;
 }
 
 }  // namespace mpk::tune

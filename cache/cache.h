@@ -137,12 +137,14 @@ class Cache {
   VerifyResult verify();
 
   // Writes every good entry to a new cache file `file` (refuses an existing one unless
-  // overwrite). Entries keep their provenance and last_used.
+  // overwrite, and a missing folder: Error(NotFound)). Entries keep their provenance and
+  // last_used.
   TransferResult export_to(const std::filesystem::path& file, bool overwrite = false);
   // Merges the entries of a cache file (opened read-only, left untouched). On conflict the
   // better entry by is_better is kept, the existing one on a tie. Imported entries count as
   // used now. One transaction per batch of entries. Rows of a damaged source that cannot be
-  // read count as skipped_corrupt.
+  // read count as skipped_corrupt. Throws Error(InvalidArgument) when `file` is not a regular
+  // file, Error(NotFound) when it is missing.
   TransferResult import_from(const std::filesystem::path& file);
 
   CacheCounters counters() const;

@@ -12,6 +12,21 @@
 #include "base/log.h"
 
 namespace mpk::cache {
+namespace fs = std::filesystem;
+namespace {
+
+const char* type_name(fs::file_type t) {
+  switch (t) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::block:
+    case fs::file_type::character: return "a device";
+    default: return "something other than a file";
+  }
+}
+
+}  // namespace
 
 std::filesystem::path default_cache_dir() {
   if (const char* dir = std::getenv("MPK_CACHE_DIR"); dir && *dir) return dir;
@@ -28,6 +43,16 @@ std::filesystem::path default_cache_dir() {
 }
 
 std::filesystem::path default_cache_path() { return default_cache_dir() / kCacheFileName; }
+
+bool regular_file_exists(const fs::path& path, const char* what) {
+  std::error_code ec;
+  fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return false;
+  MPK_CHECK(!ec, Io) << what << " " << path.string() << ": " << ec.message();
+  MPK_CHECK(st.type() == fs::file_type::regular, InvalidArgument)
+      << what << " " << path.string() << " is " << type_name(st.type()) << ", not a regular file";
+  return true;
+}
 
 std::optional<uint64_t> parse_byte_size(std::string_view text) {
   size_t i = 0;

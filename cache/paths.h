@@ -1,4 +1,4 @@
-// Where the cache lives and how big it may grow by default.
+// Where the cache lives, what may be opened as a cache file, and how big it may grow by default.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,11 @@ std::filesystem::path default_cache_dir();
 
 // default_cache_dir() / kCacheFileName.
 std::filesystem::path default_cache_path();
+
+// true when a regular file is at `path`, false when nothing is; throws Error(InvalidArgument)
+// naming what is there otherwise, Error(Io) when it cannot be told (a symlink loop, a folder
+// that cannot be searched).
+bool regular_file_exists(const std::filesystem::path& path, const char* what = "kernel cache");
 
 // "4096", "512K", "64M", "2G", "1T" (binary units, optional trailing "B"/"iB"); nullopt when
 // the text is not such a size or overflows.

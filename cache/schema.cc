@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/log.h"
+#include "cache/paths.h"
 
 namespace mpk::cache {
 namespace fs = std::filesystem;
@@ -188,8 +189,7 @@ bool writable(const fs::path& p) {
 // Opens an existing file without writing to it. `asked` says whether the caller asked for
 // read-only (else the file or its folder is write-protected), for the advice in errors.
 std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions& options, bool asked) {
-  std::error_code ec;
-  MPK_CHECK(fs::exists(path, ec), NotFound) << "no kernel cache at " << path.string();
+  MPK_CHECK(regular_file_exists(path), NotFound) << "no kernel cache at " << path.string();
   std::unique_ptr<sql::Db> db;
   Probe p;
   try {
@@ -262,12 +262,12 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
                                        std::vector<MovedAside>* moved_aside) {
   if (options.read_only) return open_read_only(path, options, /*asked=*/true);
   fs::path folder = path.parent_path();
-  std::error_code ec;
-  if (fs::exists(path, ec)) {
+  if (regular_file_exists(path)) {
     // Without write access to the file or its folder (WAL creates -wal and -shm there), the
     // file is still good for reading.
     if (!writable(path) || !writable(folder)) return open_read_only(path, options, /*asked=*/false);
   } else if (!folder.empty()) {
+    std::error_code ec;
     fs::create_directories(folder, ec);
     MPK_CHECK(!ec, Io) << "cannot create kernel cache folder " << folder.string() << ": " << ec.message();
   }

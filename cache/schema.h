@@ -43,6 +43,8 @@ struct OpenOptions {
 // Error(Cache) and nothing on disk is touched. A WAL-mode file is read with mode=ro when its
 // -shm can be read or created, else as immutable (a shared cache in a folder the user cannot
 // write): then it needs no -wal, -shm or locks and must not be written meanwhile.
+// Anything but a regular file at `path` throws Error(InvalidArgument) (a FIFO would block,
+// a folder reads as an I/O error).
 // Sets WAL mode (read-write), synchronous=NORMAL, and the busy timeout.
 // A damaged or foreign file moved aside.
 struct MovedAside {

@@ -7,6 +7,7 @@
 #include "base/log.h"
 #include "cache/cache.h"
 #include "cache/cache_impl.h"
+#include "cache/paths.h"
 
 namespace mpk::cache {
 namespace fs = std::filesystem;
@@ -71,8 +72,12 @@ void Cache::Impl::store_batch(const std::vector<Entry>& batch, Conflict conflict
 TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   MPK_CHECK(!file.empty(), InvalidArgument) << "export: empty file name";
   MPK_CHECK(!same_file(file, path()), InvalidArgument) << "export: " << file.string() << " is this cache";
+  // A missing folder is more likely a typo than a wish to create it.
+  fs::path folder = file.parent_path();
   std::error_code ec;
-  if (fs::exists(file, ec)) {
+  MPK_CHECK(folder.empty() || fs::is_directory(folder, ec), NotFound)
+      << "export: folder " << folder.string() << " does not exist";
+  if (regular_file_exists(file, "export target")) {
     MPK_CHECK(overwrite, InvalidArgument) << "export: " << file.string() << " already exists";
     for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
   }
@@ -101,6 +106,7 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
 TransferResult Cache::import_from(const fs::path& file) {
   Impl& I = *impl_;
   MPK_CHECK(!I.read_only, Cache) << "kernel cache " << path().string() << " is read-only: import refused";
+  MPK_CHECK(regular_file_exists(file, "import source"), NotFound) << "import: no file " << file.string();
   MPK_CHECK(!same_file(file, path()), InvalidArgument) << "import: " << file.string() << " is this cache";
   CacheOptions source_options;
   source_options.path = file;

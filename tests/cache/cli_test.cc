@@ -290,6 +290,28 @@ TEST_F(CliTest, ReadOnlyCacheInAFolderTheUserCannotWrite) {
   EXPECT_FALSE(fs::exists(file.string() + "-shm"));
 }
 
+// Before: "cannot open kernel cache ...: disk I/O error".
+TEST_F(CliTest, ImportOfAFolderSaysItIsAFolder) {
+  fs::create_directories(dir / "folder");
+  Outcome r = tune_db({"import", (dir / "folder").string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("is a directory, not a regular file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(db)) << "the target cache was created for nothing";
+  Outcome cache_is_folder = tune({"--cache", (dir / "folder").string(), "list"});
+  EXPECT_EQ(cache_is_folder.status, 1);
+  EXPECT_NE(cache_is_folder.err.find("is a directory"), std::string::npos) << cache_is_folder.err;
+}
+
+// Before, export created the missing folders silently.
+TEST_F(CliTest, ExportIntoAMissingFolderFails) {
+  fill(2);
+  fs::path target = dir / "no" / "such" / "export.db";
+  Outcome r = tune_db({"export", target.string()});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("folder " + (dir / "no" / "such").string() + " does not exist"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(dir / "no"));
+}
+
 TEST_F(CliTest, BadArgumentsGiveUsageAndStatus2) {
   fill(1);
   for (auto args : std::vector<std::vector<std::string>>{
@@ -303,6 +325,10 @@ TEST_F(CliTest, BadArgumentsGiveUsageAndStatus2) {
            {"prune", "--max-bytes", "12Q"},
            {"prune", "--max-bytes"},
            {"show", "a", "b"},
+           {"--json=maybe", "list"},        // a conversion error
+           {"list", "--limit", "5", "--limit", "6"},  // an argument count mismatch
+           {"--cache"},                     // a missing value
+           {"list", "extra"},               // an extra argument
        }) {
     std::string joined;
     for (auto& a : args) joined += a + " ";

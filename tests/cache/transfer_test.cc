@@ -151,6 +151,14 @@ TEST(CacheTransfer, BadTargetsAndSources) {
   EXPECT_EQ(kind_of([&] { cache.import_from(dir / "junk.db"); }), ErrorKind::Cache);
   EXPECT_EQ(fs::file_size(dir / "junk.db"), 3000u);  // not moved aside: it is not ours to fix
   EXPECT_EQ(cache.stats().entries, 1u);
+
+  // Before, a folder as the source read as "disk I/O error", and export created missing
+  // folders.
+  fs::create_directories(dir / "folder");
+  EXPECT_EQ(kind_of([&] { cache.import_from(dir / "folder"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { cache.export_to(dir / "folder"); }), ErrorKind::InvalidArgument);
+  EXPECT_EQ(kind_of([&] { cache.export_to(dir / "missing" / "out.db"); }), ErrorKind::NotFound);
+  EXPECT_FALSE(fs::exists(dir / "missing"));
 }
 
 // A source with a damaged page gives every entry that still reads back intact; the ones it

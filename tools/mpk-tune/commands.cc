@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cache/cache.h"
+#include "cache/paths.h"
 #include "report.h"
 
 namespace mpk::tune {
@@ -15,10 +16,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 cache::Cache open_cache(const Context& ctx, bool create = false) {
-  std::error_code ec;
-  if (!create) {
-    MPK_CHECK(fs::exists(ctx.cache_path, ec), NotFound) << "no kernel cache at " << ctx.cache_path.string();
-  }
+  bool exists = cache::regular_file_exists(ctx.cache_path);
+  MPK_CHECK(exists || create, NotFound) << "no kernel cache at " << ctx.cache_path.string();
   cache::CacheOptions o;
   o.path = ctx.cache_path;
   o.read_only = ctx.read_only;
@@ -190,8 +189,8 @@ int cmd_export(const Context& ctx, const fs::path& file, bool force) {
 }
 
 int cmd_import(const Context& ctx, const fs::path& file) {
-  std::error_code ec;
-  MPK_CHECK(fs::exists(file, ec), NotFound) << "no file " << file.string();
+  // Checked before the target cache is created.
+  MPK_CHECK(cache::regular_file_exists(file, "import source"), NotFound) << "no file " << file.string();
   cache::Cache cache = open_cache(ctx, /*create=*/true);
   return print_transfer(ctx, "IMPORT", file, cache.import_from(file));
 }

@@ -1,0 +1,145 @@
+// Fault injection: a publish and an import with a failed read, write or fsync at every point
+// they reach the disk. Afterwards (reopened without faults) every entry is complete and
+// intact or absent, and nothing stored before is lost.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "base/error.h"
+#include "base/log.h"
+#include "cache/cache.h"
+#include "cache/sha256.h"
+#include "faulty_vfs.h"
+#include "test_util.h"
+
+namespace mpk::cache {
+namespace {
+
+using namespace testing;
+
+// Which versions of an entry may be found: the cubins, in any order; an empty list means
+// the entry must be absent.
+using Allowed = std::map<int, std::vector<std::vector<uint8_t>>>;
+
+// Reopens `db` without faults and checks every key of `allowed`: a key with one version must
+// hold it; with several, it holds one of them or (when "absent" is listed as an empty cubin)
+// nothing. Returns a description of the first violation, or "".
+std::string check(const fs::path& db, const Allowed& allowed) {
+  Cache cache(options_at(db));
+  VerifyResult v = cache.verify();
+  if (v.damage_found()) return "verify found damage: " + v.integrity_message;
+  for (const auto& [k, versions] : allowed) {
+    auto e = cache.load(make_key(k));
+    bool may_be_absent = false;
+    for (const auto& cubin : versions) may_be_absent |= cubin.empty();
+    if (!e) {
+      if (!may_be_absent) return "entry " + std::to_string(k) + " was lost";
+      continue;
+    }
+    if (sha256_hex(e->cubin.data(), e->cubin.size()) != e->checksum)
+      return "entry " + std::to_string(k) + " fails its checksum";
+    bool known = false;
+    for (const auto& cubin : versions) known |= !cubin.empty() && e->cubin == cubin;
+    if (!known) return "entry " + std::to_string(k) + " holds a cubin nobody stored";
+  }
+  return "";
+}
+
+// Runs `op` once to count its I/O calls, then once per call failing it (once, then from
+// there on), checking the outcome each time.
+void inject_everywhere(const fs::path& db, const std::string& pristine, const std::function<void()>& op,
+                       const Allowed& allowed) {
+  int64_t total = 0;
+  {
+    write_database(db, pristine);
+    FaultyVfs vfs;
+    vfs.fail_at(0, false);
+    op();
+    total = vfs.calls();
+  }
+  ASSERT_EQ(check(db, allowed), "") << "without faults";
+  ASSERT_GT(total, 10);
+  std::printf("%lld I/O calls (reads, writes, fsyncs, truncates)\n", static_cast<long long>(total));
+  LogCapture quiet;
+  for (bool sticky : {false, true}) {
+    for (int64_t k = 1; k <= total; ++k) {
+      SCOPED_TRACE(::testing::Message() << "call " << k << " of " << total << (sticky ? ", and every later one" : ""));
+      write_database(db, pristine);
+      {
+        FaultyVfs vfs;
+        vfs.fail_at(k, sticky);
+        try {
+          op();
+        } catch (const Error&) {
+          // A failed operation is fine; what it leaves behind is checked below.
+        } catch (const std::exception& e) {
+          ADD_FAILURE() << "not an mpk::Error: " << e.what();
+        }
+      }
+      ASSERT_EQ(check(db, allowed), "");
+      ASSERT_TRUE(moved_aside_in(db.parent_path()).empty()) << "an I/O error was taken for damage";
+    }
+  }
+}
+
+constexpr int kStored = 6;
+
+Entry stored_entry(int k) { return make_entry(3000 + 2000 * size_t(k), uint64_t(k), 10.0); }
+
+std::string pristine_cache(const fs::path& db) {
+  {
+    Cache cache(options_at(db));
+    for (int k = 0; k < kStored; ++k) cache.publish(make_key(k), stored_entry(k));
+  }
+  return read_bytes(db);  // closed cleanly: everything is in the main file
+}
+
+TEST(CacheFaults, PublishIsAllOrNothingAtEveryFailedCall) {
+  TempDir dir;
+  fs::path db = dir / "kernels.db";
+  std::string pristine = pristine_cache(db);
+  Entry added = make_entry(20000, 100, 5.0);      // spans overflow pages
+  Entry better = make_entry(9000, 102, 1.0);      // replaces entry 2 (faster)
+  Allowed allowed;
+  for (int k = 0; k < kStored; ++k) allowed[k] = {stored_entry(k).cubin};
+  allowed[2].push_back(better.cubin);
+  allowed[100] = {added.cubin, {}};
+  auto op = [&] {
+    Cache cache(options_at(db));
+    cache.publish(make_key(100), added);
+    cache.publish(make_key(2), better);
+  };
+  inject_everywhere(db, pristine, op, allowed);
+}
+
+TEST(CacheFaults, ImportIsAllOrNothingPerEntryAtEveryFailedCall) {
+  TempDir dir;
+  fs::path db = dir / "kernels.db";
+  std::string pristine = pristine_cache(db);
+  // The source: three new entries and a better version of entry 3.
+  fs::path source = dir / "source.db";
+  Allowed allowed;
+  for (int k = 0; k < kStored; ++k) allowed[k] = {stored_entry(k).cubin};
+  {
+    Cache src(options_at(dir / "build.db"));
+    for (int k = 200; k < 203; ++k) {
+      Entry e = make_entry(7000 + size_t(k), uint64_t(k), 2.0);
+      src.publish(make_key(k), e);
+      allowed[k] = {e.cubin, {}};
+    }
+    Entry better = make_entry(4000, 303, 0.5);
+    src.publish(make_key(3), better);
+    allowed[3].push_back(better.cubin);
+    src.export_to(source);
+  }
+  std::string source_bytes = read_bytes(source);
+  auto op = [&] {
+    Cache cache(options_at(db));
+    cache.import_from(source);
+  };
+  inject_everywhere(db, pristine, op, allowed);
+  EXPECT_EQ(read_bytes(source), source_bytes) << "import changed its source";
+}
+
+}  // namespace
+}  // namespace mpk::cache

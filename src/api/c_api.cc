@@ -77,13 +77,23 @@ void check_struct(const T* p, const char* what, size_t min_size = sizeof(T)) {
       << " (initialise it with its mpk_*_init function)";
 }
 
-mpk::rt::Backend to_backend(mpk_backend b) {
-  switch (b) {
+// A C caller may store any int in an enum field; reading it as the C++ enum type would be
+// undefined for values outside the enumerators, so it is read as the integer it is.
+template <typename Enum>
+int enum_value(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int));
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
+mpk::rt::Backend to_backend(const mpk_backend& b) {
+  switch (enum_value(b)) {
     case MPK_BACKEND_AUTO: return mpk::rt::Backend::Auto;
     case MPK_BACKEND_GPU: return mpk::rt::Backend::Gpu;
     case MPK_BACKEND_REFERENCE: return mpk::rt::Backend::Reference;
   }
-  MPK_THROW(InvalidArgument) << "unknown backend " << int(b);
+  MPK_THROW(InvalidArgument) << "unknown backend " << enum_value(b);
 }
 
 mpk_backend from_backend(mpk::rt::Backend b) {
@@ -121,7 +131,7 @@ mpk_backend from_backend(mpk::rt::Backend b) {
 extern "C" {
 
 const char* mpk_status_name(mpk_status s) {
-  switch (s) {
+  switch (enum_value(s)) {
 #define MPK_NAME(S) \
   case S: return #S;
     MPK_NAME(MPK_OK) MPK_NAME(MPK_ERROR_INVALID_ARGUMENT) MPK_NAME(MPK_ERROR_NOT_FOUND)

@@ -30,6 +30,7 @@ constexpr Field kFields[] = {
     {"merge_batch", "MK_MERGE_BATCH", &MegakernelParams::merge_batch, 1, 16, 1},
     {"max_head_dim", "MK_MAX_HEAD_DIM", &MegakernelParams::max_head_dim, 64, 256, 64},
     {"ring_stages", "MK_RING_STAGES", &MegakernelParams::ring_stages, 0, 16, 1},
+    {"poll_warp_loads", "MK_POLL_WARP_LOADS", &MegakernelParams::poll_warp_loads, 0, 1, 1},
 };
 
 }  // namespace

@@ -23,6 +23,10 @@ struct MegakernelParams {
   int ring_stages = 0;       // linear: rounds of loads_in_flight vectors per row and lane in a
                              // shared-memory ring streamed with cp.async, ring_stages - 1 of them
                              // in flight (0: the rounds go to registers; up to 16)
+  int poll_warp_loads = 1;   // linear: 1, the polling thread's warp loads its first round into
+                             // registers before the wait like the others; 0, it prefetches that
+                             // round to L2 instead, so the poll does not queue behind its loads
+                             // (handoff_bench: 2 us vs 0.9 us with every SM streaming)
 };
 
 // The parameters for a model whose attention heads have head_dim elements (max_head_dim the

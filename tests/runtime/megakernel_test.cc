@@ -385,17 +385,19 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.merge_batch = 4;
   p.max_head_dim = 64;
   p.ring_stages = 3;
+  p.poll_warp_loads = 0;
   const std::string src = megakernel_source(p);
   for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
                         "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
                         "#define MK_MERGE_BATCH 4\n", "#define MK_MAX_HEAD_DIM 64\n",
-                        "#define MK_RING_STAGES 3\n", "#define MK_RING_BYTES 24576\n"})
+                        "#define MK_RING_STAGES 3\n", "#define MK_POLL_WARP_LOADS 0\n",
+                        "#define MK_RING_BYTES 24576\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
-            "\"ring_stages\":3}");
+            "\"ring_stages\":3,\"poll_warp_loads\":0}");
   const cuda::CompileResult r = compile_megakernel("sm_90a", p);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.

@@ -166,18 +166,26 @@ int main(int argc, char** argv) {
     flag.upload(&one, 4);
     LaunchConfig single = all;
     single.block.x = 512;
+    // The poll's own kind matters only behind its warp's loads.
+    const char* const kPollNames[] = {"ld.acquire", "ld.relaxed", "ld.volatile"};
     for (int all_ctas = 0; all_ctas < 2; ++all_ctas) {
       for (int loads : {0, 1, 4, 16}) {
-        for (int mode = 0; mode < 2; ++mode) {
-          if (loads == 0 && mode == 1) continue;
-          launch_args(poll, single, stream, weights.ptr(), u64(wbytes / 16), flag.ptr(), iters,
-                      loads, mode, all_ctas, samples.ptr(), sink.ptr());
-          stream.synchronize();
-          Row r{fmt::format("poll of a set flag, {} KB of loads in flight{}", loads * 512 * 16 / 1024,
-                            all_ctas ? " on every SM" : ", one SM"),
-                mode == 0 ? "polling warp loads too" : "polling warp issues no loads", {}, ""};
-          for (u64 c : read(size_t(iters))) r.ns.push_back(double(c) / cycles_per_ns);
-          rows.push_back(std::move(r));
+        for (int mode = 0; mode < 3; ++mode) {
+          for (int p = 0; p < 3; ++p) {
+            if ((loads == 0 && mode > 0) || (p > 0 && (loads == 0 || mode != 0))) continue;
+            launch_args(poll, single, stream, weights.ptr(), u64(wbytes / 16), flag.ptr(), iters,
+                        loads, mode, all_ctas, p, samples.ptr(), sink.ptr());
+            stream.synchronize();
+            Row r{fmt::format("poll of a set flag, {} KB of loads in flight{}",
+                              loads * 512 * 16 / 1024, all_ctas ? " on every SM" : ", one SM"),
+                  fmt::format("{}, {}", kPollNames[p],
+                              mode == 0   ? "warp loads too"
+                              : mode == 1 ? "warp issues none"
+                                          : "warp L2-prefetches instead"),
+                  {}, ""};
+            for (u64 c : read(size_t(iters))) r.ns.push_back(double(c) / cycles_per_ns);
+            rows.push_back(std::move(r));
+          }
         }
       }
     }

@@ -128,11 +128,13 @@ extern "C" __global__ void fanin(unsigned* counter, int stages, int mode, u64* s
 // 16-byte streaming loads per thread from `weights` (a buffer larger than L2, a new slice per
 // round and CTA), then CTA 0's thread 0 polls a flag that is already set; samples[r] = cycles
 // from issuing the poll to its value arriving. mode 0: the polling thread's warp issued loads
-// too (today's worker); mode 1: warp 0 issues no loads and only polls (a controller warp).
+// too (today's worker); mode 1: warp 0 issues no loads and only polls (a controller warp);
+// mode 2: as mode 0 with L2 prefetches (prefetch.global.L2) instead of loads.
+// poll: the load that polls, 0 ld.acquire.gpu, 1 ld.relaxed.gpu, 2 volatile (ld.volatile).
 // sink keeps the loads alive.
 extern "C" __global__ void poll_behind_loads(const uint4* weights, unsigned long long words,
                                              const unsigned* flag, int rounds, int loads,
-                                             int mode, int all_ctas, u64* samples,
+                                             int mode, int all_ctas, int poll, u64* samples,
                                              unsigned* sink) {
   if (blockIdx.x != 0 && !all_ctas) return;
   const int warp = threadIdx.x >> 5;
@@ -149,13 +151,20 @@ extern "C" __global__ void poll_behind_loads(const uint4* weights, unsigned long
       for (int k = 0; k < 16; ++k)
         if (k < loads) {
           const uint4* p = weights + base + (unsigned long long)k * blockDim.x;
-          asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w) : "l"(p));
+          if (mode == 2) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+            v[k] = make_uint4(0, 0, 0, 0);
+          } else {
+            asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+                         : "=r"(v[k].x), "=r"(v[k].y), "=r"(v[k].z), "=r"(v[k].w) : "l"(p));
+          }
         }
     }
     if (threadIdx.x == 0 && blockIdx.x == 0) {
       const u64 t = clock64();
-      const unsigned f = ld_acquire(flag);
+      const unsigned f = poll == 0   ? ld_acquire(flag)
+                         : poll == 1 ? ld_relaxed(flag)
+                                     : *(volatile const unsigned*)flag;
       acc += f;
       samples[r] = clock64() - t;
     }

@@ -2,7 +2,7 @@
 // step, for params.num_steps steps back to back. The code generator prepends the code
 // parameters as #defines (MK_BLOCK_THREADS, MK_ROWS_PER_WARP, MK_LOADS_IN_FLIGHT,
 // MK_MAX_KSPLIT, MK_HEADS_PER_PASS, MK_PREFETCH_ROUNDS, MK_MERGE_BATCH, MK_MAX_HEAD_DIM,
-// MK_RING_STAGES, and the derived MK_RING_BYTES: runtime/kernel_params.h) and
+// MK_RING_STAGES, MK_POLL_WARP_LOADS, and the derived MK_RING_BYTES: runtime/kernel_params.h) and
 // kernels/task_desc.h. No headers: NVRTC needs none.
 //
 // Per task (its descriptor already copied to shared memory while the previous task ran): issue
@@ -594,9 +594,15 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       const char* w[kRows];
       int slice[kRows], local[kRows];
       mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
-      mk_load_round<kRows, true>(w, k0 / V + (threadIdx.x & 31), pre, k1 / V);
+      // Warp 0 holds the polling thread: without MK_POLL_WARP_LOADS its first round goes to L2
+      // only, so that the wait's polls do not queue behind its own loads.
+      if (MK_POLL_WARP_LOADS || warp != 0) {
+        mk_load_round<kRows, true>(w, k0 / V + (threadIdx.x & 31), pre, k1 / V);
+        have_pre = true;
+      } else {
+        mk_prefetch_round<kRows>(w, k0 / V, k1 / V, 0);
+      }
       for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
-      have_pre = true;
     }
     mk_prefetch_weights<DT>(t, prefetch_bytes);
     if (!wait()) return false;

@@ -8,10 +8,13 @@ SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update
+# clang, lld, llvm (llvm-symbolizer) and the clang runtimes: the sanitizer and fuzzing builds of
+# tools/ci/ (libFuzzer, ASan, UBSan, TSan).
 $SUDO apt-get install -y --no-install-recommends \
   cmake ninja-build g++ ccache pkg-config file python3 \
   libz3-dev libtbb-dev libsqlite3-dev libfmt-dev libgtest-dev nlohmann-json3-dev \
-  libcli11-dev libssl-dev
+  libcli11-dev libssl-dev \
+  clang lld llvm libclang-rt-14-dev
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 if [ ! -f "$CUDA_HOME/include/nvrtc.h" ]; then

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test (GPU-labelled ones included) and the example on a GPU machine, from a build
+# Runs every test (GPU-labelled ones included), the example and compute-sanitizer (memcheck,
+# racecheck, synccheck, initcheck) over mpk-run on every fixture, on a GPU machine, from a build
 # folder made elsewhere and carried as build-gpu (see docs/PERFORMANCE.md, "GPU machine").
+# Exits non-zero when a sanitizer reports an error or mpk-run fails under one.
 # The build records absolute paths of /work/main; a link recreates them here. The bench scripts'
 # self-tests are left out: their ctest commands name the build machine's Python (CI runs them).
 set -uo pipefail
@@ -25,3 +27,45 @@ echo "gpu-labelled ctest exit: $?"
 grep -E "^\s*[0-9]+: \[ +(OK|FAILED|SKIPPED) +\]|tests passed|tests failed" "$out/ctest_gpu.log" | head -40
 build/bin/mpk-run --model tests/data/qwen3-bf16 --prompt-ids 5,17,300 --max-new-tokens 4 --backend gpu
 echo "mpk-run --backend gpu exit: $?"
+
+# compute-sanitizer on every fixture: a few tokens through the megakernel (single-step, and
+# multi-step under memcheck), each tool's report in $out/sanitizer.log. A tool's error (exit 99)
+# or mpk-run failing under it (another non-zero exit, e.g. a wait timeout) fails the script.
+sanitizer=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+san_log=$out/sanitizer.log
+: > "$san_log"
+san_fail=0
+san_runs=0
+printf "%-22s %-10s %-6s %s\n" fixture tool steps result
+if [ ! -x "$sanitizer" ]; then
+  echo "compute-sanitizer not found at $sanitizer" | tee -a "$san_log"
+  san_fail=1
+else
+  for fx in tests/data/*/; do
+    [ -f "$fx/config.json" ] || continue
+    name=$(basename "$fx")
+    for run in memcheck:1 memcheck:4 racecheck:1 synccheck:1 initcheck:1; do
+      tool=${run%%:*}
+      steps=${run##*:}
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check full)
+      echo "=== $name $tool steps_per_launch=$steps" >> "$san_log"
+      timeout 600 "$sanitizer" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 50 \
+        build/bin/mpk-run --model "$fx" --prompt-ids 5,17,300 --max-new-tokens 4 --backend gpu \
+        --steps-per-launch "$steps" >> "$san_log" 2>&1
+      rc=$?
+      san_runs=$((san_runs + 1))
+      case $rc in
+        0) result=clean ;;
+        99) result="ERRORS (see sanitizer.log)"; san_fail=1 ;;
+        124) result="TIMEOUT (600 s)"; san_fail=1 ;;
+        *) result="mpk-run failed (exit $rc)"; san_fail=1 ;;
+      esac
+      echo "--- exit $rc: $result" >> "$san_log"
+      printf "%-22s %-10s %-6s %s\n" "$name" "$tool" "$steps" "$result"
+    done
+  done
+fi
+grep -E "ERROR SUMMARY|Error:|Invalid|Uninitialized|Race|hazard|Barrier" "$san_log" | sort | uniq -c | head -20
+echo "compute-sanitizer: $san_runs runs, $( [ $san_fail = 0 ] && echo clean || echo FAILED )"
+exit $san_fail

@@ -29,6 +29,7 @@
 
 #include "base/dtype.h"
 #include "ir/graph.h"
+#include "ir/layouts.h"
 
 namespace mpk::sched {
 
@@ -176,10 +177,10 @@ std::string layer_prefix(int layer);
 std::vector<Access> normalize(std::vector<Access> accesses);
 
 // Part c of `chunks` when `len` items are split evenly, [begin, end): KV positions by the
-// kv_splits rule above (the megakernel divides the live length the same way on the device), and
-// a merge's output elements over its chunks.
+// kv_splits rule above, and a merge's output elements over its chunks. The formula is
+// ir::even_split_formula, which the megakernel prints for the device and superopt/ proves.
 inline std::pair<int64_t, int64_t> even_split(int64_t len, int chunks, int c) {
-  return {c * len / chunks, (c + 1) * len / chunks};
+  return ir::even_split(len, chunks, c);
 }
 // Bytes of the accesses (buffer dtype size times elements).
 int64_t access_bytes(const TaskGraph& tg, const std::vector<Access>& accesses);

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "ir/layouts.h"
 #include "ir/rope.h"
 #include "scheduler/liveness.h"
 
@@ -453,7 +454,8 @@ std::vector<MkTask> MegakernelTables::device_tasks() const {
 }
 
 std::string megakernel_source(const MegakernelParams& params) {
-  return to_defines(params) + kEmbeddedTaskDescH + "\n" + kEmbeddedMegakernelCuh;
+  return to_defines(params) + kEmbeddedTaskDescH + "\n" + ir::layout_device_functions() +
+         kEmbeddedMegakernelCuh;
 }
 
 std::string megakernel_entry(DType weight_dtype) {

@@ -754,8 +754,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   const int D = t.head_dim, G = t.group;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int n = position + 1;
-  const int j0 = (int)((long long)t.chunk * n / t.num_chunks);
-  const int j1 = (int)((long long)(t.chunk + 1) * n / t.num_chunks);
+  const int j0 = (int)mk_even_split_begin(t.chunk, n, t.num_chunks);
+  const int j1 = (int)mk_even_split_end(t.chunk, n, t.num_chunks);
   const bool appends = t.chunk == t.num_chunks - 1;  // its range ends at the new position
   float* qk = sm;                // G query heads, then the new key head
   float* wst = sm + (G + 2) * D; // per warp and head of a pass: D output sums, max, sum
@@ -1124,8 +1124,8 @@ __device__ void mk_run(const MkParams& prm) {
         ok = mk_linear<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
         const int n = position + 1;
-        const long long j0 = (long long)t.chunk * n / t.num_chunks;
-        long long j1 = (long long)(t.chunk + 1) * n / t.num_chunks;
+        const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
+        long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
         if (j1 > position) j1 = position;  // the new row is written in this step
         if (j1 > j0) {
           const long long off = ((long long)t.kv_head * t.capacity + j0) * t.head_dim * 4;

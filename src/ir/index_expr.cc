@@ -1,0 +1,110 @@
+#include "ir/index_expr.h"
+
+#include "base/error.h"
+
+namespace mpk::ir {
+namespace {
+
+const char* op_text(IndexOp op) {
+  switch (op) {
+    case IndexOp::Add: return " + ";
+    case IndexOp::Sub: return " - ";
+    case IndexOp::Mul: return " * ";
+    case IndexOp::Div: return " / ";
+    case IndexOp::Mod: return " % ";
+    default: return "?";
+  }
+}
+
+}  // namespace
+
+IndexExpr::IndexExpr(int64_t value) : node_(std::make_shared<const Node>(Node{IndexOp::Const, value, {}, {}})) {}
+
+IndexExpr IndexExpr::var(std::string name) {
+  MPK_CHECK(!name.empty(), InvalidArgument) << "index variable without a name";
+  return IndexExpr(std::make_shared<const Node>(Node{IndexOp::Var, 0, std::move(name), {}}));
+}
+
+IndexExpr IndexExpr::binary(IndexOp op, IndexExpr a, IndexExpr b) {
+  MPK_CHECK(op != IndexOp::Const && op != IndexOp::Var, InvalidArgument) << "not a binary op";
+  return IndexExpr(std::make_shared<const Node>(Node{op, 0, {}, {std::move(a), std::move(b)}}));
+}
+
+int64_t eval(const IndexExpr& e, const IndexEnv& env) {
+  const IndexExpr::Node& n = e.node();
+  if (n.op == IndexOp::Const) return n.value;
+  if (n.op == IndexOp::Var) {
+    auto it = env.find(n.name);
+    MPK_CHECK(it != env.end(), InvalidArgument) << "index variable '" << n.name << "' is unbound";
+    return it->second;
+  }
+  const int64_t a = eval(n.args[0], env), b = eval(n.args[1], env);
+  int64_t r = 0;
+  bool overflow = false;
+  switch (n.op) {
+    case IndexOp::Add: overflow = __builtin_add_overflow(a, b, &r); break;
+    case IndexOp::Sub: overflow = __builtin_sub_overflow(a, b, &r); break;
+    case IndexOp::Mul: overflow = __builtin_mul_overflow(a, b, &r); break;
+    case IndexOp::Div:
+    case IndexOp::Mod:
+      MPK_CHECK(b != 0, InvalidArgument) << "division by zero in " << to_string(e);
+      overflow = a == INT64_MIN && b == -1;
+      if (!overflow) r = n.op == IndexOp::Div ? a / b : a % b;
+      break;
+    case IndexOp::Min: r = a < b ? a : b; break;
+    case IndexOp::Max: r = a > b ? a : b; break;
+    default: MPK_ICHECK(false) << "unknown index op";
+  }
+  MPK_CHECK(!overflow, InvalidArgument) << "64-bit overflow in " << to_string(e);
+  return r;
+}
+
+namespace {
+
+// Appends e's text: C source (`c`: long long operands, every operation parenthesised) or the
+// short form for messages. Built by appending: gcc 12 warns falsely on chained operator+.
+void print(const IndexExpr& e, bool c, std::string& out) {
+  const IndexExpr::Node& n = e.node();
+  switch (n.op) {
+    case IndexOp::Const:
+      if (c) out += '(';
+      out += std::to_string(n.value);
+      if (c) out += "LL)";
+      return;
+    case IndexOp::Var:
+      if (c) out += "((long long)";
+      out += n.name;
+      if (c) out += ')';
+      return;
+    case IndexOp::Min:
+    case IndexOp::Max:
+      out += n.op == IndexOp::Min ? "min(" : "max(";
+      print(n.args[0], c, out);
+      out += ", ";
+      print(n.args[1], c, out);
+      out += ')';
+      return;
+    default:
+      out += '(';
+      print(n.args[0], c, out);
+      out += op_text(n.op);
+      print(n.args[1], c, out);
+      out += ')';
+  }
+}
+
+}  // namespace
+
+std::string to_c(const IndexExpr& e) {
+  std::string s;
+  print(e, true, s);
+  return s;
+}
+
+std::string to_string(const IndexExpr& e) {
+  std::string s;
+  print(e, false, s);
+  return s;
+}
+
+}  // namespace mpk::ir

@@ -1,0 +1,59 @@
+// Integer index expressions: one description of a layout formula that the host evaluates, the
+// device code prints (to_c) and the prover encodes (superopt/). Semantics are C's on 64-bit
+// integers (`long long` on the device): truncating division and remainder. An expression is
+// immutable and cheap to copy (shared nodes).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpk::ir {
+
+enum class IndexOp { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max };
+
+class IndexExpr {
+ public:
+  struct Node {
+    IndexOp op;
+    int64_t value = 0;   // Const
+    std::string name;    // Var
+    std::vector<IndexExpr> args;  // two for the binary ops
+  };
+
+  IndexExpr(int64_t value);  // a constant (implicit: `c + 1`)
+  static IndexExpr var(std::string name);
+  static IndexExpr binary(IndexOp op, IndexExpr a, IndexExpr b);
+
+  const Node& node() const { return *node_; }
+  IndexOp op() const { return node_->op; }
+
+ private:
+  explicit IndexExpr(std::shared_ptr<const Node> n) : node_(std::move(n)) {}
+  std::shared_ptr<const Node> node_;
+};
+
+inline IndexExpr operator+(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Add, a, b); }
+inline IndexExpr operator-(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Sub, a, b); }
+inline IndexExpr operator*(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Mul, a, b); }
+inline IndexExpr operator/(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Div, a, b); }
+inline IndexExpr operator%(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Mod, a, b); }
+inline IndexExpr min(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Min, a, b); }
+inline IndexExpr max(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Max, a, b); }
+
+using IndexEnv = std::map<std::string, int64_t>;
+
+// The value under `env` with C semantics. Error(InvalidArgument) for an unbound variable, a
+// division by zero or a 64-bit overflow (undefined behaviour in C: never a silent wrap).
+int64_t eval(const IndexExpr& e, const IndexEnv& env);
+
+// C source of the expression over `long long` operands: variables are printed as their names
+// (the caller binds them), every operation parenthesised.
+std::string to_c(const IndexExpr& e);
+
+// "(c * n) / C"-like text for messages and tests.
+std::string to_string(const IndexExpr& e);
+
+}  // namespace mpk::ir

@@ -1,0 +1,215 @@
+#include "superopt/index_prover.h"
+
+#include <z3++.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/error.h"
+
+namespace mpk::superopt {
+namespace {
+
+using ir::IndexExpr;
+using ir::IndexOp;
+
+constexpr int64_t kI64Min = INT64_MIN, kI64Max = INT64_MAX;
+
+// An expression translated to Z3: its value and the conditions under which C evaluates it
+// without undefined behaviour (divisors non-zero, every intermediate inside int64).
+struct Term {
+  z3::expr value;
+  z3::expr defined;
+};
+
+class Encoder {
+ public:
+  explicit Encoder(z3::context& ctx) : ctx_(ctx) {}
+
+  Term encode(const IndexExpr& e, const std::map<std::string, z3::expr>& vars) {
+    const IndexExpr::Node& n = e.node();
+    switch (n.op) {
+      case IndexOp::Const: return {ctx_.int_val(n.value), ctx_.bool_val(true)};
+      case IndexOp::Var: {
+        auto it = vars.find(n.name);
+        MPK_CHECK(it != vars.end(), InvalidArgument) << "index variable '" << n.name << "' is unbound";
+        return {it->second, ctx_.bool_val(true)};
+      }
+      default: break;
+    }
+    const Term a = encode(n.args[0], vars), b = encode(n.args[1], vars);
+    z3::expr v = a.value;
+    z3::expr ok = a.defined && b.defined;
+    switch (n.op) {
+      case IndexOp::Add: v = a.value + b.value; break;
+      case IndexOp::Sub: v = a.value - b.value; break;
+      case IndexOp::Mul: v = a.value * b.value; break;
+      case IndexOp::Div:
+      case IndexOp::Mod: {
+        // C truncates toward zero; Z3's div rounds toward -infinity for a positive divisor.
+        const z3::expr qa = z3::ite(a.value >= 0, a.value, -a.value);
+        const z3::expr qb = z3::ite(b.value >= 0, b.value, -b.value);
+        const z3::expr q = z3::ite((a.value >= 0) == (b.value > 0), qa / qb, -(qa / qb));
+        v = n.op == IndexOp::Div ? q : a.value - b.value * q;
+        ok = ok && b.value != 0;
+        break;
+      }
+      case IndexOp::Min: v = z3::ite(a.value <= b.value, a.value, b.value); break;
+      case IndexOp::Max: v = z3::ite(a.value >= b.value, a.value, b.value); break;
+      default: MPK_ICHECK(false) << "unknown index op";
+    }
+    ok = ok && v >= ctx_.int_val(kI64Min) && v <= ctx_.int_val(kI64Max);
+    return {v, ok};
+  }
+
+ private:
+  z3::context& ctx_;
+};
+
+// Checks that `goal` holds whenever `assumptions` do: unsat of assumptions && !goal.
+Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
+                 const z3::expr& goal, const std::vector<z3::expr>& shown, unsigned timeout_ms) {
+  const auto t0 = std::chrono::steady_clock::now();
+  z3::solver s(ctx);
+  z3::params p(ctx);
+  p.set("timeout", timeout_ms);
+  s.set(p);
+  s.add(assumptions);
+  s.add(!goal);
+  Obligation o;
+  o.name = name;
+  switch (s.check()) {
+    case z3::unsat: o.result = "proved"; break;
+    case z3::sat: {
+      o.result = "refuted";
+      const z3::model m = s.get_model();
+      for (const z3::expr& x : shown)
+        o.counterexample += (o.counterexample.empty() ? "" : " ") + x.to_string() + "=" +
+                            m.eval(x, true).to_string();
+      break;
+    }
+    default: o.result = "unknown"; o.counterexample = s.reason_unknown(); break;
+  }
+  o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return o;
+}
+
+void collect(const IndexExpr& e, std::function<void(const IndexExpr&)> f) {
+  f(e);
+  for (const IndexExpr& a : e.node().args) collect(a, f);
+}
+
+}  // namespace
+
+bool ProofRecord::proved() const {
+  if (obligations.empty()) return false;
+  for (const Obligation& o : obligations)
+    if (o.result != "proved") return false;
+  return true;
+}
+
+std::string ProofRecord::to_json() const {
+  nlohmann::json j;
+  j["subject"] = subject;
+  j["z3"] = z3_version;
+  j["proved"] = proved();
+  j["obligations"] = nlohmann::json::array();
+  for (const Obligation& o : obligations) {
+    nlohmann::json x = {{"name", o.name}, {"result", o.result}, {"ms", o.ms}};
+    if (!o.counterexample.empty()) x["counterexample"] = o.counterexample;
+    j["obligations"].push_back(x);
+  }
+  return j.dump();
+}
+
+ProofRecord prove_even_split(const ir::EvenSplit& f, int64_t max_len, int64_t num_parts,
+                             unsigned timeout_ms) {
+  MPK_CHECK(max_len >= 0 && num_parts >= 1, InvalidArgument) << "empty proof domain";
+  z3::context ctx;
+  Encoder enc(ctx);
+  // The part count is the plan's constant: divisions by it stay linear.
+  const z3::expr len = ctx.int_const("len"), parts = ctx.int_val(num_parts);
+  const z3::expr c1 = ctx.int_const("c");
+  const z3::expr domain = len >= 0 && len <= ctx.int_val(max_len);
+  auto part = [&](const z3::expr& c) {
+    const std::map<std::string, z3::expr> vars = {{"c", c}, {"len", len}, {"parts", parts}};
+    return std::pair{enc.encode(f.begin, vars), enc.encode(f.end, vars)};
+  };
+  const auto [b1, e1] = part(c1);
+  const z3::expr in1 = c1 >= 0 && c1 < parts;
+  const z3::expr defined1 = b1.defined && e1.defined;
+
+  ProofRecord r;
+  r.subject = "even split: part c of parts over len items = [" + ir::to_string(f.begin) + ", " +
+              ir::to_string(f.end) + "), len <= " + std::to_string(max_len) +
+              ", parts = " + std::to_string(num_parts);
+  r.z3_version = Z3_get_full_version();
+  r.obligations.push_back(check(ctx, "defined (no division by zero or overflow)", domain && in1,
+                                defined1, {c1, len}, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (0 <= begin <= end <= len)", domain && in1 && defined1,
+                                0 <= b1.value && b1.value <= e1.value && e1.value <= len,
+                                {c1, len}, timeout_ms));
+  // Exactly once, through contiguity: part 0 starts at 0, the last part ends at len, and each
+  // part ends where the next begins; with begin <= end (above) the parts tile [0, len) with no
+  // gap and no overlap. (Two symbolic parts and an item, the general at-most-once form, made
+  // Z3's nonlinear solver time out at 32 parts; these are equalities it decides in milliseconds.)
+  const auto [b0, e0] = part(ctx.int_val(0));
+  const auto [bl, el] = part(ctx.int_val(num_parts - 1));
+  const auto [bn, en] = part(c1 + 1);
+  r.obligations.push_back(check(ctx, "exactly once: part 0 begins at 0", domain,
+                                b0.defined && b0.value == 0, {len}, timeout_ms));
+  r.obligations.push_back(check(ctx, "exactly once: the last part ends at len", domain,
+                                el.defined && el.value == len, {len}, timeout_ms));
+  r.obligations.push_back(check(ctx, "exactly once: each part ends where the next begins",
+                                domain && c1 >= 0 && c1 + 1 < parts && defined1,
+                                bn.defined && e1.value == bn.value, {c1, len}, timeout_ms));
+  return r;
+}
+
+std::vector<IndexExpr> mutants(const IndexExpr& e) {
+  std::set<std::string> names;
+  collect(e, [&](const IndexExpr& x) {
+    if (x.op() == IndexOp::Var) names.insert(x.node().name);
+  });
+  // Rebuilds e with the node at pre-order index `target` replaced by each of `repl(node)`.
+  std::vector<IndexExpr> out;
+  int count = 0;
+  collect(e, [&](const IndexExpr&) { ++count; });
+  for (int target = 0; target < count; ++target) {
+    std::function<std::vector<IndexExpr>(const IndexExpr&, int&)> rebuild =
+        [&](const IndexExpr& x, int& index) -> std::vector<IndexExpr> {
+      const IndexExpr::Node& n = x.node();
+      const int me = index++;
+      if (me == target) {
+        std::vector<IndexExpr> r;
+        if (n.op == IndexOp::Const) {
+          r.push_back(IndexExpr(n.value + 1));
+          r.push_back(IndexExpr(n.value - 1));
+        } else if (n.op == IndexOp::Var) {
+          for (const std::string& other : names)
+            if (other != n.name) r.push_back(IndexExpr::var(other));
+        } else {
+          for (IndexOp op : {IndexOp::Add, IndexOp::Sub, IndexOp::Mul, IndexOp::Div})
+            if (op != n.op) r.push_back(IndexExpr::binary(op, n.args[0], n.args[1]));
+        }
+        // The subtree below a replaced node is skipped: count it.
+        collect(x, [&](const IndexExpr&) { ++index; });
+        --index;
+        return r;
+      }
+      if (n.args.empty()) return {};
+      std::vector<IndexExpr> r;
+      for (const IndexExpr& a : rebuild(n.args[0], index)) r.push_back(IndexExpr::binary(n.op, a, n.args[1]));
+      for (const IndexExpr& b : rebuild(n.args[1], index)) r.push_back(IndexExpr::binary(n.op, n.args[0], b));
+      return r;
+    };
+    int index = 0;
+    for (const IndexExpr& m : rebuild(e, index)) out.push_back(m);
+  }
+  return out;
+}
+
+}  // namespace mpk::superopt

@@ -1,0 +1,44 @@
+// Proofs about index expressions (ir/index_expr.h) with Z3. Encoding: integers, C truncating
+// division and remainder, every intermediate value inside int64 as a side condition,
+// quantifier-free. Each query has a time limit; unknown counts as not proved.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ir/index_expr.h"
+#include "ir/layouts.h"
+
+namespace mpk::superopt {
+
+struct Obligation {
+  std::string name;            // e.g. "bounds", "at most once", "at least once"
+  std::string result;          // "proved", "refuted" or "unknown"
+  double ms = 0;
+  std::string counterexample;  // "c=1 len=3 parts=2 ..." when refuted
+};
+
+struct ProofRecord {
+  std::string subject;  // what was proved, with its formulas
+  std::string z3_version;
+  std::vector<Obligation> obligations;
+  bool proved() const;
+  std::string to_json() const;  // {"subject":..,"z3":..,"obligations":[{name,result,ms,...}]}
+};
+
+// The even split of `len` items into `parts` (ir::EvenSplit, or a mutant of it), for a part
+// count the plan fixes (one proof per task class), every run-time length 0 <= len <= max_len
+// and every part 0 <= c < parts, all symbolic:
+//   defined       no division by zero, no 64-bit overflow;
+//   bounds        0 <= begin <= end <= len;
+//   exactly once  part 0 begins at 0, the last part ends at len, and each part ends where the
+//                 next begins: with the bounds, every item lies in exactly one part.
+ProofRecord prove_even_split(const ir::EvenSplit& f, int64_t max_len, int64_t parts,
+                             unsigned timeout_ms = 10000);
+
+// Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
+// by each other variable of the expression, every + - * / replaced by the others.
+std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);
+
+}  // namespace mpk::superopt

@@ -13,6 +13,7 @@
 #include "cache/sha256.h"
 #include "ref/kernels.h"
 #include "runtime/profile.h"
+#include "runtime/proofs.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
@@ -77,7 +78,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
   const sched::Plan plan = sched::plan(graph, po);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
-  (void)build_tables(graph, plan, mem, SegmentBases{}, params_);
+  // The plan's layout proofs, before anything is compiled or run.
+  const std::string proofs = prove_plan(build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks());
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);
 
@@ -94,7 +96,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
     cache::Entry e;
     e.cubin = std::move(r.cubin);
     e.params_json = to_json(params_);
-    e.verification_json = "{}";
+    e.verification_json = proofs;
     return e;
   };
   cache::Entry entry;
@@ -214,6 +216,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
     if (bytes) d.upload(p, bytes);
   };
   const std::vector<MkTask> tasks = tables_.device_tasks();
+  (void)prove_plan(tasks);  // this session's chunk counts (memoised: usually the load's)
   up(d_tasks_, tasks.data(), tasks.size() * sizeof(MkTask));
   up(d_queue_begin_, tables_.queue_begin.data(), tables_.queue_begin.size() * 4);
   up(d_waits_, tables_.waits.data(), tables_.waits.size() * 4);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "model/model.h"
 #include "model_configs.h"
 #include "runtime/megakernel.h"
+#include "runtime/proofs.h"
 #include "scheduler/liveness.h"
 
 namespace mpk::rt {
@@ -241,6 +243,25 @@ TEST(Megakernel, SeparateMergeTasks) {
   }
   EXPECT_EQ(merges, model->config.num_layers * model->config.num_kv_heads);
   EXPECT_EQ(t.num_arrivals, 0);
+}
+
+// Before a kernel runs, the plan's layout proofs: the even split over each attention task's
+// chunk count, for every length a position can give.
+TEST(Megakernel, PlanProofsCoverEveryChunkCount) {
+  const Planned p = plan_fixture("qwen3-bf16", 16, 64);
+  const MemoryPlan mem = plan_memory(p.g, p.plan.tasks, p.model->dtype, 64);
+  const rt::MegakernelTables t = build_tables(p.g, p.plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
+  std::set<int> counts;
+  for (const MkTask& d : t.tasks)
+    if (d.kind == MPK_MK_ATTENTION) counts.insert(d.num_chunks);
+  ASSERT_FALSE(counts.empty());
+  const auto records = nlohmann::json::parse(prove_plan(t.device_tasks()));
+  ASSERT_EQ(records.size(), counts.size());
+  for (const auto& r : records) {
+    EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
+    EXPECT_EQ(r.at("obligations").size(), 5u);
+    for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
+  }
 }
 
 TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {

@@ -1,0 +1,17 @@
+// The proofs a megakernel plan rests on (superopt/), checked before its kernel runs: today the
+// even split of the live KV length over each attention task's chunk count.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/megakernel.h"
+
+namespace mpk::rt {
+
+// Proves the even split for every chunk count among `tasks` (memoised per process: a count is
+// proved once for every length up to 2^31). Returns the proof records as a JSON array. Throws
+// Error(Internal) naming the obligation, its result and the counterexample when one fails.
+std::string prove_plan(const std::vector<MkTask>& tasks);
+
+}  // namespace mpk::rt

@@ -6,8 +6,13 @@
 #include <vector>
 
 #include "runtime/megakernel.h"
+#include "superopt/index_prover.h"
 
 namespace mpk::rt {
+
+// The proof records of every chunk count among `tasks`, in increasing count, whatever their
+// results (memoised per process).
+std::vector<superopt::ProofRecord> plan_proofs(const std::vector<MkTask>& tasks);
 
 // Proves the even split for every chunk count among `tasks` (memoised per process: a count is
 // proved once for every length up to 2^31). Returns the proof records as a JSON array. Throws

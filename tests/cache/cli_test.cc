@@ -375,5 +375,26 @@ TEST_F(CliTest, ListsAndMigratesAV1Cache) {
   EXPECT_NE(r.out.find("builder-b"), std::string::npos) << r.out;
 }
 
+
+// mpk-tune prove: the plan of a committed fixture is proved from its config.json alone.
+TEST_F(CliTest, ProveAFixturesPlan) {
+  Outcome r = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/qwen3-f32", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_TRUE(j.at("proved").get<bool>());
+  ASSERT_FALSE(j.at("records").empty());
+  for (const auto& rec : j.at("records"))
+    for (const auto& o : rec.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.out;
+  Outcome table = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/llama-f32", "--workers", "8"});
+  EXPECT_EQ(table.status, 0) << table.err;
+  EXPECT_NE(table.out.find("all proved"), std::string::npos) << table.out;
+}
+
+TEST_F(CliTest, ProveOfABadModelOrArgumentsFails) {
+  EXPECT_EQ(tune({"prove", "--model", "/nonexistent-model-dir"}).status, 1);
+  EXPECT_EQ(tune({"prove"}).status, 2);
+  EXPECT_EQ(tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/qwen3-f32", "--workers", "0"}).status, 2);
+}
+
 }  // namespace
 }  // namespace mpk::cache

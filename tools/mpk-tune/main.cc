@@ -2,7 +2,7 @@
 //
 //   mpk-tune [--cache PATH] [--json] [--read-only] COMMAND ...
 //     list [--limit N] | show KEY | stats | prune [--max-bytes N] | export FILE [--force]
-//     | import FILE | verify
+//     | import FILE | verify | prove --model DIR [--workers N] [--kv-capacity N]
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "cache/paths.h"
 #include "commands.h"
+#include "prove.h"
 
 using namespace mpk;
 using namespace mpk::tune;
@@ -59,6 +60,18 @@ int run(int argc, char** argv) {
   CLI::App* imp = app.add_subcommand("import", "Merge a cache file; on conflict the faster verified entry wins");
   imp->add_option("FILE", file, "Source cache file")->required();
   CLI::App* verify = app.add_subcommand("verify", "Re-check every checksum; drop damaged entries");
+  std::string model_dir;
+  int workers = 132;
+  int64_t kv_capacity = 4096;
+  CLI::App* prove = app.add_subcommand(
+      "prove", "Prove the layout formulas of a model's megakernel plan (config.json only, no GPU)");
+  prove->add_option("--model", model_dir, "Model directory (its config.json)")->required();
+  prove->add_option("--workers", workers, "Worker CTAs the plan is made for (one per SM)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  prove->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -76,6 +89,7 @@ int run(int argc, char** argv) {
     if (!max_bytes) return usage_error(app, "--max-bytes: '" + max_bytes_text + "' is not a byte size");
   }
 
+  if (prove->parsed()) return cmd_prove(std::cout, model_dir, workers, kv_capacity, json);
   Context ctx{cache_path.empty() ? cache::default_cache_path() : std::filesystem::path(cache_path), json,
               read_only, std::cout};
   if (list->parsed()) return cmd_list(ctx, limit);

@@ -1,0 +1,58 @@
+// mpk-tune prove: the proofs a model's megakernel plan rests on, without a GPU or weights.
+#include "prove.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <ostream>
+
+#include "ir/builder.h"
+#include "model/config.h"
+#include "runtime/megakernel.h"
+#include "runtime/proofs.h"
+
+namespace mpk::tune {
+
+int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int workers,
+              int64_t kv_capacity, bool json) {
+  const model::Config cfg = model::load_config(model_dir);
+  const ir::Graph g = ir::build(cfg);
+  const int64_t cap = cfg.max_position_embeddings > 0
+                          ? std::min<int64_t>(kv_capacity, cfg.max_position_embeddings)
+                          : kv_capacity;
+  const sched::Plan plan = sched::plan(g, rt::megakernel_plan_options(g, workers, cap));
+  const rt::MemoryPlan mem = rt::plan_memory(g, plan.tasks, cfg.torch_dtype, cap);
+  const rt::MegakernelParams params = rt::params_for_head_dim(int(cfg.head_dim));
+  const auto tasks = rt::build_tables(g, plan, mem, rt::SegmentBases{}, params).device_tasks();
+  const std::vector<superopt::ProofRecord> records = rt::plan_proofs(tasks);
+  bool all = !records.empty();
+  double total = 0;
+  nlohmann::json j = {{"model", model_dir.string()}, {"workers", workers}, {"kv_capacity", cap},
+                      {"tasks", tasks.size()}, {"records", nlohmann::json::array()}};
+  if (!json)
+    out << fmt::format("{}: {} tasks on {} workers, KV capacity {}\n", model_dir.string(),
+                       tasks.size(), workers, cap);
+  for (const superopt::ProofRecord& r : records) {
+    all &= r.proved();
+    j["records"].push_back(nlohmann::json::parse(r.to_json()));
+    if (!json) out << r.subject << '\n';
+    for (const superopt::Obligation& o : r.obligations) {
+      total += o.ms;
+      if (!json)
+        out << fmt::format("  {:<55} {:>8} {:>8.1f} ms{}\n", o.name, o.result, o.ms,
+                           o.counterexample.empty() ? "" : "  (" + o.counterexample + ")");
+    }
+  }
+  j["proved"] = all;
+  j["total_ms"] = total;
+  if (json)
+    out << j.dump() << '\n';
+  else
+    out << fmt::format("{}: {} record(s), {:.0f} ms in all (Z3 {})\n",
+                       all ? "all proved" : "NOT PROVED", records.size(), total,
+                       records.empty() ? "-" : records[0].z3_version);
+  return all ? 0 : 1;
+}
+
+}  // namespace mpk::tune

@@ -8,8 +8,9 @@ export CCACHE_BASEDIR=$MPK_ROOT
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 MPK_CI_JOBS=${MPK_CI_JOBS:-$(nproc)}
 # Full paths: a folder configured with "clang" and re-run with "/usr/bin/clang" would be reset.
-MPK_CI_CC=$(command -v "${MPK_CI_CC:-clang}")
-MPK_CI_CXX=$(command -v "${MPK_CI_CXX:-clang++}")
+MPK_CI_CC=$(command -v "${MPK_CI_CC:-clang}") &&
+  MPK_CI_CXX=$(command -v "${MPK_CI_CXX:-clang++}") ||
+  { echo "ci: clang/clang++ not found (tools/setup.sh installs them)" >&2; exit 1; }
 
 # Findings are fatal and symbolized; suppression files (if any) are printed by ci_env.
 symbolizer=$(command -v llvm-symbolizer || true)

@@ -37,7 +37,7 @@ cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, con
   k.driver_version = std::to_string(cuda::driver_version());
   k.codegen_version = kMegakernelCodegenVersion;
   k.compile_options = megakernel_compile_options();
-  k.source_hash = cache::sha256_hex(megakernel_source(params));
+  k.source_hash = cache::sha256_hex(megakernel_source(params, dtype));
   return k;
 }
 
@@ -89,7 +89,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   double compile_ms = 0;
   bool built = false;
   auto build = [&] {
-    cuda::CompileResult r = compile_megakernel(arch, params_);
+    cuda::CompileResult r = compile_megakernel(arch, params_, dtype_);
     compile_ms = r.compile_ms;
     built = true;
     if (!r.log.empty()) log(LogLevel::Debug, "megakernel NVRTC log: {}", r.log);

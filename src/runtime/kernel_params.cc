@@ -23,6 +23,7 @@ struct Field {
 constexpr Field kFields[] = {
     {"block_threads", "MK_BLOCK_THREADS", &MegakernelParams::block_threads, 64, 1024, 32},
     {"rows_per_warp", "MK_ROWS_PER_WARP", &MegakernelParams::rows_per_warp, 1, 4, 1},
+    {"down_rows_per_warp", "MK_DOWN_ROWS_PER_WARP", &MegakernelParams::down_rows_per_warp, 0, 4, 1},
     {"loads_in_flight", "MK_LOADS_IN_FLIGHT", &MegakernelParams::loads_in_flight, 1, 8, 1},
     {"max_k_split", "MK_MAX_KSPLIT", &MegakernelParams::max_k_split, 1, 8, 1},
     {"heads_per_pass", "MK_HEADS_PER_PASS", &MegakernelParams::heads_per_pass, 1, 8, 1},
@@ -52,7 +53,8 @@ MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base) {
 }
 
 int64_t ring_bytes(const MegakernelParams& p) {
-  return int64_t(p.ring_stages) * p.block_threads * p.rows_per_warp * p.loads_in_flight * 16;
+  const int rows = std::max(p.rows_per_warp, p.down_rows_per_warp);
+  return int64_t(p.ring_stages) * p.block_threads * rows * p.loads_in_flight * 16;
 }
 
 std::string to_defines(const MegakernelParams& p) {

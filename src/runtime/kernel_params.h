@@ -1,5 +1,5 @@
 // The megakernel's code parameters: the explicit description its source is generated from
-// (prepended as #defines, see kernels/megakernel.cuh) and that the kernel-cache key includes.
+// (prepended as #defines, see kernels/common.cuh) and that the kernel-cache key includes.
 // The superoptimizer will search these; the defaults are the ones measured in
 // docs/PERFORMANCE.md.
 #pragma once
@@ -12,6 +12,9 @@ namespace mpk::rt {
 struct MegakernelParams {
   int block_threads = 512;   // threads per worker CTA: a multiple of 32 in [64, 1024]
   int rows_per_warp = 2;     // linear: output rows a warp streams together (1..4)
+  int down_rows_per_warp = 0;  // the same for the linears whose input is silu(gate) * up (the
+                               // MLP down projection): their own variant (1..4), or 0 to use
+                               // rows_per_warp (runtime/variants.h)
   int loads_in_flight = 4;   // linear: 16-byte loads per row and lane in one round (1..8)
   int max_k_split = 8;       // linear: most K parts a row group is cut into (1..8)
   int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)
@@ -33,7 +36,8 @@ struct MegakernelParams {
 // smallest that holds them).
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 
-// Bytes of the linear tasks' weight ring in shared memory (0 without the ring).
+// Bytes of the linear tasks' weight ring in shared memory (0 without the ring), for the widest
+// linear variant.
 int64_t ring_bytes(const MegakernelParams& p);
 // Error(InvalidArgument) naming the first parameter out of its range.
 void validate(const MegakernelParams& p);

@@ -1,19 +1,18 @@
 #include "runtime/megakernel.h"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <numeric>
 
 #include "base/error.h"
 #include "ir/layouts.h"
 #include "ir/rope.h"
+#include "runtime/embedded_kernels.h"
+#include "runtime/variants.h"
 #include "scheduler/liveness.h"
 
 namespace mpk::rt {
-
-// Defined in the build-time generated embedded_kernels.cc.
-extern const char* const kEmbeddedTaskDescH;
-extern const char* const kEmbeddedMegakernelCuh;
 
 namespace {
 
@@ -149,7 +148,7 @@ class TableBuilder {
  public:
   TableBuilder(const ir::Graph& g, const sched::Plan& p, const MemoryPlan& m, const SegmentBases& b,
                const MegakernelParams& params)
-      : g_(g), tg_(p.tasks), p_(p), m_(m), b_(b), params_(params) {}
+      : g_(g), tg_(p.tasks), p_(p), m_(m), b_(b), params_(params), variants_(kernel_variants(params)) {}
 
   MegakernelTables run() {
     MegakernelTables out;
@@ -179,6 +178,10 @@ class TableBuilder {
           out.argmax_event = t.trigger;
           break;
       }
+      const Variant v = d.kind == MPK_MK_LINEAR
+                            ? linear_variant(params_, d.input_mode == MPK_MK_IN_SILUMUL)
+                            : Variant{d.kind, 0};
+      d.variant = variant_id(variants_, v);
       out.dynamic_smem = std::max(out.dynamic_smem, smem);
       out.tasks.push_back(d);
     }
@@ -432,6 +435,7 @@ class TableBuilder {
   const MemoryPlan& m_;
   const SegmentBases& b_;
   const MegakernelParams& params_;
+  const std::vector<Variant> variants_;  // the kernel's, by id
   std::map<std::pair<int, int>, int> arrival_;  // (layer, kv head) -> counter, numbered as first seen
 };
 
@@ -453,26 +457,49 @@ std::vector<MkTask> MegakernelTables::device_tasks() const {
   return out;
 }
 
-std::string megakernel_source(const MegakernelParams& params) {
-  return to_defines(params) + kEmbeddedTaskDescH + "\n" + ir::layout_device_functions() +
-         kEmbeddedMegakernelCuh;
+namespace {
+
+std::string kernel_file(const char* name) {
+  for (int i = 0; i < kNumEmbeddedKernels; ++i)
+    if (std::string(kEmbeddedKernels[i].name) == name) return kEmbeddedKernels[i].text;
+  MPK_THROW(Internal) << "kernel source " << name << " is not embedded";
 }
 
-std::string megakernel_entry(DType weight_dtype) {
+const char* dtype_suffix(DType weight_dtype) {
   switch (weight_dtype) {
-    case DType::F32: return "mpk_megakernel_f32";
-    case DType::BF16: return "mpk_megakernel_bf16";
-    case DType::F16: return "mpk_megakernel_f16";
+    case DType::F32: return "f32";
+    case DType::BF16: return "bf16";
+    case DType::F16: return "f16";
     default: break;
   }
   MPK_THROW(Unsupported) << "megakernel: weight dtype " << dtype_name(weight_dtype);
 }
 
+}  // namespace
+
+std::string megakernel_source(const MegakernelParams& params, DType weight_dtype) {
+  std::string s = to_defines(params) + kernel_file("task_desc.h") + "\n" + ir::layout_device_functions();
+  for (const char* f : {"common.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})
+    s += kernel_file(f);
+  s += dispatch_source(kernel_variants(params)) + kernel_file("protocol.cuh");
+  const std::string dt = dtype_suffix(weight_dtype);
+  std::string upper = dt;
+  for (char& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+  return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
+             "__launch_bounds__(MK_BLOCK_THREADS) " + megakernel_entry(weight_dtype) +
+         "(MkParams p) { mk_run<MK_" + upper + ">(p); }\n";
+}
+
+std::string megakernel_entry(DType weight_dtype) {
+  return std::string("mpk_megakernel_") + dtype_suffix(weight_dtype);
+}
+
 std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }
 
-cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params) {
+cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
+                                       DType weight_dtype) {
   cuda::CompileRequest r;
-  r.source = megakernel_source(params);
+  r.source = megakernel_source(params, weight_dtype);
   r.name = "mpk_megakernel.cu";
   r.arch = arch;
   r.options = megakernel_compile_options();

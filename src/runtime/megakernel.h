@@ -1,7 +1,7 @@
 // megakernel v0, host side without a device: the device memory plan, the task descriptor
-// table built from a scheduler Plan, and the kernel source (kernels/*.cuh, embedded at build
-// time) compiled with NVRTC. Everything here runs on a CPU-only machine; gpu_backend.h puts
-// it on a device.
+// table built from a scheduler Plan (each task with its variant: variants.h), and the kernel
+// source (kernels/*.cuh, embedded at build time) compiled with NVRTC. Everything here runs on a
+// CPU-only machine; gpu_backend.h puts it on a device.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +18,7 @@
 namespace mpk::rt {
 
 // Bumped whenever the generated source or the descriptor layout changes meaning.
-inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.15.4";
+inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.16.0";
 
 // KV chunks per attention head: about one wave of attention tasks over the workers.
 int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_capacity);
@@ -84,14 +84,17 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
 
-// The complete CUDA source (the parameters' #defines + task_desc.h + megakernel.cuh) and its
-// kernel names. Error(InvalidArgument) for parameters out of range.
-std::string megakernel_source(const MegakernelParams& params = {});
+// The complete CUDA source for weights of `weight_dtype` (the parameters' #defines and the
+// kernels/ files with the dispatch over kernel_variants(params): kernels/common.cuh) and its
+// kernel's name. Error(InvalidArgument) for parameters out of range, Error(Unsupported) for a
+// weight dtype the kernel does not read.
+std::string megakernel_source(const MegakernelParams& params, DType weight_dtype);
 std::string megakernel_entry(DType weight_dtype);  // "mpk_megakernel_bf16", ...
 // NVRTC options the megakernel is compiled with.
 std::vector<std::string> megakernel_compile_options();
 
 // Compiles the megakernel for `arch` (e.g. "sm_90a").
-cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params = {});
+cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
+                                       DType weight_dtype);
 
 }  // namespace mpk::rt

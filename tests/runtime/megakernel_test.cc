@@ -396,7 +396,7 @@ TEST(Megakernel, DescriptorsPointOnlyIntoDeclaredBuffers) {
 // source and the shared-memory plan follow them, and values out of range are refused.
 TEST(Megakernel, ParametersShapeTheSource) {
   MegakernelParams p;
-  EXPECT_NE(megakernel_source(p).find("#define MK_ROWS_PER_WARP 2\n"), std::string::npos);
+  EXPECT_NE(megakernel_source(p, DType::BF16).find("#define MK_ROWS_PER_WARP 2\n"), std::string::npos);
   p.block_threads = 256;
   p.rows_per_warp = 1;
   p.loads_in_flight = 2;
@@ -407,7 +407,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.max_head_dim = 64;
   p.ring_stages = 3;
   p.poll_warp_loads = 0;
-  const std::string src = megakernel_source(p);
+  const std::string src = megakernel_source(p, DType::BF16);
   for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
                         "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
@@ -416,10 +416,10 @@ TEST(Megakernel, ParametersShapeTheSource) {
                         "#define MK_RING_BYTES 24576\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
-            "{\"block_threads\":256,\"rows_per_warp\":1,\"loads_in_flight\":2,\"max_k_split\":4,"
+            "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"ring_stages\":3,\"poll_warp_loads\":0}");
-  const cuda::CompileResult r = compile_megakernel("sm_90a", p);
+  const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.
   const auto [model, g, plan] = plan_fixture("qwen3-f32", 8, 16);
@@ -441,9 +441,10 @@ TEST(Megakernel, ParametersShapeTheSource) {
                    MegakernelParams{.prefetch_rounds = 9}, MegakernelParams{.merge_batch = 0},
                    MegakernelParams{.merge_batch = 17}, MegakernelParams{.max_head_dim = 96},
                    MegakernelParams{.max_head_dim = 512}, MegakernelParams{.ring_stages = -1},
-                   MegakernelParams{.ring_stages = 17}}) {
+                   MegakernelParams{.ring_stages = 17}, MegakernelParams{.down_rows_per_warp = -1},
+                   MegakernelParams{.down_rows_per_warp = 5}}) {
     try {
-      (void)megakernel_source(bad);
+      (void)megakernel_source(bad, DType::BF16);
       ADD_FAILURE() << to_json(bad) << " was accepted";
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
@@ -497,7 +498,7 @@ TEST(Megakernel, ParametersParseFromText) {
 // for the loads and lose the overlap it is for. ptxas reports spills per entry point.
 TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   cuda::CompileRequest r;
-  r.source = megakernel_source(params_for_head_dim(128));
+  r.source = megakernel_source(params_for_head_dim(128), DType::BF16);
   r.arch = "sm_90a";
   r.options = megakernel_compile_options();
   r.options.push_back("--ptxas-options=-v");
@@ -513,14 +514,23 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   EXPECT_EQ(m[2].str(), "0") << after;
 }
 
-TEST(Megakernel, CompilesForSm90a) {
-  const cuda::CompileResult r = compile_megakernel("sm_90a");
-  ASSERT_FALSE(r.cubin.empty());
-  const std::string bytes(r.cubin.begin(), r.cubin.end());
-  for (DType d : {DType::F32, DType::BF16, DType::F16})
-    EXPECT_NE(bytes.find(megakernel_entry(d)), std::string::npos) << megakernel_entry(d);
-  EXPECT_NE(megakernel_source().find("struct MkTask"), std::string::npos);
-  if (!r.log.empty()) std::printf("NVRTC log:\n%s\n", r.log.c_str());
+// Only the model's weight dtype is compiled: one entry point per build.
+TEST(Megakernel, CompilesForSm90aPerDtype) {
+  for (DType d : {DType::F32, DType::BF16, DType::F16}) {
+    const cuda::CompileResult r = compile_megakernel("sm_90a", MegakernelParams{}, d);
+    ASSERT_FALSE(r.cubin.empty());
+    const std::string bytes(r.cubin.begin(), r.cubin.end());
+    for (DType e : {DType::F32, DType::BF16, DType::F16})
+      EXPECT_EQ(bytes.find(megakernel_entry(e)) != std::string::npos, e == d) << megakernel_entry(e);
+    if (!r.log.empty()) std::printf("NVRTC log:\n%s\n", r.log.c_str());
+  }
+  EXPECT_NE(megakernel_source(MegakernelParams{}, DType::F16).find("struct MkTask"), std::string::npos);
+  try {
+    (void)megakernel_source(MegakernelParams{}, DType::I32);
+    ADD_FAILURE() << "an i32 kernel was generated";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 // The megakernel's task descriptor table: plain data shared by the host (built from the
-// TaskGraph, src/runtime/megakernel.cc) and the device (kernels/megakernel.cuh, which gets this
-// file's text prepended by the code generator). Only fundamental types, so it compiles with
+// TaskGraph, src/runtime/megakernel.cc) and the device (kernels/*.cuh, assembled after this
+// file by the code generator). Only fundamental types, so it compiles with
 // NVRTC without any header. Addresses are device addresses (u64); 0 means "absent".
 #ifndef MPK_RUNTIME_KERNELS_TASK_DESC_H_
 #define MPK_RUNTIME_KERNELS_TASK_DESC_H_
@@ -11,7 +11,7 @@
 #define MPK_MK_INLINE_WAITS 4    // a task's first waits (event, need) travel in its descriptor
 #define MPK_MK_STATUS_WORDS 8    // control block: error, worker, task, event, steps done, pad
 
-// Task kinds the kernel switches on.
+// Task kinds (the code of each comes in variants: runtime/variants.h).
 #define MPK_MK_LINEAR 1
 #define MPK_MK_ATTENTION 2
 #define MPK_MK_ARGMAX 3
@@ -48,7 +48,7 @@ struct MkTask {
   int wait_begin;  // into the waits table: num_waits events of this step, then
   int num_waits;   // num_waits_prev events that must have fired for the previous step
   int num_waits_prev;
-  int pad0;
+  int variant;     // which code runs it: an index into the kernel's variants (runtime/variants.h)
   int trigger;     // event id or -1
   int id;          // TaskGraph task id
   // The first MPK_MK_INLINE_WAITS of those events and their needs, so that a task whose

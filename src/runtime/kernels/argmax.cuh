@@ -1,0 +1,49 @@
+// Task kind argmax: the step's token from the LM-head tiles' partials, and the next step's
+// embedding row.
+
+// The argmax over the LM-head tiles' partials; writes the step's token, and the embedding of
+// the token the next step is fed: the next forced (prompt) token while there is one, else the
+// argmax.
+template <int DT>
+__device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRecord* rec,
+                          float* red, int* redi) {
+  const float* pv = (const float*)t.part_val;
+  const int* pi = (const int*)t.part_idx;
+  float best = MK_NEG_INF;
+  int bi = 0x7fffffff;
+  bool have = false;
+  for (int j = threadIdx.x; j < t.n; j += blockDim.x) {
+    if (!have) { best = pv[j]; bi = pi[j]; have = true; } else mk_better(best, bi, pv[j], pi[j]);
+  }
+  mk_block_argmax(best, bi, red, redi);
+  if (threadIdx.x == 0) {
+    *(int*)t.next_token = bi;
+    rec[i].token = bi;
+    rec[i].flags = best != best ? MPK_MK_STEP_NONFINITE : 0;
+  }
+  const int feed = i + 1 < prm.num_forced ? ((const int*)prm.forced)[i + 1] : bi;
+  if ((t.flags & MPK_MK_F_EMBED) && feed >= 0 && feed < t.vocab) {
+    const char* row = (const char*)t.table + (long long)feed * t.hidden * MkW<DT>::kSize;
+    float* out = (float*)t.embed_out;
+    // The row's loads all go out before the stores (a store could alias the next load).
+    constexpr int U = 8;
+    for (int j0 = threadIdx.x; j0 < t.hidden; j0 += blockDim.x * U) {
+      float v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u * (int)blockDim.x;
+        v[u] = j < t.hidden ? MkW<DT>::load(row, j) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u)
+        if (j0 + u * (int)blockDim.x < t.hidden) out[j0 + u * (int)blockDim.x] = v[u];
+    }
+  }
+}
+
+template <int DT, class Wait>
+__device__ bool mk_task_argmax(const MkTask& t, const MkCtx& cx, Wait wait) {
+  if (!wait()) return false;
+  mk_argmax<DT>(t, *cx.prm, cx.i, cx.rec, cx.red, cx.redi);
+  return true;
+}

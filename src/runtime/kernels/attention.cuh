@@ -1,0 +1,227 @@
+// Task kind attention: one KV head's query heads over one chunk of the live KV length, with
+// the head norms, RoPE and the KV append of the step's new row.
+
+// What staging head h needs besides the head itself, all known before the task's events: this
+// lane's elements of the head-norm scale and the RoPE rotation at `position` (lane + 32c).
+struct MkHeadConsts {
+  float w[MK_MAX_HEAD_DIM / 32];
+  float cs[MK_MAX_HEAD_DIM / 64], sn[MK_MAX_HEAD_DIM / 64];
+};
+
+__device__ __forceinline__ void mk_head_consts(const MkTask& t, int h, int position, MkHeadConsts& hc) {
+  const int D = t.head_dim, half = D / 2, lane = threadIdx.x & 31;
+  const bool is_k = h == t.group;
+  const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
+  const bool norm = (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) != 0;
+#pragma unroll
+  for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c)
+    hc.w[c] = norm && lane + 32 * c < D ? w[lane + 32 * c] : 0.f;
+  const bool rope = (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) != 0;
+  const float* inv_freq = (const float*)t.inv_freq;
+  const float p = (float)position;
+#pragma unroll
+  for (int c = 0; c < MK_MAX_HEAD_DIM / 64; ++c) {
+    const int i = lane + 32 * c;
+    const float angle = rope && i < half ? p * inv_freq[i] : 0.f;
+    hc.cs[c] = cosf(angle);
+    hc.sn[c] = sinf(angle);
+  }
+}
+
+// This lane's elements (lane + 32c) of a row of D floats written by another worker, through L2
+// (never a stale line of this SM's L1); 0 past D. All the loads go out before any is used.
+__device__ __forceinline__ void mk_load_head_row(const float* src, int D, float (&v)[MK_MAX_HEAD_DIM / 32]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c) v[c] = lane + 32 * c < D ? __ldcg(src + lane + 32 * c) : 0.f;
+}
+
+// Stages head h of the task in qk + h * D, after its head RMSNorm (Qwen3 q_norm / k_norm) and
+// RoPE (rotate half) with the constants of mk_head_consts: heads 0 .. G-1 are the query heads,
+// head G the new key. One warp per head, so neither the norm nor the rotation needs a block
+// barrier (only __syncwarp).
+__device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h, const MkHeadConsts& hc) {
+  const int D = t.head_dim, G = t.group, half = D / 2, lane = threadIdx.x & 31;
+  const bool is_k = h == G;
+  const float* src = is_k ? (const float*)t.kx + (long long)t.kv_head * D
+                          : (const float*)t.q + (long long)(t.q_head0 + h) * D;
+  float* xh = qk + h * D;
+  // Every load before any store (a store could alias the next load: one L2 round trip each).
+  constexpr int DC = MK_MAX_HEAD_DIM / 32;
+  float v[DC];
+  mk_load_head_row(src, D, v);
+  float r = 1.0f;
+  const bool norm = t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM);
+  if (norm) {
+    float ss = 0.f;
+#pragma unroll
+    for (int c = 0; c < DC; ++c) ss += v[c] * v[c];
+    ss = mk_warp_sum(ss);
+    r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
+  }
+#pragma unroll
+  for (int c = 0; c < DC; ++c)
+    if (lane + 32 * c < D) xh[lane + 32 * c] = norm ? hc.w[c] * (v[c] * r) : v[c];
+  __syncwarp();
+  if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {
+#pragma unroll
+    for (int c = 0; c < MK_MAX_HEAD_DIM / 64; ++c) {
+      const int i = lane + 32 * c;
+      if (i >= half) continue;
+      const float a = xh[i], b = xh[i + half];
+      xh[i] = a * hc.cs[c] + (-b) * hc.sn[c];
+      xh[i + half] = b * hc.cs[c] + a * hc.sn[c];
+    }
+    __syncwarp();
+  }
+}
+
+// One KV head's query heads over one chunk of the live KV length (see MkTask). Each warp runs
+// an online softmax over its positions for up to MK_HEADS_PER_PASS query heads at once, so
+// a K or V row is read once per pass, coalesced (lane owns dims lane + 32c); then the warps'
+// (max, sum, output) states are combined through shared memory.
+
+template <class Wait>
+__device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals, Wait wait) {
+  const int D = t.head_dim, G = t.group;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int n = position + 1;
+  const int j0 = (int)mk_even_split_begin(t.chunk, n, t.num_chunks);
+  const int j1 = (int)mk_even_split_end(t.chunk, n, t.num_chunks);
+  const bool appends = t.chunk == t.num_chunks - 1;  // its range ends at the new position
+  float* qk = sm;                // G query heads, then the new key head
+  float* wst = sm + (G + 2) * D; // per warp and head of a pass: D output sums, max, sum
+  float* kc = (float*)t.k_cache + (long long)t.kv_head * t.capacity * D;
+  float* vc = (float*)t.v_cache + (long long)t.kv_head * t.capacity * D;
+  // The appending chunk's last warp copies the new value row; the key is appended by the warp
+  // that stages it. One barrier then publishes the heads and the new rows to the block.
+  const int nh = appends ? G + 1 : G;
+  // Before the events: the constants of the warp's first head (norm scale, RoPE rotation) and
+  // the warp's first K/V row when it is history at least two steps old. A row is written once,
+  // by the appending chunk of its step; every task of step s-1 waits (transitively) on step
+  // s-2's argmax, which follows every task of step s-2, and this worker ran an acquire in step
+  // s-1 (or the row comes from an earlier launch): rows <= position - 2 are visible without
+  // this task's events. Read through L2 (__ldcg), never from this SM's L1.
+  // (The validator's cross-step check makes every task a descendant of a reader of the carried
+  // embedding, and KV rows are never rewritten within a sequence: a reset starts a new one in a
+  // new launch.)
+  MkHeadConsts first;
+  if (warp < nh) mk_head_consts(t, warp, position, first);
+  constexpr int DC = MK_MAX_HEAD_DIM / 32;
+  const int jpre = j0 + warp;
+  const bool have_kv = jpre < j1 && jpre <= position - 2;
+  float kpre[DC], vpre[DC];
+  if (have_kv) {
+    mk_load_head_row(kc + (long long)jpre * D, D, kpre);
+    mk_load_head_row(vc + (long long)jpre * D, D, vpre);
+  }
+  if (!wait()) return false;
+  for (int h = warp; h < nh; h += nw) {
+    if (h == warp) {
+      mk_stage_head(t, qk, h, first);
+    } else {
+      MkHeadConsts hc;
+      mk_head_consts(t, h, position, hc);
+      mk_stage_head(t, qk, h, hc);
+    }
+    if (h == G)
+      for (int i = lane; i < D; i += 32) kc[(long long)position * D + i] = qk[G * D + i];
+  }
+  if (appends && warp == nw - 1) {
+    const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
+    float v[DC];
+    mk_load_head_row(vx, D, v);
+#pragma unroll
+    for (int c = 0; c < DC; ++c)
+      if (lane + 32 * c < D) vc[(long long)position * D + lane + 32 * c] = v[c];
+  }
+  __syncthreads();
+  constexpr int HP = MK_HEADS_PER_PASS;
+  for (int g0 = 0; g0 < G; g0 += HP) {
+    float m[HP], l[HP], acc[HP][DC];
+#pragma unroll
+    for (int h = 0; h < HP; ++h) {
+      m[h] = MK_NEG_INF;
+      l[h] = 0.f;
+#pragma unroll
+      for (int c = 0; c < DC; ++c) acc[h][c] = 0.f;
+    }
+    for (int j = j0 + warp; j < j1; j += nw) {
+      const float* kj = kc + (long long)j * D;
+      const float* vj = vc + (long long)j * D;
+      float kr[DC], vr[DC];
+      const bool pre = have_kv && g0 == 0 && j == jpre;
+#pragma unroll
+      for (int c = 0; c < DC; ++c) {
+        const int e = lane + 32 * c;
+        kr[c] = pre ? kpre[c] : e < D ? kj[e] : 0.f;
+        vr[c] = pre ? vpre[c] : e < D ? vj[e] : 0.f;
+      }
+#pragma unroll
+      for (int h = 0; h < HP; ++h) {
+        if (g0 + h >= G) continue;
+        const float* qh = qk + (g0 + h) * D;
+        float s = 0.f;
+#pragma unroll
+        for (int c = 0; c < DC; ++c)
+          if (lane + 32 * c < D) s += qh[lane + 32 * c] * kr[c];
+        s = mk_warp_sum(s) * t.scale;
+        const float mn = fmaxf(m[h], s);
+        const float corr = mk_rescale(m[h], mn), pj = expf(s - mn);
+        l[h] = l[h] * corr + pj;
+#pragma unroll
+        for (int c = 0; c < DC; ++c) acc[h][c] = acc[h][c] * corr + pj * vr[c];
+        m[h] = mn;
+      }
+    }
+    // Every warp's states for this pass's heads, then one combine over (head, dim) pairs.
+    const int hn = G - g0 < HP ? G - g0 : HP;
+    float* ws = wst + warp * HP * (D + 2);
+#pragma unroll
+    for (int h = 0; h < HP; ++h) {
+      if (h >= hn) continue;
+#pragma unroll
+      for (int c = 0; c < DC; ++c)
+        if (lane + 32 * c < D) ws[h * (D + 2) + lane + 32 * c] = acc[h][c];
+      if (lane == 0) { ws[h * (D + 2) + D] = m[h]; ws[h * (D + 2) + D + 1] = l[h]; }
+    }
+    __syncthreads();
+    for (int idx = threadIdx.x; idx < hn * D; idx += blockDim.x) {
+      const int h = idx / D, e = idx % D, g = g0 + h;
+      float M = MK_NEG_INF;
+      for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[(w * HP + h) * (D + 2) + D]);
+      float L = 0.f, O = 0.f;
+      for (int w = 0; w < nw; ++w) {
+        const float* sw = wst + (w * HP + h) * (D + 2);
+        const float f = mk_rescale(sw[D], M);
+        L += sw[D + 1] * f;
+        O += sw[e] * f;
+      }
+      if (t.num_chunks == 1) {
+        ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;
+      } else {
+        float* pp = (float*)t.partial + (long long)g * (D + 2);
+        pp[e] = O;
+        if (e == 0) { pp[D] = M; pp[D + 1] = L; }
+      }
+    }
+    __syncthreads();
+  }
+  if (t.flags & MPK_MK_F_MERGE) mk_attn_arrive(t, arrivals);
+  return true;
+}
+
+// KV history does not wait: the chunk's rows already written go to L2 before the events.
+template <class Wait>
+__device__ bool mk_task_attention(const MkTask& t, const MkCtx& cx, Wait wait) {
+  const int position = cx.position, n = position + 1;
+  const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
+  long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
+  if (j1 > position) j1 = position;  // the new row is written in this step
+  if (j1 > j0) {
+    const long long off = ((long long)t.kv_head * t.capacity + j0) * t.head_dim * 4;
+    mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
+    mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
+  }
+  return mk_attention(t, position, cx.smem, (unsigned*)cx.prm->arrivals, wait);
+}

@@ -1,0 +1,143 @@
+// The megakernel's source is assembled by the code generator (runtime/megakernel.cc) from
+// these files, in this order: the code parameters as #defines (MK_BLOCK_THREADS,
+// MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ... and the derived MK_RING_BYTES:
+// runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), common.cuh, one
+// file per task kind (linear, merge, attention, argmax), the generated dispatch over the
+// variants the kernel is built with (runtime/variants.h), protocol.cuh (the worker loop), and
+// the entry point of the model's weight dtype. No headers: NVRTC needs none.
+//
+// Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
+// formulas as src/ref/kernels.cc (no fast math), two of them reassociated: attention sums in
+// online-softmax order, and RMSNorm's 1/rms scales the projection's dot products instead of
+// its input (w . (g * x * r) = r * (w . (g * x))).
+//
+// This file: device helpers every task kind uses.
+
+#define MK_F32 0
+#define MK_BF16 1
+#define MK_F16 2
+
+typedef unsigned long long u64;
+
+__device__ __forceinline__ unsigned long long mk_globaltimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ __forceinline__ float mk_bf16_to_f32(unsigned short h) {
+  return __uint_as_float(((unsigned)h) << 16);
+}
+
+__device__ __forceinline__ float mk_f16_to_f32(unsigned short h) {
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+
+template <int DT>
+struct MkW;
+template <>
+struct MkW<MK_F32> {
+  static constexpr int kSize = 4;
+  static constexpr int kVec = 4;  // elements per 16-byte load
+  __device__ static float load(const void* p, long long i) { return ((const float*)p)[i]; }
+  __device__ static void unpack(uint4 u, float* f) {
+    f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
+    f[2] = __uint_as_float(u.z); f[3] = __uint_as_float(u.w);
+  }
+};
+
+// 16-bit weights: one widening rule per dtype, shared by the scalar and the vector loads.
+template <int DT>
+__device__ __forceinline__ float mk_half_to_f32(unsigned short h) {
+  return DT == MK_BF16 ? mk_bf16_to_f32(h) : mk_f16_to_f32(h);
+}
+template <int DT>
+struct MkHalfW {
+  static constexpr int kSize = 2;
+  static constexpr int kVec = 8;
+  __device__ static float load(const void* p, long long i) {
+    return mk_half_to_f32<DT>(((const unsigned short*)p)[i]);
+  }
+  __device__ static void unpack(uint4 u, float* f) {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      f[2 * j] = mk_half_to_f32<DT>((unsigned short)(w[j] & 0xffffu));
+      f[2 * j + 1] = mk_half_to_f32<DT>((unsigned short)(w[j] >> 16));
+    }
+  }
+};
+template <>
+struct MkW<MK_BF16> : MkHalfW<MK_BF16> {};
+template <>
+struct MkW<MK_F16> : MkHalfW<MK_F16> {};
+
+__device__ __forceinline__ float mk_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Argmax pairs: the first maximum wins; a NaN counts as the maximum (first NaN wins).
+__device__ __forceinline__ void mk_better(float& v, int& i, float v2, int i2) {
+  const bool n1 = v != v, n2 = v2 != v2;
+  bool take;
+  if (n1 || n2)
+    take = (n1 && n2) ? i2 < i : n2;
+  else
+    take = v2 > v || (v2 == v && i2 < i);
+  if (take) { v = v2; i = i2; }
+}
+
+__device__ void mk_block_argmax(float& v, int& i, float* redv, int* redi) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    float v2 = __shfl_xor_sync(0xffffffffu, v, o);
+    int i2 = __shfl_xor_sync(0xffffffffu, i, o);
+    mk_better(v, i, v2, i2);
+  }
+  __syncthreads();
+  if (lane == 0) { redv[warp] = v; redi[warp] = i; }
+  __syncthreads();
+  v = redv[0];
+  i = redi[0];
+  for (int w = 1; w < nw; ++w) mk_better(v, i, redv[w], redi[w]);
+}
+
+// Streaming 16-byte weight load: read once per step, so keep it out of L1.
+__device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
+  uint4 u;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];"
+               : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+               : "l"(p));
+  return u;
+}
+
+// L2 prefetch of `bytes` from p, spread over the block.
+__device__ __forceinline__ void mk_prefetch(u64 p, long long bytes) {
+  for (long long off = (long long)threadIdx.x * 128; off < bytes; off += (long long)blockDim.x * 128)
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+}
+
+#define MK_NEG_INF (-__int_as_float(0x7f800000))
+
+// Softmax weight of a state with max m against the combined max M (an empty state weighs 0).
+__device__ __forceinline__ float mk_rescale(float m, float M) {
+  return m == MK_NEG_INF ? 0.f : expf(m - M);
+}
+
+// What a task's code gets besides its descriptor: the launch, the step, and the worker's
+// shared memory.
+struct MkCtx {
+  const MkParams* prm;
+  int i;              // step within the launch
+  int position;       // of step i
+  float* smem;        // dynamic shared memory
+  float* red;         // 32 floats and 32 ints for block reductions
+  int* redi;
+  float* part_sums;   // MPK_MK_KSPLIT_SLOTS floats: a linear's split-K partial sums
+  MkStepRecord* rec;  // per step of the launch
+};

@@ -1,0 +1,542 @@
+// Task kind linear: a tile of output rows of one or more weight matrices over one input vector
+// (staged in shared memory after its prologue: plain, RMSNorm, or silu(gate) * up), with its
+// epilogues (bias, residual, a per-tile argmax partial for the LM head). Rows are dealt to warps
+// in groups of kRows, each group's K cut into up to MK_MAX_KSPLIT parts (mk_ksplit); the entry
+// point mk_task_linear<DT, kRows> is instantiated once per variant the plan uses.
+
+// Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc;
+// Partial: only the vectors below v1 (the row's last round).
+template <int DT, int R, bool Partial = false>
+__device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLIGHT],
+                                             const float* xs, int i, float (&acc)[R], int v1 = 0) {
+  constexpr int V = MkW<DT>::kVec;
+#pragma unroll
+  for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) {
+    if (Partial && i + 32 * j >= v1) continue;
+    const float* xv = xs + (i + 32 * j) * V;
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      float f[V];
+      MkW<DT>::unpack(u[r][j], f);
+#pragma unroll
+      for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+    }
+  }
+}
+
+// Issues round i of R rows' loads (see mk_dot_round); Partial: only the vectors below v1.
+template <int R, bool Partial = false>
+__device__ __forceinline__ void mk_load_round(const char* const (&w)[R], int i,
+                                              uint4 (&u)[R][MK_LOADS_IN_FLIGHT], int v1 = 0) {
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j)
+      u[r][j] = !Partial || i + 32 * j < v1 ? mk_ld_stream((const uint4*)w[r] + i + 32 * j)
+                                            : make_uint4(0u, 0u, 0u, 0u);
+}
+
+// L2 prefetch of the round `ahead` rounds after the one starting at vector v0 (this lane's
+// index less its lane) of R rows that end at vector v1: a round is 32 * kUnroll vectors (4 *
+// kUnroll lines of 128 bytes) per row, and the lanes share its lines. Streaming loads keep only
+// kUnroll * R vectors per lane in flight; the prefetch keeps DRAM busy while they are consumed.
+template <int R>
+__device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int v0, int v1, int ahead) {
+  constexpr int kLines = 4 * MK_LOADS_IN_FLIGHT;  // per row and round
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int q = lane; q < kLines * R; q += 32) {
+    const int r = q / kLines;
+    const long long byte = ((long long)v0 + 32LL * MK_LOADS_IN_FLIGHT * ahead) * 16 + (q % kLines) * 128;
+    if (byte < (long long)v1 * 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + byte));
+  }
+}
+
+// x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane.
+// Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
+// 16-byte loads before it uses any of them, the last (partial) round too. `aligned`: the rows
+// are 16-byte aligned and k0, k1 are multiples of the vector width. `pre`: when non-null, the
+// lane's first round (partial when the part is shorter), loaded by the caller before the
+// task's events.
+template <int DT, int R>
+__device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0,
+                                            int k1, bool aligned,
+                                            const uint4 (*pre)[MK_LOADS_IN_FLIGHT],
+                                            float (&out)[R]) {
+  const int lane = threadIdx.x & 31;
+  constexpr int V = MkW<DT>::kVec;
+  constexpr int kUnroll = MK_LOADS_IN_FLIGHT;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.f;
+  if (aligned) {
+    const int v1 = k1 / V;
+    int i = k0 / V + lane;
+    if (pre) {
+      mk_dot_round<DT, R, true>(*(const uint4(*)[R][kUnroll])pre, xs, i, acc, v1);
+      i += 32 * kUnroll;
+    }
+    for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
+      uint4 u[R][kUnroll];
+      mk_load_round<R>(w, i, u);
+      if (MK_PREFETCH_ROUNDS > 0) mk_prefetch_round<R>(w, i - lane, v1, MK_PREFETCH_ROUNDS);
+      mk_dot_round<DT, R>(u, xs, i, acc);
+    }
+    if (i < v1) {
+      uint4 u[R][kUnroll];
+      mk_load_round<R, true>(w, i, u, v1);
+      mk_dot_round<DT, R, true>(u, xs, i, acc, v1);
+    }
+  } else {
+    for (int i = k0 + lane; i < k1; i += 32)
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] += MkW<DT>::load(w[r], i) * xs[i];
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) out[r] = mk_warp_sum(acc[r]);
+}
+
+
+// Row r of a tile's concatenated slices -> (slice, row within the slice).
+__device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, int& local) {
+  int s = 0;
+  while (r >= t.slices[s].rows) { r -= t.slices[s].rows; ++s; }
+  slice = s;
+  local = r;
+}
+
+// Epilogue of one output row: bias, then residual, in fp32, as the reference (bias and res are
+// the slice's values at the row, loaded by the caller).
+__device__ __forceinline__ void mk_store_out(const MkSlice& sl, int lr, float v, float bias, float res) {
+  if (sl.bias) v = v + bias;
+  if (sl.res) v = v + res;
+  ((float*)sl.out)[lr] = v;
+}
+
+__device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float v) {
+  mk_store_out(sl, lr, v, sl.bias ? ((const float*)sl.bias)[lr] : 0.f,
+               sl.res ? ((const float*)sl.res)[lr] : 0.f);
+}
+
+// K parts per row group: a tile's work items are (row group, K part) pairs dealt to the warps
+// round-robin; their sums go through shared memory. A small tile is latency-bound: the K split
+// with the fewest load rounds one after another in the busiest warp (items per warp times
+// rounds per item; a row of `units` vectors, 32 * kUnroll per round), then the one that keeps
+// the most warps busy (a tile of 8 rows would otherwise run on 4 of 16 warps), then the fewest
+// parts.
+__device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw, int units) {
+  constexpr int kRound = 32 * MK_LOADS_IN_FLIGHT;
+  int best = 1, best_rounds = 0x7fffffff;
+  float best_use = 0.f;
+  for (int ks = 1; ks <= MK_MAX_KSPLIT; ++ks) {
+    if (ks > 1 && rows * ks > MPK_MK_KSPLIT_SLOTS) break;
+    const int items = groups * ks;
+    const int per_warp = (items + nw - 1) / nw;
+    const int rounds = per_warp * (((units + ks - 1) / ks + kRound - 1) / kRound);
+    const float use = (float)items / (float)(per_warp * nw);
+    if (rounds < best_rounds || (rounds == best_rounds && use > best_use + 1e-6f)) {
+      best = ks;
+      best_rounds = rounds;
+      best_use = use;
+    }
+  }
+  return best;
+}
+
+// The rows of a tile's row group r0 .. r0 + R - 1: their weight rows, slices and rows within them.
+template <int DT, int R>
+__device__ __forceinline__ void mk_group_rows(const MkTask& t, int r0, const char* (&w)[R],
+                                              int (&slice)[R], int (&local)[R]) {
+  const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    mk_row_of(t, r0 + j, slice[j], local[j]);
+    w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
+  }
+}
+
+// Where a row group's sums go: its rows' slices and rows within them, and the epilogue's bias
+// and residual, loaded by lane 0 before the dot products (not after them) when K is not split.
+template <int R>
+struct MkGroupOut {
+  int slice[R], local[R];
+  float bias[R], res[R];
+};
+
+template <int DT, int R>
+__device__ __forceinline__ void mk_group_out(const MkTask& t, int r0, int ks, const char* (&w)[R],
+                                             MkGroupOut<R>& o) {
+  mk_group_rows<DT, R>(t, r0, w, o.slice, o.local);
+  const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    const MkSlice& sl = t.slices[o.slice[j]];
+    o.bias[j] = lead && sl.bias ? ((const float*)sl.bias)[o.local[j]] : 0.f;
+    o.res[j] = lead && sl.res ? ((const float*)sl.res)[o.local[j]] : 0.f;
+  }
+}
+
+// Lane 0 writes a row group's sums of K part p: scaled to the output with its epilogue (one
+// part), or to part_sums (several: added in part order afterwards, then scaled).
+template <int R>
+__device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut<R>& o,
+                                               const float (&acc)[R], float scale, int r0, int p,
+                                               int ks, int total, float* part_sums) {
+  if ((threadIdx.x & 31) != 0) return;
+#pragma unroll
+  for (int j = 0; j < R; ++j) {
+    if (ks == 1)
+      mk_store_out(t.slices[o.slice[j]], o.local[j], acc[j] * scale, o.bias[j], o.res[j]);
+    else
+      part_sums[p * total + r0 + j] = acc[j];
+  }
+}
+
+// Output rows of a tile: rows r of the tile take scale * (x . w_r) over K part p, written
+// straight to the output (one part) or to part_sums (several: added in part order afterwards,
+// then scaled). `pre`: the lane's first round of loads, issued before the events.
+template <int DT, int R>
+__device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, float scale,
+                                               int r0, int k0, int k1, bool aligned, int p,
+                                               int ks, int total, float* part_sums,
+                                               const uint4 (*pre)[MK_LOADS_IN_FLIGHT]) {
+  const char* w[R];
+  MkGroupOut<R> o;
+  mk_group_out<DT, R>(t, r0, ks, w, o);
+  float acc[R];
+  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, pre, acc);
+  mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);
+}
+
+// 16 bytes of an activation written in this step by other workers (visible after the task's
+// acquire and barrier): an L2 load, never a stale L1 line.
+__device__ __forceinline__ float4 mk_ld_act4(const float* p) { return __ldcg((const float4*)p); }
+
+#define MK_IN_UNROLL 2
+
+// The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
+// block barrier. Returns the factor every dot product is scaled by: for RMSNorm,
+// w . (g * x * r) = r * (w . (g * x)) with r = 1 / sqrt(mean(x^2) + eps), so the staged
+// input is g * x and the sum of squares needs no block reduction before it (one barrier).
+// Each thread issues MK_IN_UNROLL 16-byte loads of each operand before using any: the input
+// comes from L2 right after the events, and one round trip per element (the compiler cannot
+// move a load above the previous element's shared store) cost up to 24 round trips per task.
+__device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
+  const int k = t.k;
+  const float* x = (const float*)t.x;
+  const float* b = t.input_mode == MPK_MK_IN_SILUMUL ? (const float*)t.x2
+                   : t.input_mode == MPK_MK_IN_RMSNORM ? (const float*)t.norm_w : nullptr;
+  float ss = 0.f;
+  const bool vec = k % 4 == 0 && ((t.x | (u64)b) & 15) == 0;
+  const int n = vec ? k / 4 : k, step = blockDim.x * MK_IN_UNROLL;
+  for (int i0 = threadIdx.x; i0 < n; i0 += step) {
+    float4 a4[MK_IN_UNROLL] = {}, b4[MK_IN_UNROLL] = {};
+#pragma unroll
+    for (int u = 0; u < MK_IN_UNROLL; ++u) {
+      const int i = i0 + u * (int)blockDim.x;
+      if (i >= n) continue;
+      if (vec) {
+        a4[u] = mk_ld_act4(x + 4 * i);
+        if (b) b4[u] = mk_ld_act4(b + 4 * i);
+      } else {
+        a4[u].x = x[i];
+        if (b) b4[u].x = b[i];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < MK_IN_UNROLL; ++u) {
+      const int i = i0 + u * (int)blockDim.x;
+      if (i >= n) continue;
+      float av[4] = {a4[u].x, a4[u].y, a4[u].z, a4[u].w}, bv[4] = {b4[u].x, b4[u].y, b4[u].z, b4[u].w};
+      float o[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        if (t.input_mode == MPK_MK_IN_SILUMUL) {
+          o[e] = av[e] / (1.0f + expf(-av[e])) * bv[e];
+        } else if (t.input_mode == MPK_MK_IN_RMSNORM) {
+          o[e] = bv[e] * av[e];
+          if (vec || e == 0) ss += av[e] * av[e];
+        } else {
+          o[e] = av[e];
+        }
+      }
+      if (vec)
+        *(float4*)(xs + 4 * i) = make_float4(o[0], o[1], o[2], o[3]);
+      else
+        xs[i] = o[0];
+    }
+  }
+  if (t.input_mode != MPK_MK_IN_RMSNORM) {
+    __syncthreads();
+    return 1.0f;
+  }
+  ss = mk_warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  float sum = 0.f;
+  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) sum += red[w];
+  return 1.0f / sqrtf(sum / (float)k + t.eps);
+}
+
+// Whether a linear task's rows can be read with 16-byte vector loads.
+template <int DT>
+__device__ __forceinline__ bool mk_linear_aligned(const MkTask& t) {
+  bool aligned = t.k % MkW<DT>::kVec == 0;
+  for (int s = 0; s < t.num_slices; ++s) aligned = aligned && (t.slices[s].w & 15) == 0;
+  return aligned;
+}
+
+__device__ __forceinline__ int mk_linear_rows(const MkTask& t) {
+  int total = 0;
+  for (int s = 0; s < t.num_slices; ++s) total += t.slices[s].rows;
+  return total;
+}
+
+// Weights do not wait: prefetches up to `bytes` of the task's rows into L2 before its events
+// (bounded: the tiles of one wave together must stay well inside L2, or lines are evicted
+// before their loads reach them). Staging whole tiles in shared memory with cp.async instead
+// measured slower (the copy must complete before any row is used).
+template <int DT>
+__device__ void mk_prefetch_weights(const MkTask& t, long long bytes) {
+  for (int s = 0; s < t.num_slices && bytes > 0; ++s) {
+    const long long b = (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
+    mk_prefetch(t.slices[s].w, b < bytes ? b : bytes);
+    bytes -= b;
+  }
+}
+
+// K part p of ks of a row of `units` vector units (unit elements each): elements [k0, k1).
+__device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int& k0, int& k1) {
+  k0 = (int)((long long)p * units / ks) * unit;
+  k1 = (int)((long long)(p + 1) * units / ks) * unit;
+}
+
+// The shared-memory weight ring (MK_RING_STAGES > 0): each lane streams its own 16-byte vectors
+// of the warp's rows into its own ring slots with cp.async (L2 only) and reads back only what it
+// copied, so the per-thread cp.async.wait_group is the only synchronisation. A round is
+// MK_LOADS_IN_FLIGHT vectors per row and lane (32 apart), one commit group; MK_RING_STAGES - 1
+// rounds stay in flight while one is consumed (registers bound how many loads a lane keeps in
+// flight, shared memory binds the ring: 2-4x more bytes per SM). The stream runs across the
+// warp's work items, so it drains once per task, and its first rounds go out before the
+// task's events. The ring takes MK_RING_BYTES (generated with the parameters: kernel_params.cc
+// ring_bytes) at the start of dynamic shared memory.
+#if MK_RING_STAGES > 0
+
+// A warp's position in its stream of full row groups: item it (row group it / ks, K part
+// it % ks), the vectors [v, v1) still to go, the group's rows.
+template <int R>
+struct MkCursor {
+  int it, v, v1;
+  const char* w[R];
+};
+
+// Moves c to item `it` (or past the end: c.it >= items).
+template <int DT, int R>
+__device__ __forceinline__ void mk_cursor_item(const MkTask& t, MkCursor<R>& c, int it, int items,
+                                               int ks, int units) {
+  c.it = it;
+  if (it >= items) return;
+  int k0, k1, slice[R], local[R];
+  mk_kpart(it % ks, ks, units, MkW<DT>::kVec, k0, k1);
+  c.v = k0 / MkW<DT>::kVec;
+  c.v1 = k1 / MkW<DT>::kVec;
+  mk_group_rows<DT, R>(t, (it / ks) * R, c.w, slice, local);
+}
+
+// This lane's slot for (stage, row, load): consecutive lanes take consecutive 16 bytes.
+template <int R>
+__device__ __forceinline__ unsigned mk_ring_slot(unsigned ring, int stage, int r, int l) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  return ring + (unsigned)(((((stage * (MK_BLOCK_THREADS / 32) + warp) * R + r) *
+                             MK_LOADS_IN_FLIGHT + l) * 32 + lane) * 16);
+}
+
+// Issues the round at c into `stage` and commits it (an empty group past the end of the
+// stream keeps the group count of every round equal); moves c on.
+template <int DT, int R>
+__device__ __forceinline__ void mk_ring_issue(const MkTask& t, unsigned ring, int stage,
+                                              MkCursor<R>& c, int items, int ks, int units, int nw) {
+  if (c.it < items) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int r = 0; r < R; ++r)
+#pragma unroll
+      for (int l = 0; l < MK_LOADS_IN_FLIGHT; ++l) {
+        const int vec = c.v + lane + 32 * l;
+        if (vec < c.v1)
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mk_ring_slot<R>(ring, stage, r, l)),
+                       "l"((const uint4*)c.w[r] + vec) : "memory");
+      }
+    c.v += 32 * MK_LOADS_IN_FLIGHT;
+    if (c.v >= c.v1) mk_cursor_item<DT, R>(t, c, c.it + nw, items, ks, units);
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// The full row groups of a tile through the ring: `c` is the issue cursor, already
+// MK_RING_STAGES - 1 rounds ahead (issued before the events); the items' results as
+// mk_linear_item writes them.
+template <int DT, int R>
+__device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkCursor<R>& c,
+                                             const float* xs, float scale, int items, int ks,
+                                             int units, int total, float* part_sums) {
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, lane = threadIdx.x & 31;
+  constexpr int V = MkW<DT>::kVec;
+  MkCursor<R> d;  // the consuming cursor
+  mk_cursor_item<DT, R>(t, d, warp, items, ks, units);
+  int stage = 0;
+  float acc[R];
+  MkGroupOut<R> o;
+  bool fresh = true;
+  while (d.it < items) {
+    if (fresh) {  // the epilogue's operands, loaded while the item streams
+      const char* w[R];
+      mk_group_out<DT, R>(t, (d.it / ks) * R, ks, w, o);
+#pragma unroll
+      for (int r = 0; r < R; ++r) acc[r] = 0.f;
+      fresh = false;
+    }
+    mk_ring_issue<DT, R>(t, ring, (stage + MK_RING_STAGES - 1) % MK_RING_STAGES, c, items, ks,
+                         units, nw);
+    asm volatile("cp.async.wait_group %0;" ::"n"(MK_RING_STAGES - 1) : "memory");
+#pragma unroll
+    for (int l = 0; l < MK_LOADS_IN_FLIGHT; ++l) {
+      const int vec = d.v + lane + 32 * l;
+      if (vec < d.v1) {
+        const float* xv = xs + vec * V;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          uint4 u;
+          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "r"(mk_ring_slot<R>(ring, stage, r, l)));
+          float f[V];
+          MkW<DT>::unpack(u, f);
+#pragma unroll
+          for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+        }
+      }
+    }
+    stage = stage + 1 == MK_RING_STAGES ? 0 : stage + 1;
+    d.v += 32 * MK_LOADS_IN_FLIGHT;
+    if (d.v < d.v1) continue;
+    // The item's last round: its sums, as mk_linear_item.
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] = mk_warp_sum(acc[r]);
+    mk_group_store<R>(t, o, acc, scale, (d.it / ks) * R, d.it % ks, ks, total, part_sums);
+    mk_cursor_item<DT, R>(t, d, d.it + nw, items, ks, units);
+    fresh = true;
+  }
+}
+#endif
+
+// A linear tile, variant kRows (output rows a warp streams together). Before `wait` (the task's
+// events): each warp issues the first rounds of its
+// weight stream (MK_RING_STAGES - 1 rounds into the shared-memory ring, or without the ring the
+// first round of its first work item into registers), then the L2 prefetch of the tile's
+// start. Returns false when the wait aborted the launch.
+template <int DT, int kRows, class Wait>
+__device__ bool mk_task_linear(const MkTask& t, const MkCtx& cx, Wait wait) {
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int k = t.k;
+  constexpr int V = MkW<DT>::kVec;
+  float* xs = cx.smem;
+  float* const red = cx.red;
+  int* const redi = cx.redi;
+  float* const part_sums = cx.part_sums;
+  const long long prefetch_bytes = cx.prm->prefetch_bytes;
+  const int total = mk_linear_rows(t);
+  const bool aligned = mk_linear_aligned<DT>(t);
+  // Row groups of kRows (the last may be shorter) times K parts of whole vectors.
+  const int groups = (total + kRows - 1) / kRows;
+  const int unit = aligned ? V : 1, units = k / unit;
+  const int ks = mk_ksplit(groups, total, nw, units);
+  const int full_items = (total / kRows) * ks;  // the items of full row groups
+  float scale = 1.0f;
+#if MK_RING_STAGES > 0
+  if (aligned) {
+    const unsigned ring = (unsigned)__cvta_generic_to_shared(xs);
+    xs += MK_RING_BYTES / 4;
+    MkCursor<kRows> c;
+    mk_cursor_item<DT, kRows>(t, c, warp, full_items, ks, units);
+    for (int s = 0; s < MK_RING_STAGES - 1; ++s)
+      mk_ring_issue<DT, kRows>(t, ring, s, c, full_items, ks, units, nw);
+    mk_prefetch_weights<DT>(t, prefetch_bytes);
+    if (!wait()) return false;
+    scale = mk_linear_input(t, xs, red);
+    mk_ring_rows<DT, kRows>(t, ring, c, xs, scale, full_items, ks, units, total, part_sums);
+  } else
+#endif
+  {
+    uint4 pre[kRows][MK_LOADS_IN_FLIGHT];
+    bool have_pre = false;
+    if (aligned && warp < full_items) {
+      int k0, k1;
+      mk_kpart(warp % ks, ks, units, unit, k0, k1);
+      const char* w[kRows];
+      int slice[kRows], local[kRows];
+      mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
+      // Warp 0 holds the polling thread: without MK_POLL_WARP_LOADS its first round goes to L2
+      // only, so that the wait's polls do not queue behind its own loads.
+      if (MK_POLL_WARP_LOADS || warp != 0) {
+        mk_load_round<kRows, true>(w, k0 / V + (threadIdx.x & 31), pre, k1 / V);
+        have_pre = true;
+      } else {
+        mk_prefetch_round<kRows>(w, k0 / V, k1 / V, 0);
+      }
+      for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
+    }
+    mk_prefetch_weights<DT>(t, prefetch_bytes);
+    if (!wait()) return false;
+    scale = mk_linear_input(t, xs, red);
+    for (int it = warp; it < full_items; it += nw) {
+      int k0, k1;
+      mk_kpart(it % ks, ks, units, unit, k0, k1);
+      mk_linear_item<DT, kRows>(t, xs, scale, (it / ks) * kRows, k0, k1, aligned, it % ks, ks, total,
+                                part_sums, have_pre && it == warp ? pre : nullptr);
+    }
+  }
+  // The last row group when kRows does not divide the rows, one row at a time; its items dealt
+  // on round-robin like the others (item it to warp it % nw).
+  for (int it = full_items + ((warp - full_items) % nw + nw) % nw; it < groups * ks; it += nw) {
+    int k0, k1;
+    mk_kpart(it % ks, ks, units, unit, k0, k1);
+    for (int r = (it / ks) * kRows; r < total; ++r)
+      mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, it % ks, ks, total, part_sums, nullptr);
+  }
+  if (ks > 1) {
+    __syncthreads();
+    for (int r = threadIdx.x; r < total; r += blockDim.x) {
+      float v = 0.f;
+      for (int p = 0; p < ks; ++p) v += part_sums[p * total + r];
+      int s, lr;
+      mk_row_of(t, r, s, lr);
+      mk_store_row(t.slices[s], lr, v * scale);
+    }
+  }
+
+  if (t.flags & MPK_MK_F_ARGMAX) {
+    __syncthreads();
+    float best = 0.f;
+    int bi = 0x7fffffff;
+    bool have = false;
+    int base = 0;
+    for (int s = 0; s < t.num_slices; ++s) {
+      const float* out = (const float*)t.slices[s].out;
+      for (int i = threadIdx.x; i < t.slices[s].rows; i += blockDim.x) {
+        // A non-finite logit becomes NaN, which wins every comparison: the step's argmax value
+        // then says whether any logit was non-finite, at no extra pass over the logits.
+        const float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);
+        const int gi = (int)(t.out_index0 + base + i);
+        if (!have) { best = v; bi = gi; have = true; } else mk_better(best, bi, v, gi);
+      }
+      base += t.slices[s].rows;
+    }
+    if (!have) { best = -__int_as_float(0x7f800000); bi = 0x7fffffff; }
+    mk_block_argmax(best, bi, red, redi);
+    if (threadIdx.x == 0) {
+      *(float*)t.part_val = best;
+      *(int*)t.part_idx = bi;
+    }
+  }
+  return true;
+}

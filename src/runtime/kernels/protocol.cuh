@@ -1,0 +1,169 @@
+// The worker loop: one persistent CTA per worker runs its static queue of tasks once per decode
+// step, for params.num_steps steps back to back. Per task (its descriptor already copied to
+// shared memory while the previous task ran): the task's code (mk_dispatch, generated: one case
+// per variant) issues the start of its loads (weights and KV history do not wait), then calls
+// `wait` (thread 0 spins on acquire loads until counter >= need * epoch; the epoch is the step,
+// or the step before for a read of what the previous step carried over), and computes; then a
+// barrier, and thread 0 publishes with a release (fence.acq_rel and a relaxed add) on the
+// task's trigger event. A wait longer than params.timeout_ns records the failure in the control
+// block and every worker leaves the launch (no hang).
+
+__device__ __forceinline__ unsigned mk_load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Thread 0: spins on acquire loads until counter e reaches target (wrap-safe: counters grow by
+// need per step and may pass 2^32). The abort flag and the clock are checked every 32 spins
+// only (each check is another round trip). A fence after a relaxed poll instead of the acquire
+// load measured slower: the fence also waits for the task's weight loads issued before it.
+// False when the launch is aborted: another worker failed, or this wait passed the timeout
+// (then the failure is recorded in the status words).
+__device__ bool mk_wait(const MkParams& prm, int e, unsigned target, int task) {
+  const unsigned* counters = (const unsigned*)prm.counters;
+  volatile unsigned* status = (volatile unsigned*)prm.control;
+  const unsigned long long t0 = mk_globaltimer();
+  unsigned spins = 0;
+  while ((int)(mk_load_acquire(counters + e) - target) < 0) {
+    if ((++spins & 31) == 0) {
+      if (status[0] != 0) return false;
+      if ((long long)(mk_globaltimer() - t0) > prm.timeout_ns) {
+        if (atomicCAS((unsigned*)prm.control, 0u, 1u) == 0u) {
+          status[1] = blockIdx.x;
+          status[2] = (unsigned)task;
+          status[3] = (unsigned)e;
+        }
+        return false;
+      }
+    }
+    __nanosleep(32);
+  }
+  return true;
+}
+
+// Starts copying a descriptor to shared memory (8-byte cp.async by the first threads); the
+// reader waits with cp.async.wait_all and a barrier.
+__device__ __forceinline__ void mk_fetch_desc(const MkTask* src, MkTask* dst) {
+  for (int w = threadIdx.x; w < (int)(sizeof(MkTask) / 8); w += blockDim.x) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared((char*)dst + 8 * w);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"((const char*)src + 8 * w)
+                 : "memory");
+  }
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+// No descriptor copy is left in flight when a worker leaves (the last task always starts one,
+// for a next step that may not run).
+__device__ __forceinline__ void mk_drain_copies() { asm volatile("cp.async.wait_all;" ::: "memory"); }
+
+__device__ __forceinline__ bool mk_is_eos(const MkParams& prm, int token) {
+  for (int j = 0; j < prm.num_eos && j < MPK_MK_MAX_EOS; ++j)
+    if (prm.eos[j] == token) return true;
+  return false;
+}
+
+template <int DT>
+__device__ void mk_run(const MkParams& prm) {
+  extern __shared__ __align__(16) float mk_smem[];  // 16-byte vectors and cp.async
+  __shared__ float red[32];
+  __shared__ int redi[32];
+  __shared__ float part_sums[MPK_MK_KSPLIT_SLOTS];
+  __shared__ int abort_launch, stop;
+  __shared__ MkTask desc[2];
+  const MkTask* tasks = (const MkTask*)prm.tasks;  // in queue order
+  const int* qb = (const int*)prm.queue_begin;
+  const int* waits = (const int*)prm.waits;
+  const unsigned* needs = (const unsigned*)prm.needs;
+  unsigned* counters = (unsigned*)prm.counters;
+  unsigned* status = (unsigned*)prm.control;
+  u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
+  MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
+  u64* profile = (u64*)prm.profile;
+  if (threadIdx.x == 0) {
+    abort_launch = 0;
+    stop = 0;
+    worker_start[blockIdx.x] = mk_globaltimer();
+  }
+  __syncthreads();
+
+  // Descriptors go to shared memory one task ahead, with cp.async (no registers, no stall):
+  // after an acquire the L1 holds nothing, and a descriptor read from global memory would cost
+  // a round trip (to DRAM when the weight stream has evicted it) on the critical path. Two
+  // buffers used in turn (across steps too: a queue may have an odd length); the next task's
+  // copy starts once every thread has passed this task's first barrier, when thread 0 has
+  // published the previous task (the last reader of that buffer).
+  const int q0 = qb[blockIdx.x], q1 = qb[blockIdx.x + 1];
+  int slot = 0;  // descriptor buffer of the next task
+  if (q1 > q0) mk_fetch_desc(tasks + q0, &desc[0]);
+  for (int i = 0; i < prm.num_steps; ++i) {
+    const unsigned step = prm.step + (unsigned)i;
+    const MkCtx cx{&prm, i, prm.position + i, mk_smem, red, redi, part_sums, rec};
+    // Step i is fed step i-1's argmax; the launch ends after a step that was fed an EOS id or
+    // a token chosen from non-finite logits: before step i (i >= 2) every worker reads the
+    // record of step i-2, whose argmax step i-1 was fed (step 0's fed token the host checked),
+    // so all of them stop at the same step. Its event has fired already (step i-1 waited for
+    // it); the acquire makes the record visible. Forced (prompt) steps never stop.
+    if (i >= 2 && i - 1 >= prm.num_forced && prm.argmax_event >= 0) {
+      if (threadIdx.x == 0) {
+        const int e = prm.argmax_event;
+        if (!mk_wait(prm, e, needs[e] * (step - 2u), -1)) {
+          abort_launch = 1;
+        } else {
+          const volatile MkStepRecord& r = ((volatile MkStepRecord*)rec)[i - 2];
+          if ((r.flags & MPK_MK_STEP_NONFINITE) || mk_is_eos(prm, r.token)) stop = 1;
+        }
+      }
+      __syncthreads();
+      if (abort_launch || stop) return mk_drain_copies();
+    }
+    for (int qi = q0; qi < q1; ++qi) {
+      if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
+      MkTask& t = desc[slot];
+      asm volatile("cp.async.wait_all;" ::: "memory");
+      __syncthreads();
+      // One look at the first event before this SM issues the task's weight loads: a poll
+      // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
+      // task's start to seeing an event that had already fired).
+      int seen = 0;  // thread 0: leading waits already satisfied
+      if (threadIdx.x == 0 && t.num_waits + t.num_waits_prev > 0) {
+        const unsigned epoch = t.num_waits > 0 ? step : step - 1u;
+        if ((int)(mk_load_acquire(counters + t.wait_event[0]) - t.wait_need[0] * epoch) >= 0) seen = 1;
+      }
+      slot ^= 1;
+      mk_fetch_desc(tasks + (qi + 1 < q1 ? qi + 1 : q0), &desc[slot]);
+      // The task's events; false when the launch is aborted.
+      auto wait = [&]() -> bool {
+        if (threadIdx.x == 0) {
+          for (int wi = seen; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
+            const bool inl = wi < MPK_MK_INLINE_WAITS;
+            const int e = inl ? t.wait_event[wi] : waits[t.wait_begin + wi];
+            const unsigned need = inl ? t.wait_need[wi] : needs[e];
+            const unsigned epoch = wi < t.num_waits ? step : step - 1u;
+            if (!mk_wait(prm, e, need * epoch, t.id)) abort_launch = 1;
+          }
+          if (profile) profile[3 * qi + 1] = mk_globaltimer();
+        }
+        __syncthreads();
+        return !abort_launch;
+      };
+      // Weights and the KV history do not wait: each task issues its loads, then waits.
+      if (!mk_dispatch<DT>(t, cx, wait)) return mk_drain_copies();
+      __syncthreads();
+      if (threadIdx.x == 0) {
+        if (t.kind == MPK_MK_ARGMAX) {
+          rec[i].end_ns = mk_globaltimer();
+          status[4] = (unsigned)(i + 1);
+        }
+        if (profile) profile[3 * qi + 2] = mk_globaltimer();
+        // The block's writes (ordered before this thread by the barrier), then the event:
+        // a release (the fence.acq_rel + relaxed add pattern), not a full sequential fence.
+        if (t.trigger >= 0) {
+          asm volatile("fence.acq_rel.gpu;\n\tred.relaxed.gpu.global.add.u32 [%0], 1;"
+                       ::"l"(counters + t.trigger) : "memory");
+        }
+      }
+    }
+  }
+  mk_drain_copies();
+}

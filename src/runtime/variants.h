@@ -1,0 +1,39 @@
+// Kernel variants: the code one task kind can run with, instantiated once per megakernel build.
+// A kernel holds the variants its parameters select (kernel_variants), each task descriptor
+// names the one it runs (MkTask::variant, an index into that list), and the device dispatch
+// is generated from the list, so two variants of one kind run side by side in one launch.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/kernel_params.h"
+
+namespace mpk::rt {
+
+struct Variant {
+  int kind = 0;           // MPK_MK_LINEAR, MPK_MK_ATTENTION, MPK_MK_ATTN_MERGE, MPK_MK_ARGMAX
+  int rows_per_warp = 0;  // linear: output rows a warp streams together (1..4); else 0
+
+  friend bool operator==(const Variant&, const Variant&) = default;
+};
+
+// "linear.r2", "attention", "merge", "argmax".
+std::string variant_name(const Variant& v);
+
+// The variants of a kernel built with `p`, in id order: one per kind (linear with
+// p.rows_per_warp first), then the down projection's linear variant when
+// p.down_rows_per_warp selects a different one.
+std::vector<Variant> kernel_variants(const MegakernelParams& p);
+
+// The linear variant of a task; `silu_input`: its input is silu(gate) * up.
+Variant linear_variant(const MegakernelParams& p, bool silu_input);
+
+// v's index in `variants`; Error(Internal) when the kernel does not hold it.
+int variant_id(const std::vector<Variant>& variants, const Variant& v);
+
+// The device dispatch over `variants`: template <int DT, class Wait> bool mk_dispatch(const
+// MkTask&, const MkCtx&, Wait), one case per id calling that kind's entry point.
+std::string dispatch_source(const std::vector<Variant>& variants);
+
+}  // namespace mpk::rt

@@ -1,0 +1,88 @@
+// Kernel variants: the list a build holds, the variant every task descriptor carries, and the
+// generated dispatch (two linear variants side by side in one kernel).
+#include "runtime/variants.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "base/error.h"
+#include "ir/builder.h"
+#include "model/model.h"
+#include "runtime/megakernel.h"
+
+namespace mpk::rt {
+namespace {
+
+TEST(Variants, DefaultKernelHoldsOneVariantPerKind) {
+  const std::vector<Variant> v = kernel_variants(MegakernelParams{});
+  ASSERT_EQ(v.size(), 4u);
+  EXPECT_EQ(variant_name(v[0]), "linear.r2");
+  EXPECT_EQ(variant_name(v[1]), "attention");
+  EXPECT_EQ(variant_name(v[2]), "merge");
+  EXPECT_EQ(variant_name(v[3]), "argmax");
+  // The down projection's setting adds a variant only when it differs.
+  EXPECT_EQ(kernel_variants(MegakernelParams{.down_rows_per_warp = 2}).size(), 4u);
+  const auto w = kernel_variants(MegakernelParams{.rows_per_warp = 3, .down_rows_per_warp = 1});
+  ASSERT_EQ(w.size(), 5u);
+  EXPECT_EQ(variant_name(w[0]), "linear.r3");
+  EXPECT_EQ(variant_name(w[4]), "linear.r1");
+}
+
+TEST(Variants, AVariantTheKernelDoesNotHoldIsRefused) {
+  try {
+    (void)variant_id(kernel_variants(MegakernelParams{}), Variant{MPK_MK_LINEAR, 1});
+    ADD_FAILURE() << "linear.r1 found in the default kernel";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Internal) << e.what();
+    EXPECT_NE(std::string(e.what()).find("linear.r1"), std::string::npos) << e.what();
+  }
+}
+
+// Each task runs the variant of its kind; the down projection (input silu(gate) * up) its own.
+TEST(Variants, TasksCarryTheirVariant) {
+  const auto model = model::load(std::string(MPK_TEST_DATA) + "/qwen3-bf16");
+  const ir::Graph g = ir::build(model->config);
+  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 64));
+  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 64);
+  const MegakernelParams p{.rows_per_warp = 3, .down_rows_per_warp = 1};
+  const std::vector<Variant> vs = kernel_variants(p);
+  const MegakernelTables t = build_tables(g, plan, mem, SegmentBases{}, p);
+  int down = 0, other = 0;
+  for (const MkTask& d : t.tasks) {
+    ASSERT_GE(d.variant, 0);
+    ASSERT_LT(d.variant, int(vs.size()));
+    const Variant& v = vs[size_t(d.variant)];
+    EXPECT_EQ(v.kind, d.kind) << "task " << d.id;
+    if (d.kind != MPK_MK_LINEAR) continue;
+    const bool silu = d.input_mode == MPK_MK_IN_SILUMUL;
+    EXPECT_EQ(v.rows_per_warp, silu ? 1 : 3) << "task " << d.id;
+    ++(silu ? down : other);
+  }
+  EXPECT_GT(down, 0);
+  EXPECT_GT(other, 0);
+  // The default parameters: every linear runs variant 0.
+  for (const MkTask& d : build_tables(g, plan, mem, SegmentBases{}).tasks) {
+    if (d.kind == MPK_MK_LINEAR) {
+      EXPECT_EQ(d.variant, 0) << "task " << d.id;
+    }
+  }
+}
+
+// The dispatch is generated from the list: one case per variant, and a kernel with two linear
+// variants compiles.
+TEST(Variants, DispatchHasOneCasePerVariant) {
+  const MegakernelParams p{.rows_per_warp = 2, .down_rows_per_warp = 4};
+  const std::string src = megakernel_source(p, DType::BF16);
+  EXPECT_NE(src.find("case 0: return mk_task_linear<DT, 2>(t, cx, wait);"), std::string::npos);
+  EXPECT_NE(src.find("case 1: return mk_task_attention(t, cx, wait);"), std::string::npos);
+  EXPECT_NE(src.find("case 2: return mk_task_merge(t, cx, wait);"), std::string::npos);
+  EXPECT_NE(src.find("case 3: return mk_task_argmax<DT>(t, cx, wait);"), std::string::npos);
+  EXPECT_NE(src.find("case 4: return mk_task_linear<DT, 4>(t, cx, wait);"), std::string::npos);
+  EXPECT_EQ(src.find("case 5:"), std::string::npos);
+  const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
+  EXPECT_FALSE(r.cubin.empty());
+}
+
+}  // namespace
+}  // namespace mpk::rt

@@ -1,7 +1,8 @@
 // Kernel variants: the code one task kind can run with, instantiated once per megakernel build.
 // A kernel holds the variants its parameters select (kernel_variants), each task descriptor
 // names the one it runs (MkTask::variant, an index into that list), and the device dispatch
-// is generated from the list, so two variants of one kind run side by side in one launch.
+// over a kind's variants is generated from the list, so two variants of one kind run side by
+// side in one launch. Only linear has more than one variant today.
 #pragma once
 
 #include <string>
@@ -32,8 +33,9 @@ Variant linear_variant(const MegakernelParams& p, bool silu_input);
 // v's index in `variants`; Error(Internal) when the kernel does not hold it.
 int variant_id(const std::vector<Variant>& variants, const Variant& v);
 
-// The device dispatch over `variants`: template <int DT, class Wait> bool mk_dispatch(const
-// MkTask&, const MkCtx&, Wait), one case per id calling that kind's entry point.
+// The device dispatch over the linear variants among `variants`: mk_linear_variant<DT>(t, xs,
+// red, redi, part_sums, prefetch_bytes, wait), which calls mk_linear<DT, rows_per_warp> of the
+// task's variant.
 std::string dispatch_source(const std::vector<Variant>& variants);
 
 }  // namespace mpk::rt

@@ -250,7 +250,8 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
                              "poll_warp_loads=0", "poll_warp_loads=0,rows_per_warp=3",
                              // Two linear variants in one launch: the down projection's own.
                              "down_rows_per_warp=1",
-                             "ring_stages=2,rows_per_warp=1,down_rows_per_warp=4"}) {
+                             "ring_stages=2,loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
+                             "ring_stages=2,loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1"}) {
     for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
       SCOPED_TRACE(std::string(params) + " on " + fixture);
       const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;

@@ -69,17 +69,20 @@ TEST(Variants, TasksCarryTheirVariant) {
   }
 }
 
-// The dispatch is generated from the list: one case per variant, and a kernel with two linear
-// variants compiles.
-TEST(Variants, DispatchHasOneCasePerVariant) {
+// The dispatch is generated from the list: one case per linear variant, the last without a
+// compare; a kernel with two linear variants compiles.
+TEST(Variants, DispatchHasOneCasePerLinearVariant) {
   const MegakernelParams p{.rows_per_warp = 2, .down_rows_per_warp = 4};
   const std::string src = megakernel_source(p, DType::BF16);
-  EXPECT_NE(src.find("case 0: return mk_task_linear<DT, 2>(t, cx, wait);"), std::string::npos);
-  EXPECT_NE(src.find("case 1: return mk_task_attention(t, cx, wait);"), std::string::npos);
-  EXPECT_NE(src.find("case 2: return mk_task_merge(t, cx, wait);"), std::string::npos);
-  EXPECT_NE(src.find("case 3: return mk_task_argmax<DT>(t, cx, wait);"), std::string::npos);
-  EXPECT_NE(src.find("case 4: return mk_task_linear<DT, 4>(t, cx, wait);"), std::string::npos);
-  EXPECT_EQ(src.find("case 5:"), std::string::npos);
+  EXPECT_NE(src.find("  if (t.variant == 0) return mk_linear<DT, 2>(t, xs, red, redi, part_sums, "
+                     "prefetch_bytes, wait);  // linear.r2\n"),
+            std::string::npos);
+  EXPECT_NE(src.find("  return mk_linear<DT, 4>(t, xs, red, redi, part_sums, prefetch_bytes, wait);"
+                     "  // linear.r4, variant 4\n"),
+            std::string::npos);
+  EXPECT_EQ(src.find("t.variant == 4"), std::string::npos);
+  const std::string one = megakernel_source(MegakernelParams{}, DType::BF16);
+  EXPECT_EQ(one.find("t.variant =="), std::string::npos);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
 }

@@ -41,9 +41,3 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
   }
 }
 
-template <int DT, class Wait>
-__device__ bool mk_task_argmax(const MkTask& t, const MkCtx& cx, Wait wait) {
-  if (!wait()) return false;
-  mk_argmax<DT>(t, *cx.prm, cx.i, cx.rec, cx.red, cx.redi);
-  return true;
-}

@@ -211,17 +211,3 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   return true;
 }
 
-// KV history does not wait: the chunk's rows already written go to L2 before the events.
-template <class Wait>
-__device__ bool mk_task_attention(const MkTask& t, const MkCtx& cx, Wait wait) {
-  const int position = cx.position, n = position + 1;
-  const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
-  long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
-  if (j1 > position) j1 = position;  // the new row is written in this step
-  if (j1 > j0) {
-    const long long off = ((long long)t.kv_head * t.capacity + j0) * t.head_dim * 4;
-    mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
-    mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
-  }
-  return mk_attention(t, position, cx.smem, (unsigned*)cx.prm->arrivals, wait);
-}

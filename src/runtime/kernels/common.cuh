@@ -3,8 +3,8 @@
 // MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ... and the derived MK_RING_BYTES:
 // runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), common.cuh, one
 // file per task kind (linear, merge, attention, argmax), the generated dispatch over the
-// variants the kernel is built with (runtime/variants.h), protocol.cuh (the worker loop), and
-// the entry point of the model's weight dtype. No headers: NVRTC needs none.
+// linear variants the kernel is built with (runtime/variants.h), protocol.cuh (the worker
+// loop), and the entry point of the model's weight dtype. No headers: NVRTC needs none.
 //
 // Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
 // formulas as src/ref/kernels.cc (no fast math), two of them reassociated: attention sums in
@@ -129,15 +129,3 @@ __device__ __forceinline__ float mk_rescale(float m, float M) {
   return m == MK_NEG_INF ? 0.f : expf(m - M);
 }
 
-// What a task's code gets besides its descriptor: the launch, the step, and the worker's
-// shared memory.
-struct MkCtx {
-  const MkParams* prm;
-  int i;              // step within the launch
-  int position;       // of step i
-  float* smem;        // dynamic shared memory
-  float* red;         // 32 floats and 32 ints for block reductions
-  int* redi;
-  float* part_sums;   // MPK_MK_KSPLIT_SLOTS floats: a linear's split-K partial sums
-  MkStepRecord* rec;  // per step of the launch
-};

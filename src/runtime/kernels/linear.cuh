@@ -2,7 +2,7 @@
 // (staged in shared memory after its prologue: plain, RMSNorm, or silu(gate) * up), with its
 // epilogues (bias, residual, a per-tile argmax partial for the LM head). Rows are dealt to warps
 // in groups of kRows, each group's K cut into up to MK_MAX_KSPLIT parts (mk_ksplit); the entry
-// point mk_task_linear<DT, kRows> is instantiated once per variant the plan uses.
+// point mk_linear<DT, kRows> is instantiated once per linear variant of the kernel.
 
 // Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc;
 // Partial: only the vectors below v1 (the row's last round).
@@ -435,15 +435,11 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 // first round of its first work item into registers), then the L2 prefetch of the tile's
 // start. Returns false when the wait aborted the launch.
 template <int DT, int kRows, class Wait>
-__device__ bool mk_task_linear(const MkTask& t, const MkCtx& cx, Wait wait) {
+__device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
+                          long long prefetch_bytes, Wait wait) {
   const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int k = t.k;
   constexpr int V = MkW<DT>::kVec;
-  float* xs = cx.smem;
-  float* const red = cx.red;
-  int* const redi = cx.redi;
-  float* const part_sums = cx.part_sums;
-  const long long prefetch_bytes = cx.prm->prefetch_bytes;
   const int total = mk_linear_rows(t);
   const bool aligned = mk_linear_aligned<DT>(t);
   // Row groups of kRows (the last may be shorter) times K parts of whole vectors.

@@ -60,9 +60,3 @@ __device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals) {
     mk_attn_merge(t, (const float*)t.partial - (long long)t.chunk * t.group * (t.head_dim + 2));
 }
 
-template <class Wait>
-__device__ bool mk_task_merge(const MkTask& t, const MkCtx& cx, Wait wait) {
-  if (!wait()) return false;
-  mk_attn_merge(t, (const float*)t.partial);
-  return true;
-}

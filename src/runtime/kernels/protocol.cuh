@@ -1,12 +1,13 @@
 // The worker loop: one persistent CTA per worker runs its static queue of tasks once per decode
 // step, for params.num_steps steps back to back. Per task (its descriptor already copied to
-// shared memory while the previous task ran): the task's code (mk_dispatch, generated: one case
-// per variant) issues the start of its loads (weights and KV history do not wait), then calls
-// `wait` (thread 0 spins on acquire loads until counter >= need * epoch; the epoch is the step,
-// or the step before for a read of what the previous step carried over), and computes; then a
-// barrier, and thread 0 publishes with a release (fence.acq_rel and a relaxed add) on the
-// task's trigger event. A wait longer than params.timeout_ns records the failure in the control
-// block and every worker leaves the launch (no hang).
+// shared memory while the previous task ran): the task's code (a linear through the generated
+// mk_linear_variant: one case per linear variant) issues the start of its loads (weights and
+// KV history do not wait), then calls `wait` (thread 0 spins on acquire loads until counter >=
+// need * epoch; the epoch is the step, or the step before for a read of what the previous step
+// carried over), and computes; then a barrier, and thread 0 publishes with a release
+// (fence.acq_rel and a relaxed add) on the task's trigger event. A wait longer than
+// params.timeout_ns records the failure in the control block and every worker leaves the
+// launch (no hang).
 
 __device__ __forceinline__ unsigned mk_load_acquire(const unsigned* p) {
   unsigned v;
@@ -98,7 +99,7 @@ __device__ void mk_run(const MkParams& prm) {
   if (q1 > q0) mk_fetch_desc(tasks + q0, &desc[0]);
   for (int i = 0; i < prm.num_steps; ++i) {
     const unsigned step = prm.step + (unsigned)i;
-    const MkCtx cx{&prm, i, prm.position + i, mk_smem, red, redi, part_sums, rec};
+    const int position = prm.position + i;
     // Step i is fed step i-1's argmax; the launch ends after a step that was fed an EOS id or
     // a token chosen from non-finite logits: before step i (i >= 2) every worker reads the
     // record of step i-2, whose argmax step i-1 was fed (step 0's fed token the host checked),
@@ -147,8 +148,33 @@ __device__ void mk_run(const MkParams& prm) {
         __syncthreads();
         return !abort_launch;
       };
-      // Weights and the KV history do not wait: each task issues its loads, then waits.
-      if (!mk_dispatch<DT>(t, cx, wait)) return mk_drain_copies();
+      // Weights and the KV history do not wait: they start loading before the events (a
+      // linear task issues its own loads, then waits).
+      bool ok = true;
+      if (t.kind == MPK_MK_LINEAR) {
+        ok = mk_linear_variant<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, wait);
+      } else if (t.kind == MPK_MK_ATTENTION) {
+        const int n = position + 1;
+        const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
+        long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
+        if (j1 > position) j1 = position;  // the new row is written in this step
+        if (j1 > j0) {
+          const long long off = ((long long)t.kv_head * t.capacity + j0) * t.head_dim * 4;
+          mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
+          mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
+        }
+        ok = mk_attention(t, position, mk_smem, (unsigned*)prm.arrivals, wait);
+      } else {
+        ok = wait();
+        if (ok) {
+          switch (t.kind) {
+            case MPK_MK_ATTN_MERGE: mk_attn_merge(t, (const float*)t.partial); break;
+            case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;
+            default: break;
+          }
+        }
+      }
+      if (!ok) return mk_drain_copies();
       __syncthreads();
       if (threadIdx.x == 0) {
         if (t.kind == MPK_MK_ARGMAX) {

@@ -79,7 +79,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const sched::Plan plan = sched::plan(graph, po);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   // The plan's layout proofs, before anything is compiled or run.
-  const std::string proofs = prove_plan(build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks());
+  const std::string proofs =
+      prove_plan(build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks(), params_.max_k_split);
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);
 
@@ -216,7 +217,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
     if (bytes) d.upload(p, bytes);
   };
   const std::vector<MkTask> tasks = tables_.device_tasks();
-  (void)prove_plan(tasks);  // this session's chunk counts (memoised: usually the load's)
+  (void)prove_plan(tasks, m_->params().max_k_split);  // this session's counts (memoised)
   up(d_tasks_, tasks.data(), tasks.size() * sizeof(MkTask));
   up(d_queue_begin_, tables_.queue_begin.data(), tables_.queue_begin.size() * 4);
   up(d_waits_, tables_.waits.data(), tables_.waits.size() * 4);

@@ -30,25 +30,34 @@ superopt::ProofRecord even_split_proof(int parts) {
 
 }  // namespace
 
-std::vector<superopt::ProofRecord> plan_proofs(const std::vector<MkTask>& tasks) {
-  std::set<int> counts;
-  for (const MkTask& t : tasks)
-    if (t.kind == MPK_MK_ATTENTION) counts.insert(t.num_chunks);
-  std::vector<superopt::ProofRecord> records;
-  for (int parts : counts) records.push_back(even_split_proof(parts));
-  return records;
+std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_split) {
+  std::map<int, std::pair<bool, bool>> uses;  // parts -> (attention chunks, linear K parts)
+  for (const MkTask& t : tasks) {
+    if (t.kind == MPK_MK_ATTENTION) uses[t.num_chunks].first = true;
+    if (t.kind == MPK_MK_LINEAR)
+      for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
+  }
+  std::vector<PlanProof> out;
+  for (const auto& [parts, u] : uses) {
+    std::string use;
+    const std::string n = std::to_string(parts), s = parts == 1 ? "" : "s";
+    if (u.first) use = "attention: KV length over " + n + " chunk" + s;
+    if (u.second) use += std::string(use.empty() ? "" : "; ") + "linear: K over " + n + " part" + s;
+    out.push_back({use, even_split_proof(parts)});
+  }
+  return out;
 }
 
-std::string prove_plan(const std::vector<MkTask>& tasks) {
+std::string prove_plan(const std::vector<MkTask>& tasks, int max_k_split) {
   std::string json = "[";
-  for (const superopt::ProofRecord& r : plan_proofs(tasks)) {
-    for (const superopt::Obligation& o : r.obligations)
+  for (const PlanProof& p : plan_proofs(tasks, max_k_split)) {
+    for (const superopt::Obligation& o : p.record.obligations)
       MPK_CHECK(o.result == "proved", Internal)
-          << "megakernel: " << r.subject << ": obligation '" << o.name << "' " << o.result
-          << (o.counterexample.empty() ? "" : " (" + o.counterexample + ")")
+          << "megakernel: " << p.use << ": " << p.record.subject << ": obligation '" << o.name
+          << "' " << o.result << (o.counterexample.empty() ? "" : " (" + o.counterexample + ")")
           << "; the kernel is not run";
     if (json.size() > 1) json += ',';
-    json += r.to_json();
+    json += "{\"use\":\"" + p.use + "\"," + p.record.to_json().substr(1);
   }
   return json + "]";
 }

@@ -1,5 +1,8 @@
-// The proofs a megakernel plan rests on (superopt/), checked before its kernel runs: today the
-// even split of the live KV length over each attention task's chunk count.
+// The proofs a megakernel plan rests on (superopt/), checked before its kernel runs: the even
+// split (ir/layouts.h) wherever the kernel cuts a range into parts at run time. An attention
+// task cuts the live KV length into its chunk count; a linear task cuts each row's K into
+// ks <= max_k_split parts (ks chosen on the device from the tile's shape), and the fold adds
+// every part once.
 #pragma once
 
 #include <string>
@@ -10,13 +13,20 @@
 
 namespace mpk::rt {
 
-// The proof records of every chunk count among `tasks`, in increasing count, whatever their
-// results (memoised per process).
-std::vector<superopt::ProofRecord> plan_proofs(const std::vector<MkTask>& tasks);
+// One proof and what in the plan rests on it.
+struct PlanProof {
+  std::string use;  // "attention: KV length over 4 chunks; linear: K over 4 parts"
+  superopt::ProofRecord record;
+};
 
-// Proves the even split for every chunk count among `tasks` (memoised per process: a count is
-// proved once for every length up to 2^31). Returns the proof records as a JSON array. Throws
-// Error(Internal) naming the obligation, its result and the counterexample when one fails.
-std::string prove_plan(const std::vector<MkTask>& tasks);
+// The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
+// there is a linear task), in increasing count, whatever their results (memoised per process:
+// a count is proved once, for every length up to 2^31).
+std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_split);
+
+// Proves them; returns the records as a JSON array ({"use":..., then the record's fields}).
+// Throws Error(Internal) naming the use, the obligation, its result and the counterexample
+// when one fails.
+std::string prove_plan(const std::vector<MkTask>& tasks, int max_k_split);
 
 }  // namespace mpk::rt

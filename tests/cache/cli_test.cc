@@ -383,8 +383,14 @@ TEST_F(CliTest, ProveAFixturesPlan) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("proved").get<bool>());
   ASSERT_FALSE(j.at("records").empty());
-  for (const auto& rec : j.at("records"))
+  bool attention = false, linear = false;
+  for (const auto& rec : j.at("records")) {
     for (const auto& o : rec.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.out;
+    const std::string use = rec.at("use");
+    attention |= use.find("attention: KV length over") != std::string::npos;
+    linear |= use.find("linear: K over") != std::string::npos;
+  }
+  EXPECT_TRUE(attention && linear) << r.out;
   Outcome table = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/llama-f32", "--workers", "8"});
   EXPECT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("all proved"), std::string::npos) << table.out;

@@ -246,8 +246,9 @@ TEST(Megakernel, SeparateMergeTasks) {
 }
 
 // Before a kernel runs, the plan's layout proofs: the even split over each attention task's
-// chunk count, for every length a position can give.
-TEST(Megakernel, PlanProofsCoverEveryChunkCount) {
+// chunk count and over every K split count a linear may choose, for every length a position
+// or a row can give.
+TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const Planned p = plan_fixture("qwen3-bf16", 16, 64);
   const MemoryPlan mem = plan_memory(p.g, p.plan.tasks, p.model->dtype, 64);
   const rt::MegakernelTables t = build_tables(p.g, p.plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
@@ -255,13 +256,18 @@ TEST(Megakernel, PlanProofsCoverEveryChunkCount) {
   for (const MkTask& d : t.tasks)
     if (d.kind == MPK_MK_ATTENTION) counts.insert(d.num_chunks);
   ASSERT_FALSE(counts.empty());
-  const auto records = nlohmann::json::parse(prove_plan(t.device_tasks()));
+  const int max_k_split = 3;
+  for (int ks = 1; ks <= max_k_split; ++ks) counts.insert(ks);
+  const auto records = nlohmann::json::parse(prove_plan(t.device_tasks(), max_k_split));
   ASSERT_EQ(records.size(), counts.size());
+  int linear = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     EXPECT_EQ(r.at("obligations").size(), 5u);
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
+    linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;
   }
+  EXPECT_EQ(linear, max_k_split);
 }
 
 TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {

@@ -25,7 +25,7 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   const rt::MemoryPlan mem = rt::plan_memory(g, plan.tasks, cfg.torch_dtype, cap);
   const rt::MegakernelParams params = rt::params_for_head_dim(int(cfg.head_dim));
   const auto tasks = rt::build_tables(g, plan, mem, rt::SegmentBases{}, params).device_tasks();
-  const std::vector<superopt::ProofRecord> records = rt::plan_proofs(tasks);
+  const std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, params.max_k_split);
   bool all = !records.empty();
   double total = 0;
   nlohmann::json j = {{"model", model_dir.string()}, {"workers", workers}, {"kv_capacity", cap},
@@ -33,14 +33,17 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   if (!json)
     out << fmt::format("{}: {} tasks on {} workers, KV capacity {}\n", model_dir.string(),
                        tasks.size(), workers, cap);
-  for (const superopt::ProofRecord& r : records) {
+  for (const rt::PlanProof& p : records) {
+    const superopt::ProofRecord& r = p.record;
     all &= r.proved();
-    j["records"].push_back(nlohmann::json::parse(r.to_json()));
-    if (!json) out << r.subject << '\n';
+    nlohmann::json rec = nlohmann::json::parse(r.to_json());
+    rec["use"] = p.use;
+    j["records"].push_back(rec);
+    if (!json) out << p.use << "\n  " << r.subject << '\n';
     for (const superopt::Obligation& o : r.obligations) {
       total += o.ms;
       if (!json)
-        out << fmt::format("  {:<55} {:>8} {:>8.1f} ms{}\n", o.name, o.result, o.ms,
+        out << fmt::format("    {:<53} {:>8} {:>8.1f} ms{}\n", o.name, o.result, o.ms,
                            o.counterexample.empty() ? "" : "  (" + o.counterexample + ")");
     }
   }
@@ -51,7 +54,7 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   else
     out << fmt::format("{}: {} record(s), {:.0f} ms in all (Z3 {})\n",
                        all ? "all proved" : "NOT PROVED", records.size(), total,
-                       records.empty() ? "-" : records[0].z3_version);
+                       records.empty() ? "-" : records[0].record.z3_version);
   return all ? 0 : 1;
 }
 

@@ -305,10 +305,12 @@ __device__ void mk_prefetch_weights(const MkTask& t, long long bytes) {
   }
 }
 
-// K part p of ks of a row of `units` vector units (unit elements each): elements [k0, k1).
+// K part p of ks of a row of `units` vector units (unit elements each): elements [k0, k1). The
+// even split (ir/layouts.h), proved to cover every unit exactly once for each ks up to
+// MK_MAX_KSPLIT (runtime/proofs.h).
 __device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int& k0, int& k1) {
-  k0 = (int)((long long)p * units / ks) * unit;
-  k1 = (int)((long long)(p + 1) * units / ks) * unit;
+  k0 = (int)mk_even_split_begin(p, units, ks) * unit;
+  k1 = (int)mk_even_split_end(p, units, ks) * unit;
 }
 
 // The shared-memory weight ring (MK_RING_STAGES > 0): each lane streams its own 16-byte vectors

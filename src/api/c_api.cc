@@ -262,6 +262,8 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   out.num_kernels = model->impl->backend() == mpk::rt::Backend::Gpu ? 1 : 0;
   out.cache_hits = st.cache_hits;
   out.cache_misses = st.cache_misses;
+  out.proved = st.proved;
+  out.proof_obligations = st.proof_obligations;
   out.device_bytes = st.device_bytes.load();
   out.compile_ms = st.compile_ms;
   out.launches = st.launches.load();

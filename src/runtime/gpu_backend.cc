@@ -79,8 +79,11 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const sched::Plan plan = sched::plan(graph, po);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   // The plan's layout proofs, before anything is compiled or run.
-  const std::string proofs =
-      prove_plan(build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks(), params_.max_k_split);
+  const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
+  const std::string proofs = prove_plan(load_tasks, params_.max_k_split);
+  for (const PlanProof& p : plan_proofs(load_tasks, params_.max_k_split))
+    stats.proof_obligations += p.record.obligations.size();
+  stats.proved = 1;
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);
 

@@ -15,7 +15,7 @@ TEST(ApiMisuse, StatusNames) {
   EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
   EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
   EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
-  EXPECT_STREQ(mpk_version(), "0.3.0");
+  EXPECT_STREQ(mpk_version(), "0.4.0");
 }
 
 TEST(ApiMisuse, RuntimeCreateArguments) {
@@ -92,6 +92,8 @@ TEST(ApiMisuse, GpuBackendFailsClearlyWithoutDevice) {
     EXPECT_GT(st.num_tasks, 0u);
     EXPECT_GT(st.num_workers, 0u);
     EXPECT_EQ(st.num_kernels, 1u);
+    EXPECT_EQ(st.proved, 1u);
+    EXPECT_GE(st.proof_obligations, 5u);  // at least one even split: five obligations
     EXPECT_GT(st.device_bytes, 0u);
   } else {
     EXPECT_EQ(s, MPK_ERROR_NO_DEVICE) << mpk_status_name(s) << ": " << mpk_last_error();
@@ -113,6 +115,8 @@ TEST(ApiMisuse, InfoAndStatsNeedStructSize) {
   EXPECT_EQ(mpk_model_stats(l.model, &st), MPK_OK);
   EXPECT_EQ(st.backend, MPK_BACKEND_REFERENCE);
   EXPECT_GT(st.host_fallback_ops, 0u);
+  EXPECT_EQ(st.proved, 0u);  // nothing compiled, nothing proved
+  EXPECT_EQ(st.proof_obligations, 0u);
   // A caller built before device_bytes existed: its fields are filled, nothing past them.
   mpk_stats old{};
   old.struct_size = offsetof(mpk_stats, device_bytes);

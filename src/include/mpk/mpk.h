@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 3
+#define MPK_VERSION_MINOR 4
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -174,7 +174,8 @@ typedef struct mpk_stats {
   uint64_t num_kernels;     /* distinct compiled kernels (the megakernel: 1) */
   uint64_t cache_hits;      /* kernels loaded from the kernel cache */
   uint64_t cache_misses;    /* kernels compiled at load */
-  uint64_t tuned;           /* kernels chosen by the superoptimizer */
+  uint64_t proved;          /* kernels whose plan's proofs all hold (Z3, before they run;
+                               a kernel with a failed proof never loads): 1 on the GPU */
   uint64_t host_fallback_ops;   /* ops run on the host per step (all of them on the reference) */
   uint64_t host_fallback_bytes; /* bytes moved for host fallback per step */
   double compile_ms;        /* time spent compiling at load */
@@ -182,6 +183,8 @@ typedef struct mpk_stats {
   uint64_t tokens;          /* tokens processed so far (prefill + decode), all sessions */
   uint64_t device_bytes;    /* GPU memory held now: weights + KV caches + activations of the
                                live sessions (0 on the reference backend) */
+  uint64_t proof_obligations; /* obligations proved for those kernels (mpk-tune prove lists
+                                 them) */
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.
@@ -234,8 +237,11 @@ MPK_API mpk_status mpk_session_reset(mpk_session* s);
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** ms, size_t* n);
 /// GPU sessions created with cfg.profile: per-task device timers of the last step summed by
-/// task kind, as a JSON object (schema in docs/PERFORMANCE.md). Owned by the session, valid
-/// until the next call on it. MPK_ERROR_BAD_STATE without profiling or before any step;
+/// task kind, as a JSON object {"timer", "step_us", "workers", "tasks", "kinds": [{"kind",
+/// "tasks", "stages", "bytes", "span_us", "busy_us_mean", "wait_us_mean", "gbps"}],
+/// "timeline": [[task, worker, start, ready, end] in ns from the step's first start]}; a
+/// stage's span runs from its first task's ready time to its last task's end. Owned by the
+/// session, valid until the next call on it. MPK_ERROR_BAD_STATE without profiling or before any step;
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
 MPK_API void mpk_session_destroy(mpk_session* s);

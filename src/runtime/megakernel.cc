@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "ir/layouts.h"
+#include "ir/online_softmax.h"
 #include "ir/rope.h"
 #include "runtime/embedded_kernels.h"
 #include "runtime/variants.h"
@@ -479,8 +480,8 @@ const char* dtype_suffix(DType weight_dtype) {
 
 std::string megakernel_source(const MegakernelParams& params, DType weight_dtype) {
   std::string s = to_defines(params) + kernel_file("task_desc.h") + "\n" + ir::layout_device_functions();
-  for (const char* f : {"common.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})
-    s += kernel_file(f);
+  s += kernel_file("common.cuh") + ir::online_softmax_device_functions();
+  for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += kernel_file(f);
   s += dispatch_source(kernel_variants(params)) + kernel_file("protocol.cuh");
   const std::string dt = dtype_suffix(weight_dtype);
   std::string upper = dt;

@@ -7,6 +7,8 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "ir/layouts.h"
+#include "ir/online_softmax.h"
+#include "superopt/algebra_prover.h"
 #include "superopt/index_prover.h"
 
 namespace mpk::rt {
@@ -28,6 +30,15 @@ superopt::ProofRecord even_split_proof(int parts) {
   return done.emplace(parts, std::move(r)).first->second;
 }
 
+superopt::ProofRecord online_softmax_proof() {
+  static const superopt::ProofRecord r = [] {
+    superopt::ProofRecord p = superopt::prove_online_softmax(ir::online_softmax_formulas());
+    log(LogLevel::Debug, "{}: {}", p.subject, p.proved() ? "proved" : "NOT proved");
+    return p;
+  }();
+  return r;
+}
+
 }  // namespace
 
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_split) {
@@ -44,6 +55,12 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_s
     if (u.first) use = "attention: KV length over " + n + " chunk" + s;
     if (u.second) use += std::string(use.empty() ? "" : "; ") + "linear: K over " + n + " part" + s;
     out.push_back({use, even_split_proof(parts)});
+  }
+  for (const MkTask& t : tasks) {
+    if (t.kind != MPK_MK_ATTENTION) continue;
+    out.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",
+                   online_softmax_proof()});
+    break;
   }
   return out;
 }

@@ -1,8 +1,8 @@
 // The proofs a megakernel plan rests on (superopt/), checked before its kernel runs: the even
-// split (ir/layouts.h) wherever the kernel cuts a range into parts at run time. An attention
+// split (ir/layouts.h) wherever the kernel cuts a range into parts at run time (an attention
 // task cuts the live KV length into its chunk count; a linear task cuts each row's K into
-// ks <= max_k_split parts (ks chosen on the device from the tile's shape), and the fold adds
-// every part once.
+// ks <= max_k_split parts, ks chosen on the device from the tile's shape, and the fold adds
+// every part once), and the online-softmax algebra (ir/online_softmax.h) attention rests on.
 #pragma once
 
 #include <string>
@@ -20,8 +20,9 @@ struct PlanProof {
 };
 
 // The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
-// there is a linear task), in increasing count, whatever their results (memoised per process:
-// a count is proved once, for every length up to 2^31).
+// there is a linear task), in increasing count, then the online softmax when there is an
+// attention task, whatever their results (memoised per process: a count is proved once, for
+// every length up to 2^31).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_split);
 
 // Proves them; returns the records as a JSON array ({"use":..., then the record's fields}).

@@ -245,9 +245,9 @@ TEST(Megakernel, SeparateMergeTasks) {
   EXPECT_EQ(t.num_arrivals, 0);
 }
 
-// Before a kernel runs, the plan's layout proofs: the even split over each attention task's
-// chunk count and over every K split count a linear may choose, for every length a position
-// or a row can give.
+// Before a kernel runs, the plan's proofs: the even split over each attention task's chunk
+// count and over every K split count a linear may choose, for every length a position or a
+// row can give, and the online-softmax algebra.
 TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const Planned p = plan_fixture("qwen3-bf16", 16, 64);
   const MemoryPlan mem = plan_memory(p.g, p.plan.tasks, p.model->dtype, 64);
@@ -259,14 +259,16 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const int max_k_split = 3;
   for (int ks = 1; ks <= max_k_split; ++ks) counts.insert(ks);
   const auto records = nlohmann::json::parse(prove_plan(t.device_tasks(), max_k_split));
-  ASSERT_EQ(records.size(), counts.size());
+  ASSERT_EQ(records.size(), counts.size() + 1);  // and the online softmax
   int linear = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
-    EXPECT_EQ(r.at("obligations").size(), 5u);
+    const bool softmax = r.at("use").get<std::string>().find("online softmax") != std::string::npos;
+    EXPECT_EQ(r.at("obligations").size(), softmax ? 4u : 5u);
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;
   }
+  EXPECT_TRUE(records.back().at("use").get<std::string>().find("online softmax") != std::string::npos);
   EXPECT_EQ(linear, max_k_split);
 }
 

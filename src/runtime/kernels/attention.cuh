@@ -167,10 +167,12 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
           if (lane + 32 * c < D) s += qh[lane + 32 * c] * kr[c];
         s = mk_warp_sum(s) * t.scale;
         const float mn = fmaxf(m[h], s);
+        // The online-softmax update (ir/online_softmax.h): the state moved to the new max, plus
+        // the score's term (a finite score: its weight needs no empty check).
         const float corr = mk_rescale(m[h], mn), pj = expf(s - mn);
-        l[h] = l[h] * corr + pj;
+        l[h] = mk_os_update(l[h], corr, pj, 1.0f);
 #pragma unroll
-        for (int c = 0; c < DC; ++c) acc[h][c] = acc[h][c] * corr + pj * vr[c];
+        for (int c = 0; c < DC; ++c) acc[h][c] = mk_os_update(acc[h][c], corr, pj, vr[c]);
         m[h] = mn;
       }
     }
@@ -194,8 +196,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       for (int w = 0; w < nw; ++w) {
         const float* sw = wst + (w * HP + h) * (D + 2);
         const float f = mk_rescale(sw[D], M);
-        L += sw[D + 1] * f;
-        O += sw[e] * f;
+        L = mk_os_update(L, 1.0f, sw[D + 1], f);
+        O = mk_os_update(O, 1.0f, sw[e], f);
       }
       if (t.num_chunks == 1) {
         ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;

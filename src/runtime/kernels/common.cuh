@@ -1,10 +1,11 @@
 // The megakernel's source is assembled by the code generator (runtime/megakernel.cc) from
 // these files, in this order: the code parameters as #defines (MK_BLOCK_THREADS,
 // MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ... and the derived MK_RING_BYTES:
-// runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), common.cuh, one
-// file per task kind (linear, merge, attention, argmax), the generated dispatch over the
-// linear variants the kernel is built with (runtime/variants.h), protocol.cuh (the worker
-// loop), and the entry point of the model's weight dtype. No headers: NVRTC needs none.
+// runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), common.cuh, the
+// online-softmax formulas (ir/online_softmax.h), one file per task kind (linear, merge,
+// attention, argmax), the generated dispatch over the linear variants the kernel is built with
+// (runtime/variants.h), protocol.cuh (the worker loop), and the entry point of the model's
+// weight dtype. No headers: NVRTC needs none.
 //
 // Numerics: weights widened exactly to fp32, fp32 activations and accumulation, fp32 KV cache;
 // formulas as src/ref/kernels.cc (no fast math), two of them reassociated: attention sums in
@@ -122,10 +123,5 @@ __device__ __forceinline__ void mk_prefetch(u64 p, long long bytes) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
 }
 
+// The max of an empty online-softmax state.
 #define MK_NEG_INF (-__int_as_float(0x7f800000))
-
-// Softmax weight of a state with max m against the combined max M (an empty state weighs 0).
-__device__ __forceinline__ float mk_rescale(float m, float M) {
-  return m == MK_NEG_INF ? 0.f : expf(m - M);
-}
-

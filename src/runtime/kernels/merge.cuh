@@ -34,8 +34,8 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
       for (int j = 0; j < kBatch; ++j) {
         if (c0 + j >= C) continue;
         const float f = mk_rescale(mc[j], Mb);
-        L += lc[j] * f;
-        O += oc[j] * f;
+        L = mk_os_update(L, 1.0f, lc[j], f);
+        O = mk_os_update(O, 1.0f, oc[j], f);
       }
       M = Mb;
     }

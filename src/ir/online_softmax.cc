@@ -1,0 +1,63 @@
+#include "ir/online_softmax.h"
+
+#include <fmt/format.h>
+
+#include "base/error.h"
+
+namespace mpk::ir {
+
+RealExpr::RealExpr(double value) : node_(std::make_shared<Node>(Node{RealOp::Const, value, {}, {}})) {}
+
+RealExpr RealExpr::var(std::string name) {
+  return RealExpr(std::make_shared<Node>(Node{RealOp::Var, 0, std::move(name), {}}));
+}
+
+RealExpr RealExpr::binary(RealOp op, RealExpr a, RealExpr b) {
+  MPK_CHECK(op != RealOp::Const && op != RealOp::Var, InvalidArgument) << "not a binary real op";
+  return RealExpr(std::make_shared<Node>(Node{op, 0, {}, {std::move(a), std::move(b)}}));
+}
+
+namespace {
+
+std::string print(const RealExpr& e, bool c) {
+  const RealExpr::Node& n = e.node();
+  switch (n.op) {
+    case RealOp::Const: return c ? fmt::format("{:.9g}f", n.value) : fmt::format("{:g}", n.value);
+    case RealOp::Var: return n.name;
+    case RealOp::Add: return "(" + print(n.args[0], c) + " + " + print(n.args[1], c) + ")";
+    case RealOp::Mul: return "(" + print(n.args[0], c) + " * " + print(n.args[1], c) + ")";
+    case RealOp::Weight: {
+      const std::string m = print(n.args[0], c), M = print(n.args[1], c);
+      return c ? "(" + m + " == MK_NEG_INF ? 0.f : expf(" + m + " - " + M + "))"
+               : "weight(" + m + ", " + M + ")";
+    }
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::string to_c(const RealExpr& e) { return print(e, true); }
+std::string to_string(const RealExpr& e) { return print(e, false); }
+
+const OnlineSoftmax& online_softmax_formulas() {
+  static const OnlineSoftmax f = [] {
+    const RealExpr m = RealExpr::var("m"), M = RealExpr::var("M");
+    const RealExpr a = RealExpr::var("a"), w = RealExpr::var("w"), p = RealExpr::var("p"),
+                   v = RealExpr::var("v");
+    return OnlineSoftmax{weight(m, M), a * w + p * v};
+  }();
+  return f;
+}
+
+std::string online_softmax_device_functions(const OnlineSoftmax& f) {
+  return "// Printed from src/ir/online_softmax.cc (proved by superopt/): do not edit.\n"
+         "__device__ __forceinline__ float mk_rescale(float m, float M) { return " +
+         to_c(f.weight) +
+         "; }\n"
+         "__device__ __forceinline__ float mk_os_update(float a, float w, float p, float v) { "
+         "return " +
+         to_c(f.update) + "; }\n";
+}
+
+}  // namespace mpk::ir

@@ -1,0 +1,58 @@
+// The online-softmax formulas of attention, written once as real expressions: the megakernel's
+// source prints them (online_softmax_device_functions) and superopt/ proves their algebra over
+// the reals (algebra_prover.h). A state (m, l, o) stands for the scores s_j and values v_j it
+// has seen through l * e^m = sum_j e^(s_j) and o * e^m = sum_j e^(s_j) v_j; an empty state has
+// m = -inf and l = o = 0.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mpk::ir {
+
+// Weight(m, M): the factor that moves a state with max m to max M, e^(m - M), or 0 for an empty
+// state (m = -inf), as the device computes it.
+enum class RealOp { Const, Var, Add, Mul, Weight };
+
+class RealExpr {
+ public:
+  struct Node {
+    RealOp op;
+    double value = 0;    // Const
+    std::string name;    // Var
+    std::vector<RealExpr> args;  // two for Add, Mul, Weight
+  };
+
+  RealExpr(double value);  // a constant
+  static RealExpr var(std::string name);
+  static RealExpr binary(RealOp op, RealExpr a, RealExpr b);
+
+  const Node& node() const { return *node_; }
+  RealOp op() const { return node_->op; }
+
+ private:
+  explicit RealExpr(std::shared_ptr<const Node> n) : node_(std::move(n)) {}
+  std::shared_ptr<const Node> node_;
+};
+
+inline RealExpr operator+(RealExpr a, RealExpr b) { return RealExpr::binary(RealOp::Add, a, b); }
+inline RealExpr operator*(RealExpr a, RealExpr b) { return RealExpr::binary(RealOp::Mul, a, b); }
+inline RealExpr weight(RealExpr m, RealExpr M) { return RealExpr::binary(RealOp::Weight, m, M); }
+
+// C source over float operands (MK_NEG_INF, expf), every operation parenthesised.
+std::string to_c(const RealExpr& e);
+// "((a * w) + (p * v))"-like text for messages and tests.
+std::string to_string(const RealExpr& e);
+
+struct OnlineSoftmax {
+  RealExpr weight;  // variables m, M: a state's factor at a common max
+  RealExpr update;  // variables a, w, p, v: a running sum a at factor w plus a term p * v
+};
+const OnlineSoftmax& online_softmax_formulas();
+
+// Device functions printed from the formulas, after kernels/common.cuh (MK_NEG_INF):
+// mk_rescale(m, M) and mk_os_update(a, w, p, v), float.
+std::string online_softmax_device_functions(const OnlineSoftmax& f = online_softmax_formulas());
+
+}  // namespace mpk::ir

@@ -1,0 +1,30 @@
+// Proofs about the online-softmax formulas (ir/online_softmax.h) over the reals with Z3. e^x is
+// not encoded: each state's max m carries u = e^m > 0 (a positive real), e^(m - M) is u_m / u_M
+// and a max of two maxima carries the u of the larger (e^x is increasing), so every query is
+// quantifier-free nonlinear real arithmetic. An empty state is a flag (m = -inf, l = o = 0).
+// Rounding is not modelled: a rewrite equal over the reals but not in floats (a max taken
+// without the running max) passes here and is for the GPU differential test to catch.
+#pragma once
+
+#include "ir/online_softmax.h"
+#include "superopt/index_prover.h"
+
+namespace mpk::superopt {
+
+// The obligations, for states standing for sums S = sum e^(s_j), SV = sum e^(s_j) v_j through
+// the invariant l * e^m = S, o * e^m = SV (empty: l = o = S = SV = 0):
+//   update     a state plus one finite score s with value v, at max(m, s): the invariant holds
+//              for S + e^s, SV + e^s v (attention's per-position step; the empty state first);
+//   combine    a running sum at a common max M plus a state's share weight(m, M) * (l, o)
+//              gains that state's S and SV, for any M and an empty state too (the warps'
+//              states in attention, the chunk partials in the merge: any number of them);
+//   rescale    a state moved to another max by weight(M, Mb) keeps its sums (the merge's
+//              running state between batches);
+//   final      o / l = SV / S for a non-empty state (the output).
+ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms = 10000);
+
+// Mutants of a real expression: every constant +-1, every variable replaced by each other
+// variable of the expression, + and * swapped, the weight's arguments swapped.
+std::vector<ir::RealExpr> real_mutants(const ir::RealExpr& e);
+
+}  // namespace mpk::superopt

@@ -1,0 +1,484 @@
+// Per-variant differential tests: tasks of one variant run alone in a one-worker launch of the
+// real megakernel (its generated source, its dispatch) and are compared with a double-precision
+// host computation on fresh random inputs, plus adversarial ranges. Outputs are poisoned (NaN)
+// first, so an element the task does not write fails, and so does a NaN it writes. The seed is
+// printed and in every failure message.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "cuda/driver.h"
+#include "runtime/megakernel.h"
+#include "runtime/variants.h"
+
+namespace mpk::rt {
+namespace {
+
+bool have_device() {
+  try {
+    return cuda::driver_available() && cuda::device_count() > 0;
+  } catch (...) {
+    return false;
+  }
+}
+
+uint16_t to_bf16(float f) {  // round to nearest even
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+double from_bf16(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+using Patch = std::function<std::string(std::string)>;
+
+// The bf16 megakernel for `p`, its source edited by `patch` (a mutant) when given.
+std::vector<uint8_t> build(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch) {
+  cuda::CompileRequest r;
+  r.source = megakernel_source(p, DType::BF16);
+  if (patch) {
+    const std::string before = r.source;
+    r.source = patch(r.source);
+    MPK_ICHECK(r.source != before) << "the mutant's patch changed nothing";
+  }
+  r.name = "mpk_megakernel.cu";
+  r.arch = ctx.props().arch();
+  r.options = megakernel_compile_options();
+  return cuda::compile(r).cubin;
+}
+
+// `text` with its one occurrence of `from` replaced.
+Patch replace_once(std::string from, std::string to) {
+  return [from, to](std::string text) {
+    const size_t at = text.find(from);
+    MPK_ICHECK(at != std::string::npos && text.find(from, at + 1) == std::string::npos)
+        << "'" << from << "' is not in the source once";
+    return text.replace(at, from.size(), to);
+  };
+}
+
+// A compiled kernel and a bump allocator of device memory for one test's tasks.
+class Harness {
+ public:
+  Harness(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch = {})
+      : ctx_(ctx), params_(p), variants_(kernel_variants(p)),
+        module_(ctx, build(ctx, p, patch)),
+        fn_(module_.function(megakernel_entry(DType::BF16))), stream_(ctx),
+        arena_(ctx, size_t(64) << 20), control_(ctx, 4096) {
+    fn_.set_max_dynamic_shared(ctx.props().max_shared_per_block_optin - fn_.static_shared_bytes());
+  }
+
+  const MegakernelParams& params() const { return params_; }
+  int variant(const Variant& v) const { return variant_id(variants_, v); }
+
+  // Device address of `n` floats (or halves) copied from the host; NaN-filled when null.
+  template <typename T>
+  uint64_t put(const std::vector<T>& host) {
+    const uint64_t at = alloc(host.size() * sizeof(T));
+    arena_.upload(host.data(), host.size() * sizeof(T), size_t(at - arena_.ptr()));
+    return at;
+  }
+  uint64_t poisoned(size_t floats) { return put(std::vector<float>(floats, NAN)); }
+  std::vector<float> get(uint64_t at, size_t floats) const {
+    std::vector<float> out(floats);
+    arena_.download(out.data(), floats * 4, size_t(at - arena_.ptr()));
+    return out;
+  }
+
+  // Runs `tasks` in order on one worker at `position`; no events (one worker runs them in
+  // order, each ends with a block barrier).
+  // Returns "" or what went wrong.
+  std::string run(std::vector<MkTask> tasks, size_t smem, int position) {
+    for (size_t i = 0; i < tasks.size(); ++i) {
+      tasks[i].id = int(i);
+      tasks[i].trigger = -1;
+    }
+    const uint64_t d_tasks = put(tasks);
+    const uint64_t d_qb = put(std::vector<int>{0, int(tasks.size())});
+    const uint64_t d_zero = put(std::vector<unsigned>(64, 0));
+    control_.fill_bytes(0);
+    MkParams p{};
+    p.tasks = d_tasks;
+    p.queue_begin = d_qb;
+    p.waits = d_zero;
+    p.needs = d_zero;
+    p.counters = d_zero;
+    p.arrivals = d_zero;
+    p.control = control_.ptr();
+    p.step = 1;
+    p.position = position;
+    p.num_steps = 1;
+    p.num_workers = 1;
+    p.timeout_ns = 5'000'000'000LL;
+    p.prefetch_bytes = 32768;
+    p.argmax_event = -1;
+    cuda::LaunchConfig cfg;
+    cfg.block.x = unsigned(params_.block_threads);
+    cfg.dynamic_shared = unsigned(smem);
+    void* args[] = {&p};
+    cuda::launch(fn_, cfg, stream_, args);
+    stream_.synchronize();
+    uint32_t status = 1;
+    control_.download(&status, 4);
+    return status == 0 ? "" : "the launch aborted";
+  }
+
+ private:
+  uint64_t alloc(size_t bytes) {
+    const size_t at = (used_ + 255) / 256 * 256;
+    MPK_ICHECK(at + bytes <= arena_.size()) << "harness arena full";
+    used_ = at + bytes;
+    return arena_.ptr() + at;
+  }
+  const cuda::Context& ctx_;
+  MegakernelParams params_;
+  std::vector<Variant> variants_;
+  cuda::Module module_;
+  cuda::Function fn_;
+  cuda::Stream stream_;
+  cuda::DeviceBuffer arena_;
+  cuda::DeviceBuffer control_;
+  size_t used_ = 0;
+};
+
+uint64_t fresh_seed() {
+  return uint64_t(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+// got vs want with a bound per element (NaN fails: the comparison is false): "" or the first
+// elements out of bounds.
+std::string compare(const std::vector<float>& got, const std::vector<double>& want,
+                    const std::vector<double>& bound, const std::string& what) {
+  if (got.size() != want.size()) return what + ": size";
+  std::string err;
+  int bad = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::fabs(double(got[i]) - want[i]) <= bound[i]) continue;
+    if (++bad <= 3)
+      err += what + ": element " + std::to_string(i) + " is " + std::to_string(got[i]) +
+             ", want " + std::to_string(want[i]) + " +- " + std::to_string(bound[i]) + "\n";
+  }
+  return bad ? err + std::to_string(bad) + " elements out of bounds\n" : "";
+}
+
+struct LinearCase {
+  int input_mode;  // MPK_MK_IN_*
+  int k;
+  std::vector<int> slice_rows;
+  bool bias, residual;
+  float x_scale;   // adversarial: large inputs
+};
+
+// One linear task of variant `rows` (rows per warp), checked element by element against
+// sum_k w[r][k] * in[k] in double, within a multiple of the fp32 accumulation bound
+// K * 2^-24 * sum_k |w[r][k] * in[k]|.
+std::string check_linear(Harness& h, int rows, bool down, const LinearCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int k = c.k;
+  const size_t kn = static_cast<size_t>(k);
+  std::vector<float> x(kn), x2(kn), g(kn);
+  for (int i = 0; i < k; ++i) {
+    x[size_t(i)] = nd(rng) * c.x_scale;
+    x2[size_t(i)] = nd(rng);
+    g[size_t(i)] = 1.f + 0.1f * nd(rng);
+  }
+  const float eps = 1e-6f;
+  // The input vector as the task sees it, in double.
+  std::vector<double> in(kn);
+  double ss = 0;
+  for (int i = 0; i < k; ++i) ss += double(x[size_t(i)]) * x[size_t(i)];
+  const double r = 1.0 / std::sqrt(ss / k + eps);
+  for (int i = 0; i < k; ++i) {
+    const double xv = x[size_t(i)];
+    in[size_t(i)] = c.input_mode == MPK_MK_IN_RMSNORM ? g[size_t(i)] * xv * r
+                    : c.input_mode == MPK_MK_IN_SILUMUL ? xv / (1 + std::exp(-xv)) * x2[size_t(i)]
+                                                        : xv;
+  }
+  MkTask t{};
+  t.kind = MPK_MK_LINEAR;
+  t.variant = h.variant(Variant{MPK_MK_LINEAR, rows});
+  t.input_mode = c.input_mode;
+  t.k = k;
+  t.eps = eps;
+  t.x = h.put(x);
+  t.x2 = h.put(x2);
+  t.norm_w = h.put(g);
+  t.num_slices = int(c.slice_rows.size());
+  std::vector<uint64_t> outs;
+  std::vector<double> want, bound;
+  for (size_t s = 0; s < c.slice_rows.size(); ++s) {
+    const int n = c.slice_rows[s];
+    std::vector<uint16_t> w(size_t(n) * size_t(k));
+    for (auto& v : w) v = to_bf16(0.05f * nd(rng));
+    std::vector<float> bias(static_cast<size_t>(n)), res(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) { bias[size_t(i)] = nd(rng); res[size_t(i)] = nd(rng) * c.x_scale; }
+    MkSlice& sl = t.slices[s];
+    sl.w = h.put(w);
+    sl.bias = c.bias ? h.put(bias) : 0;
+    sl.res = c.residual ? h.put(res) : 0;
+    sl.out = h.poisoned(size_t(n));
+    sl.rows = n;
+    outs.push_back(sl.out);
+    for (int row = 0; row < n; ++row) {
+      double acc = 0, mag = 0;
+      for (int i = 0; i < k; ++i) {
+        const double term = from_bf16(w[size_t(row) * size_t(k) + size_t(i)]) * in[size_t(i)];
+        acc += term;
+        mag += std::fabs(term);
+      }
+      if (c.bias) { acc += bias[size_t(row)]; mag += std::fabs(bias[size_t(row)]); }
+      if (c.residual) { acc += res[size_t(row)]; mag += std::fabs(res[size_t(row)]); }
+      want.push_back(acc);
+      // fp32 accumulation: at most (K + 8) * 2^-24 * sum |terms| (the input's own rounding, the
+      // RMSNorm scale and silu: as much again).
+      bound.push_back((2 * k + 16) * std::ldexp(mag, -24) * 2);
+    }
+  }
+  const std::string ran = h.run({t}, size_t(ring_bytes(h.params()) + 4 * k), 0);
+  if (!ran.empty()) return ran;
+  std::vector<float> got;
+  for (size_t s = 0; s < outs.size(); ++s) {
+    const auto o = h.get(outs[s], size_t(c.slice_rows[s]));
+    got.insert(got.end(), o.begin(), o.end());
+  }
+  return compare(got, want, bound,
+                 "linear.r" + std::to_string(rows) + (down ? " (down)" : "") + " mode " +
+                     std::to_string(c.input_mode) + " k " + std::to_string(k) + " seed " +
+                     std::to_string(seed));
+}
+
+// Every linear variant, on each input mode, aligned and unaligned K, rows that leave a partial
+// row group, two slices, bias and residual, and inputs a thousand times larger.
+TEST(VariantGpu, LinearVariantsMatchTheHost) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  // Two kernels hold rows per warp 1..4 (each with a second, down-projection variant), a third
+  // streams through the shared-memory ring.
+  for (const MegakernelParams& p :
+       {MegakernelParams{.rows_per_warp = 2, .down_rows_per_warp = 1},
+        MegakernelParams{.rows_per_warp = 3, .down_rows_per_warp = 4},
+        MegakernelParams{.rows_per_warp = 1, .loads_in_flight = 2, .ring_stages = 3}}) {
+    Harness h(ctx, p);
+    std::vector<std::pair<int, bool>> vs = {{p.rows_per_warp, false}};
+    if (p.down_rows_per_warp > 0) vs.push_back({p.down_rows_per_warp, true});
+    uint64_t s = seed;
+    for (const auto& [rows, down] : vs) {
+      for (const LinearCase& c : {LinearCase{MPK_MK_IN_PLAIN, 1024, {37}, true, false, 1.f},
+                                  LinearCase{MPK_MK_IN_RMSNORM, 1024, {20, 17}, false, true, 1.f},
+                                  LinearCase{MPK_MK_IN_SILUMUL, 3072, {29}, false, true, 1.f},
+                                  LinearCase{MPK_MK_IN_PLAIN, 1003, {33}, true, true, 1.f},
+                                  LinearCase{MPK_MK_IN_RMSNORM, 256, {64, 8}, true, false, 1000.f},
+                                  LinearCase{MPK_MK_IN_PLAIN, 4096, {5}, false, true, 1000.f}}) {
+        SCOPED_TRACE(to_json(p));
+        EXPECT_EQ(check_linear(h, rows, down, c, ++s), "");
+      }
+    }
+  }
+}
+
+struct AttnCase {
+  int group, head_dim, position, chunks;
+  float q_scale;  // adversarial: scores in the hundreds
+  bool norm_rope;
+  float late_scale = 1.f;  // the keys of the last third of the history scaled by this: with a
+                           // small value, the late chunks' scores sit far below the early ones
+};
+
+// The chunks of one KV head (and the merge when there are several) against softmax attention in
+// double over positions 0..position (the last one the step's new key and value).
+std::string check_attention(Harness& h, const AttnCase& c, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  const int G = c.group, D = c.head_dim, P = c.position, C = c.chunks, cap = P + 8;
+  const size_t d = static_cast<size_t>(D);
+  std::vector<float> q(size_t(G) * d), kx(d), vx(d), qn(d), kn(d), inv(d / 2),
+      kc(size_t(cap) * d, 0.f), vc(size_t(cap) * d, 0.f);
+  for (auto& v : q) v = nd(rng) * c.q_scale;
+  for (auto& v : kx) v = nd(rng);
+  for (auto& v : vx) v = nd(rng);
+  for (auto& v : qn) v = 1.f + 0.1f * nd(rng);
+  for (auto& v : kn) v = 1.f + 0.1f * nd(rng);
+  for (int i = 0; i < D / 2; ++i) inv[size_t(i)] = float(std::pow(10000.0, -2.0 * i / D));
+  for (int j = 0; j < P * D; ++j) {
+    kc[size_t(j)] = nd(rng) * (j / D >= 2 * P / 3 ? c.late_scale : 1.f);
+    vc[size_t(j)] = nd(rng);
+  }
+  const float eps = 1e-6f, scale = 1.f / std::sqrt(float(D));
+  // Host: the heads as the task stages them (norm, then RoPE), in double.
+  auto stage = [&](const float* src, const std::vector<float>& w) {
+    std::vector<double> x(src, src + D);
+    if (c.norm_rope) {
+      double ss = 0;
+      for (double v : x) ss += v * v;
+      const double r = 1.0 / std::sqrt(ss / D + eps);
+      for (int i = 0; i < D; ++i) x[size_t(i)] = w[size_t(i)] * (x[size_t(i)] * r);
+      for (int i = 0; i < D / 2; ++i) {
+        const double a = double(P) * inv[size_t(i)], s = std::sin(a), co = std::cos(a);
+        const double x0 = x[size_t(i)], x1 = x[size_t(i + D / 2)];
+        x[size_t(i)] = x0 * co - x1 * s;
+        x[size_t(i + D / 2)] = x1 * co + x0 * s;
+      }
+    }
+    return x;
+  };
+  const std::vector<double> knew = stage(kx.data(), kn);
+  std::vector<double> want, bound;
+  for (int g = 0; g < G; ++g) {
+    const std::vector<double> qh = stage(q.data() + g * D, qn);
+    std::vector<double> s(size_t(P + 1));
+    double mx = -INFINITY, smag = 0;
+    for (int j = 0; j <= P; ++j) {
+      double d = 0, mag = 0;
+      for (int e = 0; e < D; ++e) {
+        const double term = qh[size_t(e)] * (j < P ? double(kc[size_t(j * D + e)]) : knew[size_t(e)]);
+        d += term;
+        mag += std::fabs(term);
+      }
+      s[size_t(j)] = d * scale;
+      smag = std::max(smag, mag * scale);
+      mx = std::max(mx, s[size_t(j)]);
+    }
+    double sum = 0;
+    for (int j = 0; j <= P; ++j) { s[size_t(j)] = std::exp(s[size_t(j)] - mx); sum += s[size_t(j)]; }
+    // An fp32 score is off by at most (D + 8) * 2^-24 * sum |terms| (more after the staged
+    // head's own rounding: twice that), which scales its softmax weight by up to e^that; expf,
+    // the sums and the division add a few units of 2^-24 per position.
+    const double rel = std::expm1(2 * (D + 8) * std::ldexp(smag, -24)) * 2 + (P + 16) * std::ldexp(1.0, -22);
+    for (int e = 0; e < D; ++e) {
+      double o = 0, vmax = 0;
+      for (int j = 0; j <= P; ++j) {
+        const double v = j < P ? double(vc[size_t(j * D + e)]) : double(vx[size_t(e)]);
+        o += s[size_t(j)] * v;
+        vmax = std::max(vmax, std::fabs(v));
+      }
+      want.push_back(o / sum);
+      bound.push_back(vmax * rel);
+    }
+  }
+  const uint64_t d_kc = h.put(kc), d_vc = h.put(vc);
+  const uint64_t d_out = h.poisoned(size_t(G * D));
+  const uint64_t d_part = h.poisoned(size_t(C * G * (D + 2)));
+  std::vector<MkTask> tasks;
+  for (int ch = 0; ch < C; ++ch) {
+    MkTask t{};
+    t.kind = MPK_MK_ATTENTION;
+    t.variant = h.variant(Variant{MPK_MK_ATTENTION, 0});
+    t.chunk = ch;
+    t.num_chunks = C;
+    t.kv_head = 0;
+    t.q_head0 = 0;
+    t.group = G;
+    t.head_dim = D;
+    t.scale = scale;
+    t.norm_eps = eps;
+    t.capacity = cap;
+    t.q = h.put(q);
+    t.kx = h.put(kx);
+    t.vx = h.put(vx);
+    if (c.norm_rope) {
+      t.flags = MPK_MK_F_Q_NORM | MPK_MK_F_K_NORM | MPK_MK_F_ROPE_Q | MPK_MK_F_ROPE_K;
+      t.q_norm = h.put(qn);
+      t.k_norm = h.put(kn);
+      t.inv_freq = h.put(inv);
+    }
+    t.k_cache = d_kc;
+    t.v_cache = d_vc;
+    t.partial = C > 1 ? d_part + uint64_t(ch) * uint64_t(G * (D + 2)) * 4 : 0;
+    t.out = d_out;
+    tasks.push_back(t);
+  }
+  if (C > 1) {
+    MkTask m = tasks[0];
+    m.kind = MPK_MK_ATTN_MERGE;
+    m.variant = h.variant(Variant{MPK_MK_ATTN_MERGE, 0});
+    m.partial = d_part;
+    tasks.push_back(m);
+  }
+  const MegakernelParams& p = h.params();
+  const size_t smem =
+      size_t((G + 2) * D + (p.block_threads / 32) * p.heads_per_pass * (D + 2)) * 4;
+  const std::string ran = h.run(tasks, smem, P);
+  if (!ran.empty()) return ran;
+  const std::string what = "attention G " + std::to_string(G) + " D " + std::to_string(D) +
+                           " position " + std::to_string(P) + " chunks " + std::to_string(C) +
+                           " q x" + std::to_string(c.q_scale) + " seed " + std::to_string(seed);
+  std::string err = compare(h.get(d_out, size_t(G * D)), want, bound, what);
+  // The new key and value rows are appended at the position.
+  std::vector<double> kb(d);
+  for (size_t e = 0; e < d; ++e) kb[e] = 1e-5 * (1 + std::fabs(knew[e]));
+  err += compare(h.get(d_kc + uint64_t(P * D) * 4, d), knew, kb, what + " appended key");
+  const std::vector<double> vwant(vx.begin(), vx.end());
+  err += compare(h.get(d_vc + uint64_t(P * D) * 4, d), vwant, std::vector<double>(d, 0.0),
+                 what + " appended value");
+  return err;
+}
+
+// Attention chunks and the merge: one chunk and several (an empty one among them: the first
+// chunk of 2 positions over 3; more chunks than one merge batch holds), head norms and RoPE,
+// scores in the hundreds, and early chunks' scores hundreds above the late ones' (a rescale
+// that overflows or loses the running max fails here).
+TEST(VariantGpu, AttentionAndMergeMatchTheHost) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  Harness h(ctx, params_for_head_dim(128));
+  uint64_t s = seed;
+  for (const AttnCase& c : {AttnCase{4, 128, 40, 1, 1.f, false}, AttnCase{4, 128, 40, 1, 1.f, true},
+                            AttnCase{2, 128, 1, 3, 1.f, true}, AttnCase{8, 128, 300, 5, 1.f, true},
+                            AttnCase{4, 128, 200, 4, 40.f, false},
+                            AttnCase{4, 128, 33, 1, 40.f, false},
+                            AttnCase{4, 128, 120, 12, 40.f, false, 0.01f}}) {
+    EXPECT_EQ(check_attention(h, c, ++s), "");
+  }
+}
+
+// Mutant kernels, each one edit of the generated source, are caught by the same checks: the
+// float-only one (the merge's batch max taken without the running max, equal over the reals,
+// so the prover accepts it) by the adversarial scores.
+TEST(VariantGpu, MutantKernelsAreCaught) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  const MegakernelParams p = params_for_head_dim(128);
+  {
+    Harness h(ctx, p, replace_once("float Mb = M;", "float Mb = MK_NEG_INF;"));
+    EXPECT_EQ(check_attention(h, AttnCase{4, 128, 40, 1, 1.f, true}, seed), "")
+        << "equal over the reals: ordinary scores pass";
+    EXPECT_NE(check_attention(h, AttnCase{4, 128, 120, 12, 40.f, false, 0.01f}, seed + 1), "")
+        << "the batch max without the running max was not caught";
+  }
+  {
+    Harness h(ctx, p, replace_once("acc[h][c] = mk_os_update(acc[h][c], corr,",
+                                   "acc[h][c] = mk_os_update(acc[h][c], 1.0f,"));
+    EXPECT_NE(check_attention(h, AttnCase{4, 128, 40, 1, 1.f, true}, seed + 2), "")
+        << "an update that does not rescale the accumulator was not caught";
+  }
+  {
+    // 5 rows of 256: the tile's rows are split in 5 K parts (mk_ksplit), 4 boundaries.
+    Harness h(ctx, p, replace_once("k1 = (int)mk_even_split_end(p, units, ks) * unit;",
+                                   "k1 = (int)mk_even_split_end(p, units, ks) * unit + (p + 1 < ks ? unit : 0);"));
+    EXPECT_NE(check_linear(h, p.rows_per_warp, false,
+                           LinearCase{MPK_MK_IN_PLAIN, 256, {5}, false, true, 1.f}, seed + 3), "")
+        << "K parts overlapping by one vector were not caught";
+  }
+}
+
+}  // namespace
+}  // namespace mpk::rt

@@ -27,7 +27,9 @@ struct Term {
 
 class Encoder {
  public:
-  explicit Encoder(z3::context& ctx) : ctx_(ctx) {}
+  // `bits`: the C type's width (64: long long, 32: int); every intermediate value must fit.
+  explicit Encoder(z3::context& ctx, int bits = 64)
+      : ctx_(ctx), lo_(bits == 32 ? INT32_MIN : kI64Min), hi_(bits == 32 ? INT32_MAX : kI64Max) {}
 
   Term encode(const IndexExpr& e, const std::map<std::string, z3::expr>& vars) {
     const IndexExpr::Node& n = e.node();
@@ -61,12 +63,13 @@ class Encoder {
       case IndexOp::Max: v = z3::ite(a.value >= b.value, a.value, b.value); break;
       default: MPK_ICHECK(false) << "unknown index op";
     }
-    ok = ok && v >= ctx_.int_val(kI64Min) && v <= ctx_.int_val(kI64Max);
+    ok = ok && v >= ctx_.int_val(lo_) && v <= ctx_.int_val(hi_);
     return {v, ok};
   }
 
  private:
   z3::context& ctx_;
+  int64_t lo_, hi_;
 };
 
 // Checks that `goal` holds whenever `assumptions` do: unsat of assumptions && !goal.
@@ -167,6 +170,82 @@ ProofRecord prove_even_split(const ir::EvenSplit& f, int64_t max_len, int64_t nu
                                 domain && c1 >= 0 && c1 + 1 < parts && defined1,
                                 bn.defined && e1.value == bn.value, {c1, len}, timeout_ms));
   return r;
+}
+
+ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int64_t rows,
+                               int64_t max_total, int64_t slots, unsigned timeout_ms) {
+  MPK_CHECK(num_parts >= 1 && rows >= 1 && max_total >= 1, InvalidArgument) << "empty proof domain";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const z3::expr ks = ctx.int_val(num_parts), R = ctx.int_val(rows);
+  const z3::expr total = ctx.int_const("total"), groups = ctx.int_const("groups");
+  // A tile of `total` rows in `groups` row groups of R (the last may be shorter).
+  const z3::expr tile = total >= 1 && total <= ctx.int_val(max_total) && groups * R >= total &&
+                        (groups - 1) * R < total;
+  auto item = [&](const z3::expr& it) {
+    const std::map<std::string, z3::expr> v = {{"it", it}, {"ks", ks}, {"rows", R}};
+    return std::pair{enc.encode(f.row0, v), enc.encode(f.part, v)};
+  };
+  auto slot = [&](const z3::expr& p, const z3::expr& r) {
+    return enc.encode(f.slot, {{"p", p}, {"total", total}, {"r", r}});
+  };
+  const z3::expr it = ctx.int_const("it"), g = ctx.int_const("g"), p = ctx.int_const("p"),
+                 r = ctx.int_const("r"), p2 = ctx.int_const("p2"), r2 = ctx.int_const("r2");
+  const z3::expr it_in = it >= 0 && it < groups * ks;
+  const auto [row0, part] = item(it);
+
+  ProofRecord rec;
+  rec.subject = "linear items: row0 = " + ir::to_string(f.row0) + ", part = " + ir::to_string(f.part) +
+                ", slot = " + ir::to_string(f.slot) + "; rows = " + std::to_string(rows) +
+                ", ks = " + std::to_string(num_parts) + ", total <= " + std::to_string(max_total);
+  rec.z3_version = Z3_get_full_version();
+  rec.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)",
+                                  tile && it_in, row0.defined && part.defined, {it, total}, timeout_ms));
+  rec.obligations.push_back(check(ctx, "items: a row group's first row and a K part",
+                                  tile && it_in && row0.defined && part.defined,
+                                  part.value >= 0 && part.value < ks && row0.value >= 0 &&
+                                      row0.value < groups * R && row0.value % R == 0,
+                                  {it, total}, timeout_ms));
+  // With the bounds above, a map from groups * ks items onto groups * ks pairs: exactly once,
+  // through the description's inverse (a wrong inverse can only make this fail).
+  const Term inv = enc.encode(f.item, {{"g", g}, {"p", p}, {"ks", ks}});
+  const auto [grow0, gpart] = item(inv.value);
+  rec.obligations.push_back(check(ctx, "items: each (row group, K part) pair from one item",
+                                  tile && g >= 0 && g < groups && p >= 0 && p < ks,
+                                  inv.defined && inv.value >= 0 && inv.value < groups * ks &&
+                                      grow0.defined && gpart.defined && grow0.value == g * R &&
+                                      gpart.value == p,
+                                  {g, p, total}, timeout_ms));
+  const auto [rrow0, rpart] = item((r / R) * ks);
+  rec.obligations.push_back(check(ctx, "rows: each tile row in the rows of one group",
+                                  tile && r >= 0 && r < total,
+                                  rrow0.defined && rrow0.value <= r && r < rrow0.value + R &&
+                                      r / R < groups,
+                                  {r, total}, timeout_ms));
+  if (num_parts > 1) {  // one part writes the output directly: no slots
+    const z3::expr guard = tile && ks * total <= ctx.int_val(slots);
+    const z3::expr in1 = p >= 0 && p < ks && r >= 0 && r < total;
+    const z3::expr in2 = p2 >= 0 && p2 < ks && r2 >= 0 && r2 < total;
+    const Term s1 = slot(p, r), s2 = slot(p2, r2);
+    // One query per part (a constant p keeps p * total linear: 10x faster than one query).
+    Obligation inside{"slots: inside part_sums", "proved", 0, ""};
+    for (int64_t pc = 0; pc < num_parts && inside.result == "proved"; ++pc) {
+      const Term sc = slot(ctx.int_val(pc), r);
+      const Obligation o = check(ctx, inside.name, guard && r >= 0 && r < total,
+                                 sc.defined && sc.value >= 0 && sc.value < ctx.int_val(slots),
+                                 {r, total}, timeout_ms);
+      inside.ms += o.ms;
+      if (o.result != "proved") {
+        inside.result = o.result;
+        inside.counterexample = "p=" + std::to_string(pc) + " " + o.counterexample;
+      }
+    }
+    rec.obligations.push_back(inside);
+    rec.obligations.push_back(check(ctx, "slots: one per (K part, row)",
+                                    guard && in1 && in2 && (p != p2 || r != r2) && s1.defined && s2.defined,
+                                    s1.value != s2.value, {p, r, p2, r2, total}, timeout_ms));
+  }
+  return rec;
 }
 
 std::vector<IndexExpr> mutants(const IndexExpr& e) {

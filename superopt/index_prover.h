@@ -37,6 +37,18 @@ struct ProofRecord {
 ProofRecord prove_even_split(const ir::EvenSplit& f, int64_t max_len, int64_t parts,
                              unsigned timeout_ms = 10000);
 
+// A linear tile's work items (ir::LinearItems, or a mutant), for a variant's rows per group and
+// a K part count (constants: one proof per task class), every tile of 1 <= total <= max_total
+// rows and every item, row and part symbolic, in int arithmetic:
+//   defined         no division by zero, no int overflow;
+//   items           an item names a row group's first row and a K part, each pair from
+//                   exactly one item (the description's inverse map checked);
+//   rows            each tile row lies in the rows of exactly one group;
+//   slots (ks > 1)  under the kernel's guard ks * total <= slots, a (part, row) sum's slot is
+//                   inside part_sums and no two pairs share one.
+ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int64_t rows,
+                               int64_t max_total, int64_t slots, unsigned timeout_ms = 10000);
+
 // Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
 // by each other variable of the expression, every + - * / replaced by the others.
 std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);

@@ -61,10 +61,12 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env) {
 
 namespace {
 
-// Appends e's text: C source (`c`: long long operands, every operation parenthesised) or the
-// short form for messages. Built by appending: gcc 12 warns falsely on chained operator+.
-void print(const IndexExpr& e, bool c, std::string& out) {
+// Appends e's text: C source (`c`: long long operands, every operation parenthesised; `wide`
+// false: int operands as they are) or the short form for messages. Built by appending: gcc 12
+// warns falsely on chained operator+.
+void print(const IndexExpr& e, bool c, std::string& out, bool wide = true) {
   const IndexExpr::Node& n = e.node();
+  c = c && wide;
   switch (n.op) {
     case IndexOp::Const:
       if (c) out += '(';
@@ -79,25 +81,25 @@ void print(const IndexExpr& e, bool c, std::string& out) {
     case IndexOp::Min:
     case IndexOp::Max:
       out += n.op == IndexOp::Min ? "min(" : "max(";
-      print(n.args[0], c, out);
+      print(n.args[0], c, out, wide);
       out += ", ";
-      print(n.args[1], c, out);
+      print(n.args[1], c, out, wide);
       out += ')';
       return;
     default:
       out += '(';
-      print(n.args[0], c, out);
+      print(n.args[0], c, out, wide);
       out += op_text(n.op);
-      print(n.args[1], c, out);
+      print(n.args[1], c, out, wide);
       out += ')';
   }
 }
 
 }  // namespace
 
-std::string to_c(const IndexExpr& e) {
+std::string to_c(const IndexExpr& e, CType type) {
   std::string s;
-  print(e, true, s);
+  print(e, true, s, type == CType::LongLong);
   return s;
 }
 

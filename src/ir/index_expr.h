@@ -49,9 +49,11 @@ using IndexEnv = std::map<std::string, int64_t>;
 // division by zero or a 64-bit overflow (undefined behaviour in C: never a silent wrap).
 int64_t eval(const IndexExpr& e, const IndexEnv& env);
 
-// C source of the expression over `long long` operands: variables are printed as their names
-// (the caller binds them), every operation parenthesised.
-std::string to_c(const IndexExpr& e);
+// C source of the expression over `long long` operands (or `int` ones: the caller's variables
+// and the literals as they are), variables printed as their names (the caller binds them),
+// every operation parenthesised.
+enum class CType { LongLong, Int };
+std::string to_c(const IndexExpr& e, CType type = CType::LongLong);
 
 // "(c * n) / C"-like text for messages and tests.
 std::string to_string(const IndexExpr& e);

@@ -80,8 +80,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   // The plan's layout proofs, before anything is compiled or run.
   const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
-  const std::string proofs = prove_plan(load_tasks, params_.max_k_split);
-  for (const PlanProof& p : plan_proofs(load_tasks, params_.max_k_split))
+  const std::string proofs = prove_plan(load_tasks, params_);
+  for (const PlanProof& p : plan_proofs(load_tasks, params_))
     stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
   stats.num_tasks = plan.tasks.tasks.size();
@@ -220,7 +220,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
     if (bytes) d.upload(p, bytes);
   };
   const std::vector<MkTask> tasks = tables_.device_tasks();
-  (void)prove_plan(tasks, m_->params().max_k_split);  // this session's counts (memoised)
+  (void)prove_plan(tasks, m_->params());  // this session's counts (memoised)
   up(d_tasks_, tasks.data(), tasks.size() * sizeof(MkTask));
   up(d_queue_begin_, tables_.queue_begin.data(), tables_.queue_begin.size() * 4);
   up(d_waits_, tables_.waits.data(), tables_.waits.size() * 4);

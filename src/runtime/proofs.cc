@@ -1,5 +1,8 @@
 #include "runtime/proofs.h"
 
+#include <tbb/parallel_for.h>
+
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -8,6 +11,7 @@
 #include "base/log.h"
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
+#include "runtime/variants.h"
 #include "superopt/algebra_prover.h"
 #include "superopt/index_prover.h"
 
@@ -16,58 +20,90 @@ namespace {
 
 // Every run-time length a KV position (an int) can give.
 constexpr int64_t kMaxLen = int64_t(1) << 31;
+// Tiles of up to 2^20 rows (a tile is a slice of one stage's output rows).
+constexpr int64_t kMaxTileRows = int64_t(1) << 20;
 
-superopt::ProofRecord even_split_proof(int parts) {
+// A proof the plan needs: what it is for, a key naming it within the process, how to prove it.
+struct Needed {
+  std::string use, key;
+  std::function<superopt::ProofRecord()> prove;
+};
+
+// The records of `needed`, each proved once per process; the missing ones in parallel (one Z3
+// context per proof).
+std::vector<superopt::ProofRecord> proved(const std::vector<Needed>& needed) {
   static std::mutex mu;
-  static std::map<int, superopt::ProofRecord> done;
+  static std::map<std::string, superopt::ProofRecord> done;
+  std::vector<superopt::ProofRecord> out(needed.size());
+  std::vector<size_t> missing;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < needed.size(); ++i) {
+      auto it = done.find(needed[i].key);
+      if (it != done.end()) out[i] = it->second; else missing.push_back(i);
+    }
+  }
+  tbb::parallel_for(size_t{0}, missing.size(), [&](size_t j) {
+    const size_t i = missing[j];
+    out[i] = needed[i].prove();
+    double ms = 0;
+    for (const superopt::Obligation& o : out[i].obligations) ms += o.ms;
+    log(LogLevel::Debug, "{} in {:.0f} ms: {}", out[i].subject, ms, out[i].proved() ? "proved" : "NOT proved");
+  });
   std::lock_guard<std::mutex> lock(mu);
-  auto it = done.find(parts);
-  if (it != done.end()) return it->second;
-  superopt::ProofRecord r = superopt::prove_even_split(ir::even_split_formula(), kMaxLen, parts);
-  double ms = 0;
-  for (const superopt::Obligation& o : r.obligations) ms += o.ms;
-  log(LogLevel::Debug, "{} in {:.0f} ms: {}", r.subject, ms, r.proved() ? "proved" : "NOT proved");
-  return done.emplace(parts, std::move(r)).first->second;
-}
-
-superopt::ProofRecord online_softmax_proof() {
-  static const superopt::ProofRecord r = [] {
-    superopt::ProofRecord p = superopt::prove_online_softmax(ir::online_softmax_formulas());
-    log(LogLevel::Debug, "{}: {}", p.subject, p.proved() ? "proved" : "NOT proved");
-    return p;
-  }();
-  return r;
+  for (size_t i : missing) done.emplace(needed[i].key, out[i]);
+  return out;
 }
 
 }  // namespace
 
-std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_split) {
+std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params) {
+  const int max_k_split = params.max_k_split;
   std::map<int, std::pair<bool, bool>> uses;  // parts -> (attention chunks, linear K parts)
+  std::set<int> rows;                         // of the linear variants in use
+  bool attention = false;
+  const std::vector<Variant> variants = kernel_variants(params);
   for (const MkTask& t : tasks) {
-    if (t.kind == MPK_MK_ATTENTION) uses[t.num_chunks].first = true;
-    if (t.kind == MPK_MK_LINEAR)
+    if (t.kind == MPK_MK_ATTENTION) {
+      uses[t.num_chunks].first = true;
+      attention = true;
+    }
+    if (t.kind == MPK_MK_LINEAR) {
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
+      rows.insert(variants.at(size_t(t.variant)).rows_per_warp);
+    }
   }
-  std::vector<PlanProof> out;
+  std::vector<Needed> needed;
   for (const auto& [parts, u] : uses) {
-    std::string use;
     const std::string n = std::to_string(parts), s = parts == 1 ? "" : "s";
+    std::string use;
     if (u.first) use = "attention: KV length over " + n + " chunk" + s;
     if (u.second) use += std::string(use.empty() ? "" : "; ") + "linear: K over " + n + " part" + s;
-    out.push_back({use, even_split_proof(parts)});
+    needed.push_back({use, "even split " + n, [parts = parts] {
+                        return superopt::prove_even_split(ir::even_split_formula(), kMaxLen, parts);
+                      }});
   }
-  for (const MkTask& t : tasks) {
-    if (t.kind != MPK_MK_ATTENTION) continue;
-    out.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",
-                   online_softmax_proof()});
-    break;
-  }
+  for (int r : rows)
+    for (int ks = 1; ks <= max_k_split; ++ks)
+      needed.push_back({"linear.r" + std::to_string(r) + ": work items over " + std::to_string(ks) +
+                            " K part" + (ks == 1 ? "" : "s"),
+                        "linear items " + std::to_string(r) + " " + std::to_string(ks), [r, ks] {
+                          return superopt::prove_linear_items(ir::linear_items_formula(), ks, r,
+                                                              kMaxTileRows, MPK_MK_KSPLIT_SLOTS);
+                        }});
+  if (attention)
+    needed.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",
+                      "online softmax",
+                      [] { return superopt::prove_online_softmax(ir::online_softmax_formulas()); }});
+  const std::vector<superopt::ProofRecord> records = proved(needed);
+  std::vector<PlanProof> out;
+  for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});
   return out;
 }
 
-std::string prove_plan(const std::vector<MkTask>& tasks, int max_k_split) {
+std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params) {
   std::string json = "[";
-  for (const PlanProof& p : plan_proofs(tasks, max_k_split)) {
+  for (const PlanProof& p : plan_proofs(tasks, params)) {
     for (const superopt::Obligation& o : p.record.obligations)
       MPK_CHECK(o.result == "proved", Internal)
           << "megakernel: " << p.use << ": " << p.record.subject << ": obligation '" << o.name

@@ -2,7 +2,9 @@
 // split (ir/layouts.h) wherever the kernel cuts a range into parts at run time (an attention
 // task cuts the live KV length into its chunk count; a linear task cuts each row's K into
 // ks <= max_k_split parts, ks chosen on the device from the tile's shape, and the fold adds
-// every part once), and the online-softmax algebra (ir/online_softmax.h) attention rests on.
+// every part once), the linear tile's work items (ir/layouts.h: rows, K parts and split-K
+// slots, for every linear variant and part count), and the online-softmax algebra
+// (ir/online_softmax.h) attention rests on.
 #pragma once
 
 #include <string>
@@ -20,14 +22,15 @@ struct PlanProof {
 };
 
 // The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
-// there is a linear task), in increasing count, then the online softmax when there is an
-// attention task, whatever their results (memoised per process: a count is proved once, for
-// every length up to 2^31).
-std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, int max_k_split);
+// there is a linear task), in increasing count, then the work items of each linear variant the
+// tasks use (kernel_variants(params)) for every part count, then the online softmax when there
+// is an attention task, whatever their results (memoised per process: each is proved once, for
+// every length up to 2^31 and every tile up to 2^20 rows).
+std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
 // Proves them; returns the records as a JSON array ({"use":..., then the record's fields}).
 // Throws Error(Internal) naming the use, the obligation, its result and the counterexample
 // when one fails.
-std::string prove_plan(const std::vector<MkTask>& tasks, int max_k_split);
+std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
 }  // namespace mpk::rt

@@ -258,18 +258,24 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   ASSERT_FALSE(counts.empty());
   const int max_k_split = 3;
   for (int ks = 1; ks <= max_k_split; ++ks) counts.insert(ks);
-  const auto records = nlohmann::json::parse(prove_plan(t.device_tasks(), max_k_split));
-  ASSERT_EQ(records.size(), counts.size() + 1);  // and the online softmax
-  int linear = 0;
+  const auto records =
+      nlohmann::json::parse(prove_plan(t.device_tasks(), MegakernelParams{.max_k_split = max_k_split}));
+  // The even splits, the default linear variant's work items per part count, the online softmax.
+  ASSERT_EQ(records.size(), counts.size() + max_k_split + 1);
+  int linear = 0, items = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
-    const bool softmax = r.at("use").get<std::string>().find("online softmax") != std::string::npos;
-    EXPECT_EQ(r.at("obligations").size(), softmax ? 4u : 5u);
+    const std::string use = r.at("use");
+    const bool softmax = use.find("online softmax") != std::string::npos;
+    const bool work = use.find("linear.r2: work items") != std::string::npos;
+    items += work;
+    if (!work) EXPECT_EQ(r.at("obligations").size(), softmax ? 4u : 5u);
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;
   }
   EXPECT_TRUE(records.back().at("use").get<std::string>().find("online softmax") != std::string::npos);
   EXPECT_EQ(linear, max_k_split);
+  EXPECT_EQ(items, max_k_split);
 }
 
 TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {

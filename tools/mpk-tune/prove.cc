@@ -25,7 +25,7 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   const rt::MemoryPlan mem = rt::plan_memory(g, plan.tasks, cfg.torch_dtype, cap);
   const rt::MegakernelParams params = rt::params_for_head_dim(int(cfg.head_dim));
   const auto tasks = rt::build_tables(g, plan, mem, rt::SegmentBases{}, params).device_tasks();
-  const std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, params.max_k_split);
+  const std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, params);
   bool all = !records.empty();
   double total = 0;
   nlohmann::json j = {{"model", model_dir.string()}, {"workers", workers}, {"kv_capacity", cap},

@@ -1,7 +1,8 @@
 // Task kind linear: a tile of output rows of one or more weight matrices over one input vector
 // (staged in shared memory after its prologue: plain, RMSNorm, or silu(gate) * up), with its
 // epilogues (bias, residual, a per-tile argmax partial for the LM head). Rows are dealt to warps
-// in groups of kRows, each group's K cut into up to MK_MAX_KSPLIT parts (mk_ksplit); the entry
+// in groups of kRows, each group's K cut into up to MK_MAX_KSPLIT parts (mk_ksplit), the items'
+// rows, K parts and split-K slots from the proved formulas of ir/layouts.h; the entry
 // point mk_linear<DT, kRows> is instantiated once per linear variant of the kernel.
 
 // Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc;
@@ -188,7 +189,7 @@ __device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut
     if (ks == 1)
       mk_store_out(t.slices[o.slice[j]], o.local[j], acc[j] * scale, o.bias[j], o.res[j]);
     else
-      part_sums[p * total + r0 + j] = acc[j];
+      part_sums[mk_lin_slot(p, total, r0 + j)] = acc[j];
   }
 }
 
@@ -324,8 +325,8 @@ __device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int
 // ring_bytes) at the start of dynamic shared memory.
 #if MK_RING_STAGES > 0
 
-// A warp's position in its stream of full row groups: item it (row group it / ks, K part
-// it % ks), the vectors [v, v1) still to go, the group's rows.
+// A warp's position in its stream of full row groups: item it (first row mk_lin_row0, K part
+// mk_lin_part: ir/layouts.h), the vectors [v, v1) still to go, the group's rows.
 template <int R>
 struct MkCursor {
   int it, v, v1;
@@ -339,10 +340,10 @@ __device__ __forceinline__ void mk_cursor_item(const MkTask& t, MkCursor<R>& c, 
   c.it = it;
   if (it >= items) return;
   int k0, k1, slice[R], local[R];
-  mk_kpart(it % ks, ks, units, MkW<DT>::kVec, k0, k1);
+  mk_kpart(mk_lin_part(it, ks), ks, units, MkW<DT>::kVec, k0, k1);
   c.v = k0 / MkW<DT>::kVec;
   c.v1 = k1 / MkW<DT>::kVec;
-  mk_group_rows<DT, R>(t, (it / ks) * R, c.w, slice, local);
+  mk_group_rows<DT, R>(t, mk_lin_row0(it, ks, R), c.w, slice, local);
 }
 
 // This lane's slot for (stage, row, load): consecutive lanes take consecutive 16 bytes.
@@ -393,7 +394,7 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
   while (d.it < items) {
     if (fresh) {  // the epilogue's operands, loaded while the item streams
       const char* w[R];
-      mk_group_out<DT, R>(t, (d.it / ks) * R, ks, w, o);
+      mk_group_out<DT, R>(t, mk_lin_row0(d.it, ks, R), ks, w, o);
 #pragma unroll
       for (int r = 0; r < R; ++r) acc[r] = 0.f;
       fresh = false;
@@ -424,7 +425,8 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
     // The item's last round: its sums, as mk_linear_item.
 #pragma unroll
     for (int r = 0; r < R; ++r) acc[r] = mk_warp_sum(acc[r]);
-    mk_group_store<R>(t, o, acc, scale, (d.it / ks) * R, d.it % ks, ks, total, part_sums);
+    mk_group_store<R>(t, o, acc, scale, mk_lin_row0(d.it, ks, R), mk_lin_part(d.it, ks), ks, total,
+                      part_sums);
     mk_cursor_item<DT, R>(t, d, d.it + nw, items, ks, units);
     fresh = true;
   }
@@ -469,10 +471,10 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     bool have_pre = false;
     if (aligned && warp < full_items) {
       int k0, k1;
-      mk_kpart(warp % ks, ks, units, unit, k0, k1);
+      mk_kpart(mk_lin_part(warp, ks), ks, units, unit, k0, k1);
       const char* w[kRows];
       int slice[kRows], local[kRows];
-      mk_group_rows<DT, kRows>(t, (warp / ks) * kRows, w, slice, local);
+      mk_group_rows<DT, kRows>(t, mk_lin_row0(warp, ks, kRows), w, slice, local);
       // Warp 0 holds the polling thread: without MK_POLL_WARP_LOADS its first round goes to L2
       // only, so that the wait's polls do not queue behind its own loads.
       if (MK_POLL_WARP_LOADS || warp != 0) {
@@ -488,24 +490,26 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     scale = mk_linear_input(t, xs, red);
     for (int it = warp; it < full_items; it += nw) {
       int k0, k1;
-      mk_kpart(it % ks, ks, units, unit, k0, k1);
-      mk_linear_item<DT, kRows>(t, xs, scale, (it / ks) * kRows, k0, k1, aligned, it % ks, ks, total,
-                                part_sums, have_pre && it == warp ? pre : nullptr);
+      mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
+      mk_linear_item<DT, kRows>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, aligned,
+                                mk_lin_part(it, ks), ks, total, part_sums,
+                                have_pre && it == warp ? pre : nullptr);
     }
   }
   // The last row group when kRows does not divide the rows, one row at a time; its items dealt
   // on round-robin like the others (item it to warp it % nw).
   for (int it = full_items + ((warp - full_items) % nw + nw) % nw; it < groups * ks; it += nw) {
     int k0, k1;
-    mk_kpart(it % ks, ks, units, unit, k0, k1);
-    for (int r = (it / ks) * kRows; r < total; ++r)
-      mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, it % ks, ks, total, part_sums, nullptr);
+    mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
+    for (int r = mk_lin_row0(it, ks, kRows); r < total; ++r)
+      mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks, total,
+                            part_sums, nullptr);
   }
   if (ks > 1) {
     __syncthreads();
     for (int r = threadIdx.x; r < total; r += blockDim.x) {
       float v = 0.f;
-      for (int p = 0; p < ks; ++p) v += part_sums[p * total + r];
+      for (int p = 0; p < ks; ++p) v += part_sums[mk_lin_slot(p, total, r)];
       int s, lr;
       mk_row_of(t, r, s, lr);
       mk_store_row(t.slices[s], lr, v * scale);

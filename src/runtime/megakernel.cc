@@ -9,6 +9,7 @@
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
 #include "ir/rope.h"
+#include "runtime/access_check.h"
 #include "runtime/embedded_kernels.h"
 #include "runtime/variants.h"
 #include "scheduler/liveness.h"
@@ -448,7 +449,9 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params) {
   validate(params);
-  return TableBuilder(graph, plan, mem, bases, params).run();
+  MegakernelTables t = TableBuilder(graph, plan, mem, bases, params).run();
+  check_access_ranges(plan, mem, bases, t);
+  return t;
 }
 
 std::vector<MkTask> MegakernelTables::device_tasks() const {

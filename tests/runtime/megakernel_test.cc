@@ -15,6 +15,7 @@
 #include "ir/builder.h"
 #include "model/model.h"
 #include "model_configs.h"
+#include "runtime/access_check.h"
 #include "runtime/megakernel.h"
 #include "runtime/proofs.h"
 #include "scheduler/liveness.h"
@@ -276,6 +277,61 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_TRUE(records.back().at("use").get<std::string>().find("online softmax") != std::string::npos);
   EXPECT_EQ(linear, max_k_split);
   EXPECT_EQ(items, max_k_split);
+}
+
+// What the kernel touches lies inside what the scheduler declared (the validator's race
+// analysis rests on it): build_tables checks every plan; a descriptor or a declaration off by
+// one row is caught.
+TEST(Megakernel, AccessesStayInsideTheDeclaredRanges) {
+  for (const char* name : {"qwen3-bf16", "llama-f32"}) {
+    const Planned p = plan_fixture(name, 16, 64);
+    const MemoryPlan mem = plan_memory(p.g, p.plan.tasks, p.model->dtype, 64);
+    const SegmentBases b{kAct, kWeights, kConsts, kKv};
+    const rt::MegakernelTables t = build_tables(p.g, p.plan, mem, b);
+    check_access_ranges(p.plan, mem, b, t);
+    auto refused = [&](const rt::MegakernelTables& bad, const sched::Plan& plan, const char* what) {
+      try {
+        check_access_ranges(plan, mem, b, bad);
+        ADD_FAILURE() << name << ": " << what << " was not caught";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Internal) << e.what();
+        EXPECT_NE(std::string(e.what()).find("outside its declared"), std::string::npos) << e.what();
+      }
+    };
+    int linear = -1, attention = -1;
+    for (size_t i = 0; i < t.tasks.size(); ++i) {
+      if (t.tasks[i].kind == MPK_MK_LINEAR && t.tasks[i].slices[0].res && linear < 0) linear = int(i);
+      if (t.tasks[i].kind == MPK_MK_ATTENTION && attention < 0) attention = int(i);
+    }
+    ASSERT_GE(linear, 0);
+    ASSERT_GE(attention, 0);
+    {
+      rt::MegakernelTables bad = t;
+      bad.tasks[size_t(linear)].slices[0].rows += 1;  // one row past the tile
+      refused(bad, p.plan, "a slice one row longer");
+    }
+    {
+      rt::MegakernelTables bad = t;
+      bad.tasks[size_t(linear)].x += 4;  // the input one element on
+      refused(bad, p.plan, "an input shifted by one");
+    }
+    {
+      rt::MegakernelTables bad = t;
+      bad.tasks[size_t(attention)].q_head0 += 1;  // the next query head
+      refused(bad, p.plan, "an attention task on the wrong query heads");
+    }
+    {
+      sched::Plan plan = p.plan;  // the residual's read undeclared
+      auto& reads = plan.tasks.tasks[size_t(linear)].reads;
+      const uint64_t res = t.tasks[size_t(linear)].slices[0].res;
+      reads.erase(std::remove_if(reads.begin(), reads.end(), [&](const sched::Access& a) {
+                    const uint64_t at = kAct + uint64_t(mem.buffer_offset[size_t(a.buffer)] + a.begin * 4);
+                    return at <= res && res < at + uint64_t(a.end - a.begin) * 4;
+                  }),
+                  reads.end());
+      refused(t, plan, "a read the plan does not declare");
+    }
+  }
 }
 
 TEST(Megakernel, UnfusedVectorOpIsUnsupportedAtBuild) {

@@ -102,17 +102,17 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 }
 
 std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params) {
-  std::string json = "[";
+  std::string json = "{\"passed\":true,\"method\":\"Z3 proofs of the plan's formulas\",\"records\":[";
   for (const PlanProof& p : plan_proofs(tasks, params)) {
     for (const superopt::Obligation& o : p.record.obligations)
       MPK_CHECK(o.result == "proved", Internal)
           << "megakernel: " << p.use << ": " << p.record.subject << ": obligation '" << o.name
           << "' " << o.result << (o.counterexample.empty() ? "" : " (" + o.counterexample + ")")
           << "; the kernel is not run";
-    if (json.size() > 1) json += ',';
+    if (json.back() != '[') json += ',';
     json += "{\"use\":\"" + p.use + "\"," + p.record.to_json().substr(1);
   }
-  return json + "]";
+  return json + "]}";
 }
 
 }  // namespace mpk::rt

@@ -28,7 +28,8 @@ struct PlanProof {
 // every length up to 2^31 and every tile up to 2^20 rows).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
-// Proves them; returns the records as a JSON array ({"use":..., then the record's fields}).
+// Proves them; returns the cache entry's verification record: {"passed": true, "method": ...,
+// "records": [{"use": ..., then the record's fields}, ...]} (cache/entry.h: a verified entry).
 // Throws Error(Internal) naming the use, the obligation, its result and the counterexample
 // when one fails.
 std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params);

@@ -14,6 +14,8 @@
 #include <string>
 #include <unistd.h>
 
+#include "cache/cache.h"
+#include "cache/paths.h"
 #include "cuda/driver.h"
 #include "ref/executor.h"
 #include "runtime/gpu_backend.h"
@@ -287,6 +289,11 @@ TEST(MegakernelGpuCache, SecondLoadHitsTheCache) {
   EXPECT_EQ(b->stats().cache_hits, 1u);
   EXPECT_EQ(b->stats().cache_misses, 0u);
   EXPECT_EQ(b->stats().compile_ms, 0.0);
+  // The entry carries its proofs: a verified entry (cache/entry.h).
+  cache::CacheOptions co;
+  co.path = o.cache_dir / cache::kCacheFileName;
+  cache::Cache kc(co);
+  EXPECT_GE(kc.stats().verified_entries, 1u);
 }
 
 

@@ -18,6 +18,7 @@
 #include "runtime/access_check.h"
 #include "runtime/megakernel.h"
 #include "runtime/proofs.h"
+#include "cache/entry.h"
 #include "scheduler/liveness.h"
 
 namespace mpk::rt {
@@ -259,8 +260,10 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   ASSERT_FALSE(counts.empty());
   const int max_k_split = 3;
   for (int ks = 1; ks <= max_k_split; ++ks) counts.insert(ks);
-  const auto records =
+  const auto verification =
       nlohmann::json::parse(prove_plan(t.device_tasks(), MegakernelParams{.max_k_split = max_k_split}));
+  EXPECT_TRUE(cache::is_verified(verification.dump())) << verification.dump();
+  const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the online softmax.
   ASSERT_EQ(records.size(), counts.size() + max_k_split + 1);
   int linear = 0, items = 0;

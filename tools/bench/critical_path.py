@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""Critical-path breakdown of one decode step from the megakernel's per-task device timers.
+
+Input: a timeline as decode_bench.py --profile-timeline writes it (JSON, optionally gzipped:
+{"timeline": [[task name, worker, start, ready, end], ...]}, globaltimer ns; names like
+"L3.gate_up[17]", "lm_head[5]", "argmax[0]"). Every stage waits for the whole previous stage
+(one event per stage), so the step is a chain of stages: qkv, attn, attn_out (o_proj),
+gate_up, mlp_out (down) per layer, then lm_head and argmax. For each stage:
+
+  span       previous stage's last end -> this stage's last end (the critical path's share)
+  hand-off   previous stage's last end -> the ready time of this stage's last-ending task
+             (the event's release, the poll that sees it, behind whatever the worker issued)
+  busy       that task's ready -> end (input staging, compute, reduction, release)
+  spread     first -> last ready time among the stage's tasks
+
+The fixed per-step cost: from the first task's start to the first qkv task's ready time (step
+boundary: embedding and the first poll), lm_head and argmax.
+
+Usage: critical_path.py TIMELINE [--json OUT]; critical_path.py --self-test
+"""
+import argparse
+import collections
+import gzip
+import json
+import re
+import statistics
+import sys
+
+STAGES = ["qkv", "attn", "attn_out", "gate_up", "mlp_out"]
+
+
+def load(path):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt") as f:
+        return json.load(f)["timeline"]
+
+
+def stage_of(name):
+    m = re.match(r"^(?:L(\d+)\.)?([a-z_]+)\[", name)
+    if not m:
+        raise ValueError(f"unexpected task name {name!r}")
+    return (int(m.group(1)) if m.group(1) is not None else None, m.group(2))
+
+
+def breakdown(timeline):
+    by = collections.defaultdict(list)  # (layer, stage) -> [(start, ready, end)]
+    for name, _worker, start, ready, end in timeline:
+        by[stage_of(name)].append((start, ready, end))
+    layers = sorted({l for l, _ in by if l is not None})
+    chain = [(l, s) for l in layers for s in STAGES if (l, s) in by]
+    chain += [(None, s) for s in ("lm_head", "argmax") if (None, s) in by]
+    t0 = min(start for _, _, start, _, _ in timeline)
+    first_ready = min(r for _, r, _ in by[chain[0]])
+    rows = []
+    prev_end = first_ready
+    for key in chain:
+        tasks = by[key]
+        last = max(tasks, key=lambda t: t[2])
+        readies = [r for _, r, _ in tasks]
+        rows.append({
+            "layer": key[0], "stage": key[1], "tasks": len(tasks),
+            "span_us": (last[2] - prev_end) / 1e3,
+            "handoff_us": (last[1] - prev_end) / 1e3,
+            "busy_us": (last[2] - last[1]) / 1e3,
+            "spread_us": (max(readies) - min(readies)) / 1e3,
+            "busy_median_us": statistics.median(e - r for _, r, e in tasks) / 1e3,
+        })
+        prev_end = last[2]
+    return {"step_us": (prev_end - t0) / 1e3, "boundary_us": (first_ready - t0) / 1e3, "stages": rows}
+
+
+def summary(b):
+    per = collections.defaultdict(list)
+    for r in b["stages"]:
+        per[r["stage"]].append(r)
+    out = []
+    for stage in STAGES + ["lm_head", "argmax"]:
+        rs = per.get(stage)
+        if not rs:
+            continue
+        mean = lambda k: statistics.fmean(r[k] for r in rs)
+        out.append({"stage": stage, "count": len(rs), **{k: mean(k) for k in
+                    ("span_us", "handoff_us", "busy_us", "spread_us", "busy_median_us")}})
+    return out
+
+
+def self_test():
+    # Two tasks per stage, one layer, known times (ns): every number of the breakdown follows.
+    tl, t = [], 1000
+    for stage in STAGES:
+        tl.append([f"L0.{stage}[0]", 0, t - 500, t + 300, t + 2300])
+        tl.append([f"L0.{stage}[1]", 1, t - 400, t + 100, t + 2000])
+        t += 2300
+    tl.append(["lm_head[0]", 2, t - 100, t + 200, t + 9200])
+    tl.append(["argmax[0]", 3, t, t + 9500, t + 10000])
+    b = breakdown(tl)
+    assert abs(b["boundary_us"] - 0.6) < 1e-9, b["boundary_us"]  # first start 500, qkv ready 1100
+    st = {r["stage"]: r for r in b["stages"]}
+    # qkv runs from the first ready time (1100) to the last end (3300); its last-ending task was
+    # ready at 1300.
+    assert abs(st["qkv"]["span_us"] - 2.2) < 1e-9 and abs(st["qkv"]["handoff_us"] - 0.2) < 1e-9, st["qkv"]
+    for stage in STAGES[1:]:
+        r = st[stage]
+        assert abs(r["span_us"] - 2.3) < 1e-9 and abs(r["handoff_us"] - 0.3) < 1e-9, r
+        assert abs(r["busy_us"] - 2.0) < 1e-9 and abs(r["spread_us"] - 0.2) < 1e-9, r
+    assert abs(st["argmax"]["handoff_us"] - 0.3) < 1e-9 and abs(st["argmax"]["busy_us"] - 0.5) < 1e-9
+    assert len(summary(b)) == len(STAGES) + 2
+    print("critical_path self-test passed")
+    return 0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("timeline", nargs="?")
+    ap.add_argument("--json", help="write the breakdown (per stage and summary) here")
+    ap.add_argument("--self-test", action="store_true", help="check the arithmetic on a made-up step")
+    a = ap.parse_args(argv)
+    if a.self_test:
+        return self_test()
+    if not a.timeline:
+        ap.error("a timeline is needed")
+    b = breakdown(load(a.timeline))
+    s = summary(b)
+    print(f"step {b['step_us']:.1f} us on the device clock; step boundary (first start -> first "
+          f"qkv ready) {b['boundary_us']:.1f} us")
+    print(f"{'stage':<10} {'n':>3} {'span':>8} {'hand-off':>9} {'busy':>8} {'spread':>8} "
+          f"{'busy p50':>9}   (us, mean over layers; busy/hand-off of the last-ending task)")
+    total = 0.0
+    for r in s:
+        total += r["span_us"] * r["count"]
+        print(f"{r['stage']:<10} {r['count']:>3} {r['span_us']:>8.2f} {r['handoff_us']:>9.2f} "
+              f"{r['busy_us']:>8.2f} {r['spread_us']:>8.2f} {r['busy_median_us']:>9.2f}")
+    ho = sum(r["handoff_us"] for r in b["stages"])
+    print(f"sum of spans {total:.1f} us: hand-offs {ho:.1f} us, busy {total - ho:.1f} us")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"breakdown": b, "summary": s}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,5 +1,6 @@
-// The scheduler's declared access ranges against what the kernel touches. The validator's race
-// analysis (scheduler/validate.h) rests on each task's declared reads and writes; here every
+// The scheduler's declared access ranges against what the kernel touches. The events
+// (scheduler/events.h), the validator and the activation sharing (scheduler/liveness.h) rest on
+// each task's declared reads and writes; here every
 // activation range a task's descriptor makes the kernel read or write (the extents the proved
 // formulas give: a linear's rows [0, rows) of each slice and K [0, k), an attention head's
 // rows, a partial's group * (head_dim + 2) elements, ...) must lie inside the union of the

@@ -282,8 +282,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(items, max_k_split);
 }
 
-// What the kernel touches lies inside what the scheduler declared (the validator's race
-// analysis rests on it): build_tables checks every plan; a descriptor or a declaration off by
+// What the kernel touches lies inside what the scheduler declared (the events and the
+// validator rest on it): build_tables checks every plan; a descriptor or a declaration off by
 // one row is caught.
 TEST(Megakernel, AccessesStayInsideTheDeclaredRanges) {
   for (const char* name : {"qwen3-bf16", "llama-f32"}) {

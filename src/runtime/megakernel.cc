@@ -180,10 +180,7 @@ class TableBuilder {
           out.argmax_event = t.trigger;
           break;
       }
-      const Variant v = d.kind == MPK_MK_LINEAR
-                            ? linear_variant(params_, d.input_mode == MPK_MK_IN_SILUMUL)
-                            : Variant{d.kind, 0};
-      d.variant = variant_id(variants_, v);
+      d.variant = choose_variant(t, d);
       out.dynamic_smem = std::max(out.dynamic_smem, smem);
       out.tasks.push_back(d);
     }
@@ -216,6 +213,24 @@ class TableBuilder {
       if (tg_.buffers[i].name == name) return int(i);
     return -1;
   }
+  // The variant the parameters select for the task when it can run it, else the first of its
+  // kind that can; Error(Unsupported) with every variant's reason when none can.
+  int choose_variant(const sched::Task& t, const MkTask& d) const {
+    const Variant preferred = d.kind == MPK_MK_LINEAR
+                                  ? linear_variant(params_, d.input_mode == MPK_MK_IN_SILUMUL)
+                                  : Variant{d.kind, 0};
+    const int id = variant_id(variants_, preferred);
+    if (cannot_implement(preferred, d, params_).empty()) return id;
+    std::string why;
+    for (size_t i = 0; i < variants_.size(); ++i) {
+      if (variants_[i].kind != d.kind) continue;
+      const std::string no = cannot_implement(variants_[i], d, params_);
+      if (no.empty()) return int(i);
+      why += (why.empty() ? "" : "; ") + variant_name(variants_[i]) + ": " + no;
+    }
+    unsupported(t, "no variant of the kernel runs it (" + why + ")");
+  }
+
   [[noreturn]] void unsupported(const sched::Task& t, const std::string& why) const {
     MPK_THROW(Unsupported) << "megakernel v0: task " << t.name << " with fused ops "
                            << ops_text(g_, t) << " is not implemented: " << why;
@@ -396,12 +411,10 @@ class TableBuilder {
                        qr->attrs.rope_theta != kr->attrs.rope_theta))
         unsupported(t, "different RoPE tables for q and k");
     }
-    if (d.head_dim % 2 != 0) unsupported(t, "odd head_dim");
     MPK_ICHECK(a->layer >= 0 && a->layer < g_.kv_cache.num_layers) << "attention layer";
     const int64_t layer_bytes = m_.kv_layer_elems * 4;
     d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
     d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
-    if (d.head_dim > params_.max_head_dim) unsupported(t, "head_dim above the kernel's max_head_dim");
     // q heads + k head + v head + one (sums, max, sum) state per warp and head of a pass.
     return (int64_t(d.group + 2) * d.head_dim +
             int64_t(params_.block_threads / 32) * params_.heads_per_pass * (d.head_dim + 2)) * 4;

@@ -33,6 +33,27 @@ Variant linear_variant(const MegakernelParams& p, bool silu_input) {
   return {MPK_MK_LINEAR, rows};
 }
 
+std::string cannot_implement(const Variant& v, const MkTask& d, const MegakernelParams& p) {
+  if (v.kind != d.kind) return "a task of another kind";
+  switch (d.kind) {
+    case MPK_MK_LINEAR:
+      if (d.k < 1) return "an empty K";
+      if (d.num_slices < 1 || d.num_slices > MPK_MK_MAX_SLICES)
+        return fmt::format("{} slices (at most {})", d.num_slices, MPK_MK_MAX_SLICES);
+      return "";
+    case MPK_MK_ATTENTION:
+      // A head row lives in registers, rotated in halves.
+      if (d.head_dim > p.max_head_dim)
+        return fmt::format("head_dim {} above max_head_dim {}", d.head_dim, p.max_head_dim);
+      if (d.head_dim % 2 != 0) return fmt::format("odd head_dim {}", d.head_dim);
+      return "";
+    case MPK_MK_ATTN_MERGE:
+    case MPK_MK_ARGMAX: return "";
+    default: break;
+  }
+  return fmt::format("unknown task kind {}", d.kind);
+}
+
 int variant_id(const std::vector<Variant>& variants, const Variant& v) {
   for (size_t i = 0; i < variants.size(); ++i)
     if (variants[i] == v) return int(i);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/kernel_params.h"
+#include "runtime/kernels/task_desc.h"
 
 namespace mpk::rt {
 
@@ -32,6 +33,10 @@ Variant linear_variant(const MegakernelParams& p, bool silu_input);
 
 // v's index in `variants`; Error(Internal) when the kernel does not hold it.
 int variant_id(const std::vector<Variant>& variants, const Variant& v);
+
+// Whether variant v, compiled with `p`, runs the task `d` describes (its descriptor, filled from
+// the plan): "" when it does, else why not (e.g. "head_dim 320 above max_head_dim 256").
+std::string cannot_implement(const Variant& v, const MkTask& d, const MegakernelParams& p);
 
 // The device dispatch over the linear variants among `variants`: mk_linear_variant<DT>(t, xs,
 // red, redi, part_sums, prefetch_bytes, wait), which calls mk_linear<DT, rows_per_warp> of the

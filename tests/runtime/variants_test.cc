@@ -9,6 +9,7 @@
 #include "base/error.h"
 #include "ir/builder.h"
 #include "model/model.h"
+#include "model_configs.h"
 #include "runtime/megakernel.h"
 
 namespace mpk::rt {
@@ -36,6 +37,42 @@ TEST(Variants, AVariantTheKernelDoesNotHoldIsRefused) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::Internal) << e.what();
     EXPECT_NE(std::string(e.what()).find("linear.r1"), std::string::npos) << e.what();
+  }
+}
+
+// A variant says which tasks it can run; a task none of the kernel's variants runs is refused
+// at build with every variant's reason.
+TEST(Variants, CannotImplementSaysWhy) {
+  const MegakernelParams p = params_for_head_dim(128);
+  MkTask d{};
+  d.kind = MPK_MK_ATTENTION;
+  d.head_dim = 128;
+  EXPECT_EQ(cannot_implement(Variant{MPK_MK_ATTENTION, 0}, d, p), "");
+  EXPECT_EQ(cannot_implement(Variant{MPK_MK_LINEAR, 2}, d, p), "a task of another kind");
+  d.head_dim = 192;
+  EXPECT_EQ(cannot_implement(Variant{MPK_MK_ATTENTION, 0}, d, p), "head_dim 192 above max_head_dim 128");
+  d.head_dim = 127;
+  EXPECT_EQ(cannot_implement(Variant{MPK_MK_ATTENTION, 0}, d, p), "odd head_dim 127");
+  MkTask l{};
+  l.kind = MPK_MK_LINEAR;
+  l.k = 64;
+  l.num_slices = 1;
+  EXPECT_EQ(cannot_implement(Variant{MPK_MK_LINEAR, 1}, l, p), "");
+  l.num_slices = MPK_MK_MAX_SLICES + 1;
+  EXPECT_NE(cannot_implement(Variant{MPK_MK_LINEAR, 1}, l, p), "");
+
+  model::Config c = mpk::testing::qwen3_0_6b();  // head_dim 128; two layers are enough
+  c.num_layers = 2;
+  const ir::Graph g = ir::build(c);
+  const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 16));
+  const MemoryPlan mem = plan_memory(g, plan.tasks, DType::BF16, 16);
+  try {
+    (void)build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{.max_head_dim = 64});
+    ADD_FAILURE() << "head_dim 128 accepted by a kernel for 64";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    EXPECT_NE(std::string(e.what()).find("attention: head_dim 128 above max_head_dim 64"),
+              std::string::npos) << e.what();
   }
 }
 

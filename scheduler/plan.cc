@@ -80,7 +80,8 @@ Plan plan(const ir::Graph& graph, const PlanOptions& o) {
   dump.schedule(4, tg, s, o.schedule.cost);
   const std::vector<Violation> v = validate(tg, s);
   MPK_ICHECK(v.empty()) << "scheduler: the schedule does not validate:\n" << to_text(v);
-  return {std::move(tg), std::move(s)};
+  std::vector<TaskSpec> specs = task_specs(graph, tg);
+  return {std::move(tg), std::move(s), std::move(specs)};
 }
 
 }  // namespace mpk::sched

@@ -1,4 +1,5 @@
-// The scheduler driver: decompose -> fuse -> events -> schedule -> validate, in a straight line.
+// The scheduler driver: decompose -> fuse -> events -> schedule -> validate, in a straight line,
+// then each task's typed spec (specs.h).
 //
 // Dumps: MPK_DUMP is a comma-separated list; "tasks" dumps the task graph after decompose, fuse
 // and events, "schedule" the schedule (with its simulation). With MPK_DUMP_DIR set each dump
@@ -9,11 +10,13 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "ir/graph.h"
 #include "scheduler/decompose.h"
 #include "scheduler/fuse.h"
 #include "scheduler/schedule.h"
+#include "scheduler/specs.h"
 #include "scheduler/task_graph.h"
 
 namespace mpk::sched {
@@ -29,6 +32,7 @@ struct PlanOptions {
 struct Plan {
   TaskGraph tasks;
   Schedule schedule;
+  std::vector<TaskSpec> specs;  // per task id: what it computes, typed (specs.h)
 };
 
 // Throws Error(InvalidArgument) for bad options, Error(Io) when a dump file cannot be written,

@@ -208,11 +208,6 @@ class TableBuilder {
     return b_.weights +
            uint64_t(m_.weight_offset[size_t(weight)] + elem * int64_t(dtype_size(m_.weight_dtype)));
   }
-  int buffer_named(const std::string& name) const {
-    for (size_t i = 0; i < tg_.buffers.size(); ++i)
-      if (tg_.buffers[i].name == name) return int(i);
-    return -1;
-  }
   // The variant the parameters select for the task when it can run it, else the first of its
   // kind that can; Error(Unsupported) with every variant's reason when none can.
   int choose_variant(const sched::Task& t, const MkTask& d) const {
@@ -236,170 +231,104 @@ class TableBuilder {
                            << ops_text(g_, t) << " is not implemented: " << why;
   }
 
+  const sched::TaskSpec& spec(const sched::Task& t) const {
+    MPK_ICHECK(p_.specs.size() == tg_.tasks.size()) << "a plan without its task specs";
+    const sched::TaskSpec& s = p_.specs[size_t(t.id)];
+    if (!s.unsupported.empty()) unsupported(t, s.unsupported);
+    return s;
+  }
+
   int64_t linear(const sched::Task& t, MkTask& d) {
+    const sched::LinearSpec& s = spec(t).linear;
     d.kind = MPK_MK_LINEAR;
     d.k = int(t.k);
-    size_t i = 0;
-    std::vector<const ir::Op*> pro;
-    for (; i < t.ops.size() && t.ops[i].kind != ir::OpKind::Linear; ++i)
-      pro.push_back(&g_.ops[size_t(t.ops[i].op)]);
-    std::vector<int> lin;
-    for (; i < t.ops.size() && t.ops[i].kind == ir::OpKind::Linear; ++i) lin.push_back(t.ops[i].op);
-    const ir::Op* add = nullptr;
-    bool argmax = false;
-    for (; i < t.ops.size(); ++i) {
-      if (t.ops[i].kind == ir::OpKind::Add && !add && !argmax)
-        add = &g_.ops[size_t(t.ops[i].op)];
-      else if (t.ops[i].kind == ir::OpKind::Argmax && !argmax)
-        argmax = true;
-      else
-        unsupported(t, "unexpected epilogue op");
-    }
-    if (lin.empty()) unsupported(t, "no linear op");
-    const int in = g_.ops[size_t(lin[0])].inputs[0];
-    for (int l : lin)
-      if (g_.ops[size_t(l)].inputs[0] != in) unsupported(t, "merged linears with different inputs");
-    // Prologue: the chain producing `in`.
-    if (pro.empty()) {
-      d.input_mode = MPK_MK_IN_PLAIN;
-      d.x = act(in);
-    } else if (pro.back()->kind == ir::OpKind::RmsNorm && pro.back()->output == in &&
-               (pro.size() == 1 ||
-                (pro.size() == 2 && pro[0]->kind == ir::OpKind::LastRow &&
-                 pro[0]->output == pro[1]->inputs[0]))) {
-      d.input_mode = MPK_MK_IN_RMSNORM;
-      d.x = act(pro[0]->inputs[0]);  // last_row is the identity at T = 1
-      d.norm_w = cst(pro.back()->weight);
-      d.eps = float(pro.back()->attrs.eps);
-    } else if (pro.size() == 1 && pro[0]->kind == ir::OpKind::LastRow && pro[0]->output == in) {
-      d.input_mode = MPK_MK_IN_PLAIN;
-      d.x = act(pro[0]->inputs[0]);
-    } else if (pro.size() == 1 && pro[0]->kind == ir::OpKind::SiluMul && pro[0]->output == in) {
-      d.input_mode = MPK_MK_IN_SILUMUL;
-      d.x = act(pro[0]->inputs[0]);
-      d.x2 = act(pro[0]->inputs[1]);
-    } else {
-      unsupported(t, "unexpected prologue");
+    d.x = act(s.x);
+    switch (s.staging) {
+      case sched::InputStaging::Plain: d.input_mode = MPK_MK_IN_PLAIN; break;
+      case sched::InputStaging::RmsNorm:
+        d.input_mode = MPK_MK_IN_RMSNORM;
+        d.norm_w = cst(s.norm_weight);
+        d.eps = float(s.eps);
+        break;
+      case sched::InputStaging::SiluMul:
+        d.input_mode = MPK_MK_IN_SILUMUL;
+        d.x2 = act(s.x2);
+        break;
     }
     if (t.weights.empty() || t.weights.size() > MPK_MK_MAX_SLICES)
       unsupported(t, "slice count " + std::to_string(t.weights.size()));
+    MPK_ICHECK(s.residual.size() == t.weights.size()) << "task " << t.name << ": slice specs";
     d.num_slices = int(t.weights.size());
     int64_t rows = 0;
-    for (size_t s = 0; s < t.weights.size(); ++s) {
-      const sched::WeightSlice& ws = t.weights[s];
-      const ir::Op* op = nullptr;
-      for (int l : lin)
-        if (g_.ops[size_t(l)].weight == ws.weight) op = &g_.ops[size_t(l)];
-      MPK_ICHECK(op) << "task " << t.name << ": slice weight not among its linears";
-      MPK_ICHECK(op->bias == ws.bias) << "task " << t.name << ": slice bias";
-      MkSlice& sl = d.slices[s];
+    for (size_t i = 0; i < t.weights.size(); ++i) {
+      const sched::WeightSlice& ws = t.weights[i];
+      MkSlice& sl = d.slices[i];
       sl.rows = int(ws.row_end - ws.row_begin);
       rows += sl.rows;
       sl.w = mat(ws.weight, ws.row_begin * t.k);
       sl.bias = ws.bias >= 0 ? cst(ws.bias, ws.row_begin) : 0;
       sl.out = act(ws.out, ws.out_begin);
-      if (add) {
-        const int other = add->inputs[0] == op->output ? add->inputs[1]
-                          : add->inputs[1] == op->output ? add->inputs[0] : -1;
-        if (other < 0 || add->output != ws.out) unsupported(t, "residual add not on the linear output");
-        sl.res = act(other, ws.out_begin);
-      } else {
-        MPK_ICHECK(ws.out == op->output) << "task " << t.name << ": slice output";
-      }
+      sl.res = s.residual[i] >= 0 ? act(s.residual[i], ws.out_begin) : 0;
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
-    const int64_t smem = ring_bytes(params_) + int64_t(t.k) * 4;  // the ring, the input vector
-    if (argmax) {
-      const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
-      if (pv < 0 || pi < 0 || t.weights.size() != 1) unsupported(t, "argmax partial layout");
-      int64_t slot = -1;
-      for (const sched::Access& a : t.writes)
-        if (a.buffer == pv) slot = a.begin;
-      MPK_ICHECK(slot >= 0) << "task " << t.name << ": no argmax partial slot";
+    if (s.argmax) {
       d.flags |= MPK_MK_F_ARGMAX;
-      d.part_val = act(pv, slot);
-      d.part_idx = act(pi, slot);
+      d.part_val = act(s.argmax_value, s.argmax_slot);
+      d.part_idx = act(s.argmax_index, s.argmax_slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    return smem;
+    return ring_bytes(params_) + int64_t(t.k) * 4;  // the ring, the input vector
   }
 
-  // Follows the fused chain [head_rms_norm] -> [rope] back from an attention input.
-  int trace(const sched::Task& t, int tensor, const ir::Op*& norm, const ir::Op*& rope, int& used) {
-    norm = rope = nullptr;
-    for (;;) {
-      const ir::Op* p = nullptr;
-      for (const auto& f : t.ops)
-        if (g_.ops[size_t(f.op)].output == tensor) p = &g_.ops[size_t(f.op)];
-      if (!p) return tensor;
-      ++used;
-      if (p->kind == ir::OpKind::Rope && !rope && !norm) rope = p;
-      else if (p->kind == ir::OpKind::HeadRmsNorm && !norm) norm = p;
-      else unsupported(t, "unexpected op before attention");
-      tensor = p->inputs[0];
-    }
-  }
-
-  // The partial buffer of a chunked attention and the element where (t's kv head, chunk)
-  // starts (layout in scheduler/task_graph.h).
-  uint64_t partial(const sched::Task& t, const ir::Op& a, int chunk) const {
-    const int buf = buffer_named(g_.tensor(a.output).name + ".partial");
-    MPK_ICHECK(buf >= 0) << "task " << t.name << ": no attention partial buffer";
+  // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (layout
+  // in scheduler/task_graph.h).
+  uint64_t partial(const sched::Task& t, int buffer, int head_dim, int chunk) const {
     const int group = t.q_head_end - t.q_head_begin;
-    const int64_t at = (int64_t(t.kv_head) * t.num_chunks + chunk) * group * (a.attrs.head_dim + 2);
-    MPK_ICHECK((at + int64_t(group) * (a.attrs.head_dim + 2)) * 4 <=
-               int64_t(tg_.buffers[size_t(buf)].numel) * 4)
+    const int64_t at = (int64_t(t.kv_head) * t.num_chunks + chunk) * group * (head_dim + 2);
+    MPK_ICHECK((at + int64_t(group) * (head_dim + 2)) * 4 <= int64_t(tg_.buffers[size_t(buffer)].numel) * 4)
         << "task " << t.name << ": partial out of range";
-    return act(buf, at);
+    return act(buffer, at);
   }
 
   void merge(const sched::Task& t, MkTask& d) {
-    const ir::Op* a = nullptr;
-    for (const auto& f : t.ops)
-      if (f.kind == ir::OpKind::Attention) a = &g_.ops[size_t(f.op)];
-    if (!a || t.ops.size() != 1) unsupported(t, "merge without its attention op");
+    const sched::AttentionSpec& s = spec(t).attention;
+    const ir::Op& a = g_.ops[size_t(s.op)];
     d.kind = MPK_MK_ATTN_MERGE;
     d.kv_head = t.kv_head;
     d.q_head0 = t.q_head_begin;
     d.group = t.q_head_end - t.q_head_begin;
-    d.head_dim = a->attrs.head_dim;
+    d.head_dim = a.attrs.head_dim;
     d.num_chunks = t.num_chunks;
-    d.partial = partial(t, *a, 0);
-    d.out = act(a->output);
+    d.partial = partial(t, s.partial, d.head_dim, 0);
+    d.out = act(a.output);
   }
 
   int64_t attention(const sched::Task& t, MkTask& d) {
-    const ir::Op* a = nullptr;
-    int attn_op = -1;
-    for (const auto& f : t.ops)
-      if (f.kind == ir::OpKind::Attention) { a = &g_.ops[size_t(f.op)]; attn_op = f.op; }
-    if (!a) unsupported(t, "no attention op");
+    const sched::AttentionSpec& s = spec(t).attention;
+    const ir::Op& a = g_.ops[size_t(s.op)];
+    auto op = [&](int i) { return i >= 0 ? &g_.ops[size_t(i)] : nullptr; };
+    const ir::Op *qn = op(s.q_norm), *kn = op(s.k_norm), *qr = op(s.q_rope), *kr = op(s.k_rope);
     d.kind = MPK_MK_ATTENTION;
-    int used = 1;
-    const ir::Op *qn, *qr, *kn, *kr;
-    const int q = trace(t, a->inputs[0], qn, qr, used);
-    const int k = trace(t, a->inputs[1], kn, kr, used);
-    if (used != int(t.ops.size())) unsupported(t, "ops outside the q/k chains");
-    (void)attn_op;
     d.kv_head = t.kv_head;
     d.q_head0 = t.q_head_begin;
     d.group = t.q_head_end - t.q_head_begin;
-    d.head_dim = a->attrs.head_dim;
+    d.head_dim = a.attrs.head_dim;
     d.chunk = t.chunk;
     d.num_chunks = t.num_chunks;
-    if (t.num_chunks > 1) d.partial = partial(t, *a, t.chunk);
+    if (t.num_chunks > 1) d.partial = partial(t, s.partial, d.head_dim, t.chunk);
     if (t.merges) {
       d.flags |= MPK_MK_F_MERGE;
       d.arrival = arrival_.emplace(std::pair{t.layer, t.kv_head}, int(arrival_.size())).first->second;
     }
-    d.scale = float(a->attrs.scale);
+    d.scale = float(a.attrs.scale);
     d.capacity = m_.kv_capacity;
-    d.q = act(q);
-    d.kx = act(k);
-    d.vx = act(a->inputs[2]);
-    d.out = act(a->output);
+    d.q = act(s.q);
+    d.kx = act(s.k);
+    d.vx = act(s.v);
+    d.out = act(a.output);
     if (qn) { d.flags |= MPK_MK_F_Q_NORM; d.q_norm = cst(qn->weight); d.norm_eps = float(qn->attrs.eps); }
     if (kn) { d.flags |= MPK_MK_F_K_NORM; d.k_norm = cst(kn->weight); d.norm_eps = float(kn->attrs.eps); }
+    // One descriptor holds one eps and one RoPE table.
     if (qn && kn && qn->attrs.eps != kn->attrs.eps) unsupported(t, "q and k norms with different eps");
     const ir::Op* rope = qr ? qr : kr;
     if (qr) d.flags |= MPK_MK_F_ROPE_Q;
@@ -411,31 +340,25 @@ class TableBuilder {
                        qr->attrs.rope_theta != kr->attrs.rope_theta))
         unsupported(t, "different RoPE tables for q and k");
     }
-    MPK_ICHECK(a->layer >= 0 && a->layer < g_.kv_cache.num_layers) << "attention layer";
+    MPK_ICHECK(a.layer >= 0 && a.layer < g_.kv_cache.num_layers) << "attention layer";
     const int64_t layer_bytes = m_.kv_layer_elems * 4;
-    d.k_cache = b_.kv + uint64_t(a->layer * layer_bytes);
-    d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a->layer) * layer_bytes);
+    d.k_cache = b_.kv + uint64_t(a.layer * layer_bytes);
+    d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a.layer) * layer_bytes);
     // q heads + k head + v head + one (sums, max, sum) state per warp and head of a pass.
     return (int64_t(d.group + 2) * d.head_dim +
             int64_t(params_.block_threads / 32) * params_.heads_per_pass * (d.head_dim + 2)) * 4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {
-    if (t.ops.empty() || t.ops[0].kind != ir::OpKind::Argmax || t.ops.size() > 2 ||
-        (t.ops.size() == 2 && t.ops[1].kind != ir::OpKind::Embedding))
-      unsupported(t, "only the argmax reduce (+ next-token embedding) runs as a vector task");
-    const int pv = buffer_named("argmax.partial_value"), pi = buffer_named("argmax.partial_index");
-    bool reads_partials = t.reads.size() == 2;
-    for (const auto& r : t.reads) reads_partials &= r.buffer == pv || r.buffer == pi;
-    if (!reads_partials) unsupported(t, "argmax without per-tile partials");
-    const ir::Op& am = g_.ops[size_t(t.ops[0].op)];
+    const sched::ArgmaxSpec& s = spec(t).argmax;
+    const ir::Op& am = g_.ops[size_t(s.op)];
     d.kind = MPK_MK_ARGMAX;
-    d.part_val = act(pv);
-    d.part_idx = act(pi);
-    d.n = int(tg_.buffers[size_t(pv)].numel);
+    d.part_val = act(s.value);
+    d.part_idx = act(s.index);
+    d.n = int(tg_.buffers[size_t(s.value)].numel);
     d.next_token = act(am.output);
-    if (t.ops.size() == 2) {
-      const ir::Op& e = g_.ops[size_t(t.ops[1].op)];
+    if (s.embedding >= 0) {
+      const ir::Op& e = g_.ops[size_t(s.embedding)];
       d.flags |= MPK_MK_F_EMBED;
       d.table = mat(e.weight);
       d.embed_out = act(e.output);

@@ -64,7 +64,7 @@ int run(int argc, char** argv) {
   int workers = 132;
   int64_t kv_capacity = 4096;
   CLI::App* prove = app.add_subcommand(
-      "prove", "Prove the layout formulas of a model's megakernel plan (config.json only, no GPU)");
+      "prove", "Prove the formulas of a model's megakernel plan (config.json only, no GPU)");
   prove->add_option("--model", model_dir, "Model directory (its config.json)")->required();
   prove->add_option("--workers", workers, "Worker CTAs the plan is made for (one per SM)")
       ->check(CLI::Range(1, 4096))

@@ -2,12 +2,12 @@
 
 #include <z3++.h>
 
-#include <chrono>
 #include <functional>
 #include <map>
 #include <set>
 
 #include "base/error.h"
+#include "superopt/z3_check.h"
 
 namespace mpk::superopt {
 namespace {
@@ -76,35 +76,6 @@ z3::expr invariant(z3::context& ctx, const State& s) {
                                 s.l * s.max.u == s.S && s.o * s.max.u == s.SV && s.l > zero);
 }
 
-// Checks that `goal` holds whenever `assumptions` do (unsat of assumptions && !goal).
-Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
-                 const z3::expr& goal, unsigned timeout_ms) {
-  const auto t0 = std::chrono::steady_clock::now();
-  z3::solver s(ctx);
-  z3::params p(ctx);
-  p.set("timeout", timeout_ms);
-  s.set(p);
-  s.add(assumptions);
-  s.add(!goal);
-  Obligation o;
-  o.name = name;
-  switch (s.check()) {
-    case z3::unsat: o.result = "proved"; break;
-    case z3::sat: {
-      o.result = "refuted";
-      const z3::model m = s.get_model();
-      for (unsigned i = 0; i < m.num_consts(); ++i) {
-        const z3::func_decl d = m.get_const_decl(i);
-        o.counterexample += (o.counterexample.empty() ? "" : " ") + d.name().str() + "=" +
-                            m.get_const_interp(d).to_string();
-      }
-      break;
-    }
-    default: o.result = "unknown"; o.counterexample = s.reason_unknown(); break;
-  }
-  o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return o;
-}
 
 void collect(const RealExpr& e, const std::function<void(const RealExpr&)>& f) {
   f(e);
@@ -140,7 +111,7 @@ ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms
     r.obligations.push_back(check(ctx, "update: a score joins the state at the new max",
                                   invariant(ctx, a) && s.u > 0,
                                   l * mn.u == a.S + s.u && o * mn.u == a.SV + s.u * v && l > zero,
-                                  timeout_ms));
+                                  {}, timeout_ms));
   }
   {  // combine: a running sum (L, O) at M plus state B's share.
     const State b = make_state(ctx, "B");
@@ -151,7 +122,7 @@ ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms
     const z3::expr L2 = update(L, one, b.l, w), O2 = update(O, one, b.o, w);
     r.obligations.push_back(check(ctx, "combine: a state's share at a common max adds its sums",
                                   invariant(ctx, b) && M.u > 0 && L * M.u == T && O * M.u == TV,
-                                  L2 * M.u == T + b.S && O2 * M.u == TV + b.SV, timeout_ms));
+                                  L2 * M.u == T + b.S && O2 * M.u == TV + b.SV, {}, timeout_ms));
   }
   {  // rescale: state A moved to the max Mb (the merge's running state: L * f0).
     const State a = make_state(ctx, "A");
@@ -160,13 +131,13 @@ ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms
     const z3::expr L = update(a.l, w, zero, zero), O = update(a.o, w, zero, zero);
     r.obligations.push_back(check(ctx, "rescale: a state moved to another max keeps its sums",
                                   invariant(ctx, a) && Mb.u > 0,
-                                  L * Mb.u == a.S && O * Mb.u == a.SV, timeout_ms));
+                                  L * Mb.u == a.S && O * Mb.u == a.SV, {}, timeout_ms));
   }
   {  // final: the output of a non-empty state.
     const State a = make_state(ctx, "A");
     r.obligations.push_back(check(ctx, "final: o / l is the softmax average of the values",
                                   invariant(ctx, a) && !a.max.empty, a.o / a.l == a.SV / a.S,
-                                  timeout_ms));
+                                  {}, timeout_ms));
   }
   return r;
 }

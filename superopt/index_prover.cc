@@ -2,13 +2,13 @@
 
 #include <z3++.h>
 
-#include <chrono>
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "base/error.h"
+#include "superopt/z3_check.h"
 
 namespace mpk::superopt {
 namespace {
@@ -72,33 +72,6 @@ class Encoder {
   int64_t lo_, hi_;
 };
 
-// Checks that `goal` holds whenever `assumptions` do: unsat of assumptions && !goal.
-Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
-                 const z3::expr& goal, const std::vector<z3::expr>& shown, unsigned timeout_ms) {
-  const auto t0 = std::chrono::steady_clock::now();
-  z3::solver s(ctx);
-  z3::params p(ctx);
-  p.set("timeout", timeout_ms);
-  s.set(p);
-  s.add(assumptions);
-  s.add(!goal);
-  Obligation o;
-  o.name = name;
-  switch (s.check()) {
-    case z3::unsat: o.result = "proved"; break;
-    case z3::sat: {
-      o.result = "refuted";
-      const z3::model m = s.get_model();
-      for (const z3::expr& x : shown)
-        o.counterexample += (o.counterexample.empty() ? "" : " ") + x.to_string() + "=" +
-                            m.eval(x, true).to_string();
-      break;
-    }
-    default: o.result = "unknown"; o.counterexample = s.reason_unknown(); break;
-  }
-  o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  return o;
-}
 
 void collect(const IndexExpr& e, std::function<void(const IndexExpr&)> f) {
   f(e);

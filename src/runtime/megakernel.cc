@@ -152,7 +152,9 @@ class TableBuilder {
                const MegakernelParams& params)
       : g_(g), tg_(p.tasks), p_(p), m_(m), b_(b), params_(params), variants_(kernel_variants(params)) {}
 
-  MegakernelTables run() {
+  // `refused`: when given, a task the kernel does not run is listed there (task id, why) and
+  // the others are still built; otherwise the first one throws Error(Unsupported).
+  MegakernelTables run(std::vector<std::pair<int, std::string>>* refused = nullptr) {
     MegakernelTables out;
     out.num_workers = p_.schedule.num_workers;
     for (const sched::Event& e : tg_.events) out.needs.push_back(uint32_t(e.need));
@@ -171,16 +173,22 @@ class TableBuilder {
         d.wait_need[i] = out.needs[size_t(d.wait_event[i])];
       }
       int64_t smem = 0;
-      switch (t.kind) {
-        case sched::TaskKind::Linear: smem = linear(t, d); break;
-        case sched::TaskKind::Attention: smem = attention(t, d); break;
-        case sched::TaskKind::AttentionMerge: merge(t, d); break;
-        case sched::TaskKind::Vector:
-          vector(t, d);
-          out.argmax_event = t.trigger;
-          break;
+      try {
+        switch (t.kind) {
+          case sched::TaskKind::Linear: smem = linear(t, d); break;
+          case sched::TaskKind::Attention: smem = attention(t, d); break;
+          case sched::TaskKind::AttentionMerge: merge(t, d); break;
+          case sched::TaskKind::Vector:
+            vector(t, d);
+            out.argmax_event = t.trigger;
+            break;
+        }
+        d.variant = choose_variant(t, d);
+      } catch (const Error& e) {
+        if (!refused || e.kind() != ErrorKind::Unsupported) throw;
+        refused->push_back({t.id, e.what()});
+        d.variant = -1;
       }
-      d.variant = choose_variant(t, d);
       out.dynamic_smem = std::max(out.dynamic_smem, smem);
       out.tasks.push_back(d);
     }
@@ -388,6 +396,14 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
   MegakernelTables t = TableBuilder(graph, plan, mem, bases, params).run();
   check_access_ranges(plan, mem, bases, t);
   return t;
+}
+
+std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
+                                                       const MemoryPlan& mem, const MegakernelParams& params) {
+  validate(params);
+  std::vector<std::pair<int, std::string>> refused;
+  (void)TableBuilder(graph, plan, mem, SegmentBases{}, params).run(&refused);
+  return refused;
 }
 
 std::vector<MkTask> MegakernelTables::device_tasks() const {

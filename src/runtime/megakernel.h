@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/dtype.h"
@@ -83,6 +84,11 @@ struct MegakernelTables {
 MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
+
+// The tasks of the plan the kernel does not run, each with why (build_tables refuses the first).
+std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
+                                                       const MemoryPlan& mem,
+                                                       const MegakernelParams& params = {});
 
 // The complete CUDA source for weights of `weight_dtype` (the parameters' #defines and the
 // kernels/ files with the dispatch over kernel_variants(params): kernels/common.cuh) and its

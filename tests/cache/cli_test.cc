@@ -396,6 +396,46 @@ TEST_F(CliTest, ProveAFixturesPlan) {
   EXPECT_NE(table.out.find("all proved"), std::string::npos) << table.out;
 }
 
+// mpk-tune coverage: which variant runs each op, from config.json alone; an op no variant runs
+// is named with why, the ops it blocks are told apart, and the exit status says so.
+TEST_F(CliTest, CoverageOfAFixtureAndOfAModelTheKernelDoesNotRun) {
+  Outcome r = tune({"coverage", "--model", std::string(MPK_TEST_DATA) + "/qwen3-bf16", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("uncovered_ops"), 0);
+  EXPECT_EQ(j.at("host_fallback_ops"), 0);
+  std::map<std::string, std::string> runs;
+  for (const auto& op : j.at("ops")) {
+    EXPECT_EQ(op.at("status"), "megakernel") << op.dump();
+    runs[op.at("op").get<std::string>()] = op.at("runs_as").dump();
+  }
+  EXPECT_NE(runs["linear"].find("linear.r2"), std::string::npos);
+  EXPECT_NE(runs["rope"].find("attention"), std::string::npos);
+  EXPECT_NE(runs["embedding"].find("argmax"), std::string::npos);
+
+  // The same model with heads of 512: attention has no variant (the kernel holds up to 256).
+  nlohmann::json cfg;
+  std::ifstream(std::string(MPK_TEST_DATA) + "/qwen3-bf16/config.json") >> cfg;
+  cfg["head_dim"] = 512;
+  const fs::path model = dir / "hd512";
+  fs::create_directories(model);
+  std::ofstream(model / "config.json") << cfg.dump();
+  Outcome bad = tune({"coverage", "--model", model.string(), "--json"});
+  EXPECT_EQ(bad.status, 1) << bad.out << bad.err;
+  std::map<std::string, std::string> status;
+  const auto jb = nlohmann::json::parse(bad.out);
+  for (const auto& op : jb.at("ops")) {
+    status[op.at("op").get<std::string>()] = op.at("status").get<std::string>();
+    if (op.at("op") == "attention")
+      EXPECT_NE(op.at("why").get<std::string>().find("head_dim 512 above max_head_dim 256"),
+                std::string::npos) << op.dump();
+  }
+  EXPECT_EQ(status["attention"], "unsupported") << bad.out << bad.err;
+  EXPECT_EQ(status["rope"], "unsupported");
+  EXPECT_EQ(status["linear"], "blocked");
+  EXPECT_EQ(tune({"coverage"}).status, 2);
+}
+
 TEST_F(CliTest, ProveOfABadModelOrArgumentsFails) {
   EXPECT_EQ(tune({"prove", "--model", "/nonexistent-model-dir"}).status, 1);
   EXPECT_EQ(tune({"prove"}).status, 2);

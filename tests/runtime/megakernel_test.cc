@@ -540,6 +540,16 @@ TEST(Megakernel, HeadDimSizesTheKernel) {
   const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 16));
   const MemoryPlan mem = plan_memory(g, plan.tasks, DType::BF16, 16);
   (void)build_tables(g, plan, mem, SegmentBases{}, params_for_head_dim(int(c.head_dim)));
+  EXPECT_TRUE(refused_tasks(g, plan, mem, params_for_head_dim(int(c.head_dim))).empty());
+  // Every attention task is refused, each with its reason; build_tables throws on the first.
+  int attention = 0;
+  for (const sched::Task& t : plan.tasks.tasks) attention += t.kind == sched::TaskKind::Attention;
+  const auto refused = refused_tasks(g, plan, mem, MegakernelParams{.max_head_dim = 64});
+  EXPECT_EQ(int(refused.size()), attention);
+  for (const auto& [id, why] : refused) {
+    EXPECT_EQ(plan.tasks.tasks[size_t(id)].kind, sched::TaskKind::Attention);
+    EXPECT_NE(why.find("head_dim 128 above max_head_dim 64"), std::string::npos) << why;
+  }
   try {
     (void)build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{.max_head_dim = 64});
     ADD_FAILURE() << "head_dim " << c.head_dim << " accepted by a kernel for 64";

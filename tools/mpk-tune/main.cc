@@ -3,6 +3,7 @@
 //   mpk-tune [--cache PATH] [--json] [--read-only] COMMAND ...
 //     list [--limit N] | show KEY | stats | prune [--max-bytes N] | export FILE [--force]
 //     | import FILE | verify | prove --model DIR [--workers N] [--kv-capacity N]
+//     | coverage --model DIR [--workers N] [--kv-capacity N] [--arch A] [--compile]
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "base/error.h"
 #include "cache/paths.h"
 #include "commands.h"
+#include "coverage.h"
 #include "prove.h"
 
 using namespace mpk;
@@ -72,6 +74,19 @@ int run(int argc, char** argv) {
   prove->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
       ->capture_default_str();
+  std::string arch = "sm_90a";
+  bool compile = false;
+  CLI::App* coverage = app.add_subcommand(
+      "coverage", "Which kernel variant runs each op of a model (config.json only, no GPU)");
+  coverage->add_option("--model", model_dir, "Model directory (its config.json)")->required();
+  coverage->add_option("--workers", workers, "Worker CTAs the plan is made for (one per SM)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
+  coverage->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
+      ->capture_default_str();
+  coverage->add_option("--arch", arch, "GPU architecture (NVRTC's, e.g. sm_90a)")->capture_default_str();
+  coverage->add_flag("--compile", compile, "also compile the kernel for --arch with NVRTC");
 
   try {
     app.parse(argc, argv);
@@ -90,6 +105,8 @@ int run(int argc, char** argv) {
   }
 
   if (prove->parsed()) return cmd_prove(std::cout, model_dir, workers, kv_capacity, json);
+  if (coverage->parsed())
+    return cmd_coverage(std::cout, model_dir, workers, kv_capacity, arch, compile, json);
   Context ctx{cache_path.empty() ? cache::default_cache_path() : std::filesystem::path(cache_path), json,
               read_only, std::cout};
   if (list->parsed()) return cmd_list(ctx, limit);

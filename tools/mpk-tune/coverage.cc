@@ -1,0 +1,106 @@
+// mpk-tune coverage: op kind x dtype x arch -> what runs it in the megakernel.
+#include "coverage.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <ostream>
+#include <set>
+
+#include "base/error.h"
+#include "ir/builder.h"
+#include "model/config.h"
+#include "runtime/megakernel.h"
+#include "runtime/variants.h"
+
+namespace mpk::tune {
+namespace {
+
+struct Row {
+  int ops = 0;
+  std::set<std::string> runs_as;  // "linear.r2", ...
+  std::string unsupported;        // why nothing runs it
+};
+
+}  // namespace
+
+int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int workers,
+                 int64_t kv_capacity, const std::string& arch, bool compile, bool json) {
+  const model::Config cfg = model::load_config(model_dir);
+  const ir::Graph g = ir::build(cfg);
+  const int64_t cap = cfg.max_position_embeddings > 0
+                          ? std::min<int64_t>(kv_capacity, cfg.max_position_embeddings)
+                          : kv_capacity;
+  sched::PlanOptions po = rt::megakernel_plan_options(g, workers, cap);
+  po.dump = std::string();
+  const sched::Plan plan = sched::plan(g, po);
+  const rt::MemoryPlan mem = rt::plan_memory(g, plan.tasks, cfg.torch_dtype, cap);
+  const rt::MegakernelParams params = rt::params_for_head_dim(int(cfg.head_dim));
+  const std::vector<rt::Variant> variants = rt::kernel_variants(params);
+
+  std::map<std::string, Row> rows;  // by op kind name, in the graph's order of first use
+  std::vector<std::string> order;
+  for (const ir::Op& op : g.ops) {
+    const std::string name = ir::op_name(op.kind);
+    if (!rows.count(name)) order.push_back(name);
+    ++rows[name].ops;
+  }
+  // Each task's variant, or why the kernel does not run it.
+  const std::vector<std::pair<int, std::string>> refused = rt::refused_tasks(g, plan, mem, params);
+  std::map<int, std::string> why;
+  for (const auto& [id, text] : refused) why[id] = text;
+  rt::MegakernelTables tables;
+  if (refused.empty()) tables = rt::build_tables(g, plan, mem, rt::SegmentBases{}, params);
+  for (const sched::Task& t : plan.tasks.tasks) {
+    for (const sched::FusedOp& f : t.ops) {
+      Row& r = rows[ir::op_name(f.kind)];
+      if (why.count(t.id)) {
+        if (r.unsupported.empty()) r.unsupported = why[t.id];
+      } else if (refused.empty()) {
+        r.runs_as.insert(rt::variant_name(variants.at(size_t(tables.tasks[size_t(t.id)].variant))));
+      }
+    }
+  }
+  std::string compiled = "not compiled (--compile)";
+  if (compile && refused.empty()) {
+    const cuda::CompileResult c = rt::compile_megakernel(arch, params, cfg.torch_dtype);
+    compiled = fmt::format("compiled for {} in {:.1f} s ({} bytes)", arch, c.compile_ms / 1e3, c.cubin.size());
+  }
+
+  int uncovered = 0;
+  nlohmann::json j = {{"model", model_dir.string()}, {"dtype", dtype_name(cfg.torch_dtype)},
+                      {"arch", arch}, {"workers", workers}, {"kernel", compiled},
+                      {"host_fallback_ops", 0}, {"ops", nlohmann::json::array()}};
+  if (!json)
+    out << fmt::format("{}: {} ops, weights {}, arch {}, {} workers; kernel {}\n", model_dir.string(),
+                       g.ops.size(), dtype_name(cfg.torch_dtype), arch, workers, compiled);
+  for (const std::string& name : order) {
+    const Row& r = rows[name];
+    std::string runs;
+    for (const std::string& v : r.runs_as) runs += (runs.empty() ? "" : ", ") + v;
+    // Ops of refused tasks are unsupported; the others cannot run either while any task is
+    // refused (the kernel is not built), but are not the cause.
+    const bool ok = r.unsupported.empty() && !r.runs_as.empty();
+    uncovered += ok ? 0 : r.ops;
+    const std::string status = ok ? "megakernel" : !r.unsupported.empty() ? "unsupported" : "blocked";
+    j["ops"].push_back({{"op", name}, {"count", r.ops}, {"status", status}, {"runs_as", r.runs_as},
+                        {"why", r.unsupported}});
+    if (!json)
+      out << fmt::format("  {:<16} {:>5}  {:<11}  {}\n", name, r.ops, status,
+                         ok ? runs : !r.unsupported.empty() ? r.unsupported
+                                   : refused.empty() ? "in no task" : "the kernel is not built");
+  }
+  j["uncovered_ops"] = uncovered;
+  if (json)
+    out << j.dump() << '\n';
+  else
+    out << fmt::format("{}: {} of {} ops run on the device; host fallback: none (not built: an op "
+                       "the megakernel does not run makes the GPU load fail)\n",
+                       uncovered == 0 ? "covered" : "NOT COVERED", int(g.ops.size()) - uncovered,
+                       g.ops.size());
+  return uncovered == 0 ? 0 : 1;
+}
+
+}  // namespace mpk::tune

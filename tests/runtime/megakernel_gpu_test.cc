@@ -17,6 +17,7 @@
 #include "cache/cache.h"
 #include "cache/paths.h"
 #include "cuda/driver.h"
+#include "gpu_device.h"
 #include "ref/executor.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/kernel_params.h"
@@ -30,13 +31,7 @@ const std::vector<std::string> kFixtures = {"qwen3-f32", "qwen3-bf16", "qwen2-f3
                                  "qwen2-bf16", "llama-f32", "llama-bf16-sharded"};
 constexpr double kTolerance = 1e-3;
 
-bool have_device() {
-  try {
-    return cuda::driver_available() && cuda::device_count() > 0;
-  } catch (...) {
-    return false;
-  }
-}
+using mpk::testing::have_device;
 
 double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
   if (a.size() != b.size()) return INFINITY;

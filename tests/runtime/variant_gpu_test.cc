@@ -9,38 +9,20 @@
 #include <functional>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "base/dtype.h"
 #include "cuda/driver.h"
+#include "gpu_device.h"
 #include "runtime/megakernel.h"
 #include "runtime/variants.h"
 
 namespace mpk::rt {
 namespace {
 
-bool have_device() {
-  try {
-    return cuda::driver_available() && cuda::device_count() > 0;
-  } catch (...) {
-    return false;
-  }
-}
-
-uint16_t to_bf16(float f) {  // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-}
-double from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+using mpk::testing::have_device;
 
 using Patch = std::function<std::string(std::string)>;
 
@@ -222,7 +204,7 @@ std::string check_linear(Harness& h, int rows, bool down, const LinearCase& c, u
   for (size_t s = 0; s < c.slice_rows.size(); ++s) {
     const int n = c.slice_rows[s];
     std::vector<uint16_t> w(size_t(n) * size_t(k));
-    for (auto& v : w) v = to_bf16(0.05f * nd(rng));
+    for (auto& v : w) v = f32_to_bf16(0.05f * nd(rng));
     std::vector<float> bias(static_cast<size_t>(n)), res(static_cast<size_t>(n));
     for (int i = 0; i < n; ++i) { bias[size_t(i)] = nd(rng); res[size_t(i)] = nd(rng) * c.x_scale; }
     MkSlice& sl = t.slices[s];
@@ -235,7 +217,7 @@ std::string check_linear(Harness& h, int rows, bool down, const LinearCase& c, u
     for (int row = 0; row < n; ++row) {
       double acc = 0, mag = 0;
       for (int i = 0; i < k; ++i) {
-        const double term = from_bf16(w[size_t(row) * size_t(k) + size_t(i)]) * in[size_t(i)];
+        const double term = bf16_to_f32(w[size_t(row) * size_t(k) + size_t(i)]) * in[size_t(i)];
         acc += term;
         mag += std::fabs(term);
       }

@@ -80,9 +80,9 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   // The plan's layout proofs, before anything is compiled or run.
   const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
-  const std::string proofs = prove_plan(load_tasks, params_);
-  for (const PlanProof& p : plan_proofs(load_tasks, params_))
-    stats.proof_obligations += p.record.obligations.size();
+  const std::vector<PlanProof> plan_proved = plan_proofs(load_tasks, params_);
+  const std::string proofs = verification_record(plan_proved);
+  for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);

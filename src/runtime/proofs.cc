@@ -3,6 +3,7 @@
 #include <tbb/parallel_for.h>
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <map>
 #include <mutex>
 #include <set>
@@ -101,18 +102,24 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   return out;
 }
 
-std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params) {
-  std::string json = "{\"passed\":true,\"method\":\"Z3 proofs of the plan's formulas\",\"records\":[";
-  for (const PlanProof& p : plan_proofs(tasks, params)) {
+std::string verification_record(const std::vector<PlanProof>& proofs) {
+  nlohmann::json j = {{"passed", true}, {"method", "Z3 proofs of the plan's formulas"},
+                      {"records", nlohmann::json::array()}};
+  for (const PlanProof& p : proofs) {
     for (const superopt::Obligation& o : p.record.obligations)
       MPK_CHECK(o.result == "proved", Internal)
           << "megakernel: " << p.use << ": " << p.record.subject << ": obligation '" << o.name
           << "' " << o.result << (o.counterexample.empty() ? "" : " (" + o.counterexample + ")")
           << "; the kernel is not run";
-    if (json.back() != '[') json += ',';
-    json += "{\"use\":\"" + p.use + "\"," + p.record.to_json().substr(1);
+    nlohmann::json r = nlohmann::json::parse(p.record.to_json());
+    r["use"] = p.use;
+    j["records"].push_back(std::move(r));
   }
-  return json + "]}";
+  return j.dump();
+}
+
+std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params) {
+  return verification_record(plan_proofs(tasks, params));
 }
 
 }  // namespace mpk::rt

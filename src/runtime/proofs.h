@@ -28,10 +28,13 @@ struct PlanProof {
 // every length up to 2^31 and every tile up to 2^20 rows).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
-// Proves them; returns the cache entry's verification record: {"passed": true, "method": ...,
-// "records": [{"use": ..., then the record's fields}, ...]} (cache/entry.h: a verified entry).
+// The cache entry's verification record of `proofs`: {"passed": true, "method": ...,
+// "records": [{the record's fields, "use": ...}, ...]} (cache/entry.h: a verified entry).
 // Throws Error(Internal) naming the use, the obligation, its result and the counterexample
-// when one fails.
+// when one failed.
+std::string verification_record(const std::vector<PlanProof>& proofs);
+
+// verification_record(plan_proofs(tasks, params)).
 std::string prove_plan(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
 }  // namespace mpk::rt

@@ -399,10 +399,15 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
 }
 
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
-                                                       const MemoryPlan& mem, const MegakernelParams& params) {
+                                                       const MemoryPlan& mem, const MegakernelParams& params,
+                                                       std::vector<int>* variants) {
   validate(params);
   std::vector<std::pair<int, std::string>> refused;
-  (void)TableBuilder(graph, plan, mem, SegmentBases{}, params).run(&refused);
+  const MegakernelTables t = TableBuilder(graph, plan, mem, SegmentBases{}, params).run(&refused);
+  if (variants) {
+    variants->clear();
+    for (const MkTask& d : t.tasks) variants->push_back(d.variant);
+  }
   return refused;
 }
 

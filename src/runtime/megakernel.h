@@ -85,10 +85,12 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
 
-// The tasks of the plan the kernel does not run, each with why (build_tables refuses the first).
+// The tasks of the plan the kernel does not run, each with why (build_tables refuses the
+// first); `variants`, when given, gets every task's variant id (-1 for a refused one).
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
                                                        const MemoryPlan& mem,
-                                                       const MegakernelParams& params = {});
+                                                       const MegakernelParams& params = {},
+                                                       std::vector<int>* variants = nullptr);
 
 // The complete CUDA source for weights of `weight_dtype` (the parameters' #defines and the
 // kernels/ files with the dispatch over kernel_variants(params): kernels/common.cuh) and its

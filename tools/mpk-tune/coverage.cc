@@ -10,8 +10,7 @@
 #include <set>
 
 #include "base/error.h"
-#include "ir/builder.h"
-#include "model/config.h"
+#include "config_plan.h"
 #include "runtime/megakernel.h"
 #include "runtime/variants.h"
 
@@ -28,17 +27,10 @@ struct Row {
 
 int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int workers,
                  int64_t kv_capacity, const std::string& arch, bool compile, bool json) {
-  const model::Config cfg = model::load_config(model_dir);
-  const ir::Graph g = ir::build(cfg);
-  const int64_t cap = cfg.max_position_embeddings > 0
-                          ? std::min<int64_t>(kv_capacity, cfg.max_position_embeddings)
-                          : kv_capacity;
-  sched::PlanOptions po = rt::megakernel_plan_options(g, workers, cap);
-  po.dump = std::string();
-  const sched::Plan plan = sched::plan(g, po);
-  const rt::MemoryPlan mem = rt::plan_memory(g, plan.tasks, cfg.torch_dtype, cap);
-  const rt::MegakernelParams params = rt::params_for_head_dim(int(cfg.head_dim));
-  const std::vector<rt::Variant> variants = rt::kernel_variants(params);
+  const ConfigPlan p = plan_from_config(model_dir, workers, kv_capacity);
+  const model::Config& cfg = p.config;
+  const ir::Graph& g = p.graph;
+  const std::vector<rt::Variant> variants = rt::kernel_variants(p.params);
 
   std::map<std::string, Row> rows;  // by op kind name, in the graph's order of first use
   std::vector<std::string> order;
@@ -48,24 +40,23 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     ++rows[name].ops;
   }
   // Each task's variant, or why the kernel does not run it.
-  const std::vector<std::pair<int, std::string>> refused = rt::refused_tasks(g, plan, mem, params);
+  std::vector<int> variant;  // per task id
+  const std::vector<std::pair<int, std::string>> refused = rt::refused_tasks(g, p.plan, p.mem, p.params, &variant);
   std::map<int, std::string> why;
   for (const auto& [id, text] : refused) why[id] = text;
-  rt::MegakernelTables tables;
-  if (refused.empty()) tables = rt::build_tables(g, plan, mem, rt::SegmentBases{}, params);
-  for (const sched::Task& t : plan.tasks.tasks) {
+  for (const sched::Task& t : p.plan.tasks.tasks) {
     for (const sched::FusedOp& f : t.ops) {
       Row& r = rows[ir::op_name(f.kind)];
       if (why.count(t.id)) {
         if (r.unsupported.empty()) r.unsupported = why[t.id];
       } else if (refused.empty()) {
-        r.runs_as.insert(rt::variant_name(variants.at(size_t(tables.tasks[size_t(t.id)].variant))));
+        r.runs_as.insert(rt::variant_name(variants.at(size_t(variant[size_t(t.id)]))));
       }
     }
   }
   std::string compiled = "not compiled (--compile)";
   if (compile && refused.empty()) {
-    const cuda::CompileResult c = rt::compile_megakernel(arch, params, cfg.torch_dtype);
+    const cuda::CompileResult c = rt::compile_megakernel(arch, p.params, cfg.torch_dtype);
     compiled = fmt::format("compiled for {} in {:.1f} s ({} bytes)", arch, c.compile_ms / 1e3, c.cubin.size());
   }
 

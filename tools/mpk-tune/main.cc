@@ -65,26 +65,23 @@ int run(int argc, char** argv) {
   std::string model_dir;
   int workers = 132;
   int64_t kv_capacity = 4096;
-  CLI::App* prove = app.add_subcommand(
-      "prove", "Prove the formulas of a model's megakernel plan (config.json only, no GPU)");
-  prove->add_option("--model", model_dir, "Model directory (its config.json)")->required();
-  prove->add_option("--workers", workers, "Worker CTAs the plan is made for (one per SM)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  prove->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
-      ->capture_default_str();
+  // The commands that plan a model from its config.json.
+  auto plan_options = [&](CLI::App* c) {
+    c->add_option("--model", model_dir, "Model directory (its config.json)")->required();
+    c->add_option("--workers", workers, "Worker CTAs the plan is made for (one per SM)")
+        ->check(CLI::Range(1, 4096))
+        ->capture_default_str();
+    c->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
+        ->capture_default_str();
+    return c;
+  };
+  CLI::App* prove = plan_options(app.add_subcommand(
+      "prove", "Prove the formulas of a model's megakernel plan (config.json only, no GPU)"));
   std::string arch = "sm_90a";
   bool compile = false;
-  CLI::App* coverage = app.add_subcommand(
-      "coverage", "Which kernel variant runs each op of a model (config.json only, no GPU)");
-  coverage->add_option("--model", model_dir, "Model directory (its config.json)")->required();
-  coverage->add_option("--workers", workers, "Worker CTAs the plan is made for (one per SM)")
-      ->check(CLI::Range(1, 4096))
-      ->capture_default_str();
-  coverage->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
-      ->capture_default_str();
+  CLI::App* coverage = plan_options(app.add_subcommand(
+      "coverage", "Which kernel variant runs each op of a model (config.json only, no GPU)"));
   coverage->add_option("--arch", arch, "GPU architecture (NVRTC's, e.g. sm_90a)")->capture_default_str();
   coverage->add_flag("--compile", compile, "also compile the kernel for --arch with NVRTC");
 

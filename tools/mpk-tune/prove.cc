@@ -3,12 +3,10 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <ostream>
 
-#include "ir/builder.h"
-#include "model/config.h"
+#include "config_plan.h"
 #include "runtime/megakernel.h"
 #include "runtime/proofs.h"
 
@@ -16,16 +14,10 @@ namespace mpk::tune {
 
 int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int workers,
               int64_t kv_capacity, bool json) {
-  const model::Config cfg = model::load_config(model_dir);
-  const ir::Graph g = ir::build(cfg);
-  const int64_t cap = cfg.max_position_embeddings > 0
-                          ? std::min<int64_t>(kv_capacity, cfg.max_position_embeddings)
-                          : kv_capacity;
-  const sched::Plan plan = sched::plan(g, rt::megakernel_plan_options(g, workers, cap));
-  const rt::MemoryPlan mem = rt::plan_memory(g, plan.tasks, cfg.torch_dtype, cap);
-  const rt::MegakernelParams params = rt::params_for_head_dim(int(cfg.head_dim));
-  const auto tasks = rt::build_tables(g, plan, mem, rt::SegmentBases{}, params).device_tasks();
-  const std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, params);
+  const ConfigPlan p = plan_from_config(model_dir, workers, kv_capacity);
+  const int64_t cap = p.kv_capacity;
+  const auto tasks = rt::build_tables(p.graph, p.plan, p.mem, rt::SegmentBases{}, p.params).device_tasks();
+  const std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, p.params);
   bool all = !records.empty();
   double total = 0;
   nlohmann::json j = {{"model", model_dir.string()}, {"workers", workers}, {"kv_capacity", cap},

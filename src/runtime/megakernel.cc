@@ -1,7 +1,6 @@
 #include "runtime/megakernel.h"
 
 #include <algorithm>
-#include <cctype>
 #include <map>
 #include <numeric>
 
@@ -426,11 +425,17 @@ std::string kernel_file(const char* name) {
   MPK_THROW(Internal) << "kernel source " << name << " is not embedded";
 }
 
-const char* dtype_suffix(DType weight_dtype) {
+// The entry point's suffix and the kernel source's name of a weight dtype.
+struct DtypeNames {
+  const char* suffix;
+  const char* macro;
+};
+
+DtypeNames dtype_names(DType weight_dtype) {
   switch (weight_dtype) {
-    case DType::F32: return "f32";
-    case DType::BF16: return "bf16";
-    case DType::F16: return "f16";
+    case DType::F32: return {"f32", "MK_F32"};
+    case DType::BF16: return {"bf16", "MK_BF16"};
+    case DType::F16: return {"f16", "MK_F16"};
     default: break;
   }
   MPK_THROW(Unsupported) << "megakernel: weight dtype " << dtype_name(weight_dtype);
@@ -443,16 +448,13 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   s += kernel_file("common.cuh") + ir::online_softmax_device_functions();
   for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += kernel_file(f);
   s += dispatch_source(kernel_variants(params)) + kernel_file("protocol.cuh");
-  const std::string dt = dtype_suffix(weight_dtype);
-  std::string upper = dt;
-  for (char& ch : upper) ch = char(std::toupper(static_cast<unsigned char>(ch)));
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
              "__launch_bounds__(MK_BLOCK_THREADS) " + megakernel_entry(weight_dtype) +
-         "(MkParams p) { mk_run<MK_" + upper + ">(p); }\n";
+         "(MkParams p) { mk_run<" + dtype_names(weight_dtype).macro + ">(p); }\n";
 }
 
 std::string megakernel_entry(DType weight_dtype) {
-  return std::string("mpk_megakernel_") + dtype_suffix(weight_dtype);
+  return std::string("mpk_megakernel_") + dtype_names(weight_dtype).suffix;
 }
 
 std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }

@@ -61,13 +61,6 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       << "device " << props.name << " does not support cooperative launches";
   num_workers_ = props.sm_count;
   dtype_ = model.dtype;
-  // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
-  params_ = params_for_head_dim(int(graph.config.head_dim));
-  if (!options.mk_params.empty()) {
-    params_ = parse_params(options.mk_params, params_);
-    log(LogLevel::Info, "megakernel parameters {}", to_json(params_));
-  }
-
   // Plan once at load so that an unsupported fused op fails here, not at the first step, for
   // the default session capacity (the KV split, hence the task count, depends on it).
   const int64_t def = int64_t(SessionOptions{}.kv_capacity);
@@ -78,6 +71,14 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
   const sched::Plan plan = sched::plan(graph, po);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
+  // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
+  defaults_ = rt::default_params(int(graph.config.head_dim), plan.tasks.total_weight_bytes(),
+                                 graph.config.num_layers, num_workers_);
+  params_ = defaults_;
+  if (!options.mk_params.empty()) {
+    params_ = parse_params(options.mk_params, params_);
+    log(LogLevel::Info, "megakernel parameters {}", to_json(params_));
+  }
   // The plan's layout proofs, before anything is compiled or run.
   const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
   const std::vector<PlanProof> plan_proved = plan_proofs(load_tasks, params_);

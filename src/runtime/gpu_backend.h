@@ -37,7 +37,9 @@ class GpuModel {
   DType weight_dtype() const { return dtype_; }
   int num_workers() const { return num_workers_; }
   const MegakernelParams& params() const { return params_; }
-  int block_threads() const { return params_.block_threads; }
+  // The model's default parameters (default_params), which RuntimeOptions::mk_params amends.
+  const MegakernelParams& default_params() const { return defaults_; }
+  int block_threads() const { return launch_threads(params_); }
   int max_dynamic_smem() const { return max_dynamic_smem_; }
   uint64_t weights_ptr() const { return weights_.ptr(); }
   uint64_t consts_ptr() const { return consts_.ptr(); }
@@ -48,6 +50,7 @@ class GpuModel {
   int64_t embed_offset_ = -1;  // byte offset of the embedding table in weights_
   int64_t embed_cols_ = 0;
   DType dtype_ = DType::BF16;
+  MegakernelParams defaults_;
   MegakernelParams params_;  // the defaults until the superoptimizer chooses
   int num_workers_ = 0;
   int max_dynamic_smem_ = 48 * 1024;

@@ -32,6 +32,7 @@ constexpr Field kFields[] = {
     {"max_head_dim", "MK_MAX_HEAD_DIM", &MegakernelParams::max_head_dim, 64, 256, 64},
     {"ring_stages", "MK_RING_STAGES", &MegakernelParams::ring_stages, 0, 16, 1},
     {"poll_warp_loads", "MK_POLL_WARP_LOADS", &MegakernelParams::poll_warp_loads, 0, 1, 1},
+    {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
 };
 
 }  // namespace
@@ -45,12 +46,26 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
+  MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
+      << "megakernel parameters: block_threads " << p.block_threads
+      << " and the controller warp exceed 1024 threads";
 }
 
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base) {
   base.max_head_dim = std::clamp((head_dim + 63) / 64 * 64, 64, 256);
   return base;
 }
+
+MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t layers, int workers) {
+  MegakernelParams p = params_for_head_dim(head_dim);
+  if (layers > 0 && workers > 0 && weight_bytes / layers / workers <= kControllerMaxLayerBytes) {
+    p.block_threads -= 32;
+    p.controller_warp = 1;
+  }
+  return p;
+}
+
+int launch_threads(const MegakernelParams& p) { return p.block_threads + 32 * p.controller_warp; }
 
 int64_t ring_bytes(const MegakernelParams& p) {
   const int rows = std::max(p.rows_per_warp, p.down_rows_per_warp);

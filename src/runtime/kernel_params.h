@@ -30,11 +30,27 @@ struct MegakernelParams {
                              // registers before the wait like the others; 0, it prefetches that
                              // round to L2 instead, so the poll does not queue behind its loads
                              // (handoff_bench: 2 us vs 0.9 us with every SM streaming)
+  int controller_warp = 0;   // 1: one more warp per worker (block_threads + 32 threads) polls
+                             // the task's events and publishes it while the block_threads
+                             // compute warps issue their loads, so no poll queues behind them;
+                             // 0: thread 0 of the compute warps polls
 };
 
 // The parameters for a model whose attention heads have head_dim elements (max_head_dim the
 // smallest that holds them).
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
+
+// A model's defaults: params_for_head_dim, and the controller warp (in the place of a compute
+// warp: registers allow 16 warps at 128 per thread) when a decoder layer streams at most
+// kControllerMaxLayerBytes of weights per worker. Measured on an H200 (docs/PERFORMANCE.md):
+// Qwen3-0.6B, 0.32 MB per worker and layer, 5.5% faster with it; Qwen3-8B, 3.2 MB, 7.8% slower
+// (a stage that streams long loses more to one warp fewer than its hand-offs gain). A rule from
+// two shapes until the search measures each model. `weight_bytes`: every weight read per step.
+constexpr int64_t kControllerMaxLayerBytes = int64_t(1) << 20;
+MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t layers, int workers);
+
+// Threads per worker CTA as launched: the compute threads and the controller warp if any.
+int launch_threads(const MegakernelParams& p);
 
 // Bytes of the linear tasks' weight ring in shared memory (0 without the ring), for the widest
 // linear variant.

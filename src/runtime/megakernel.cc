@@ -449,7 +449,7 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += kernel_file(f);
   s += dispatch_source(kernel_variants(params)) + kernel_file("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
-             "__launch_bounds__(MK_BLOCK_THREADS) " + megakernel_entry(weight_dtype) +
+             "__launch_bounds__(MK_LAUNCH_THREADS) " + megakernel_entry(weight_dtype) +
          "(MkParams p) { mk_run<" + dtype_names(weight_dtype).macro + ">(p); }\n";
 }
 

@@ -248,7 +248,10 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
                              // Two linear variants in one launch: the down projection's own.
                              "down_rows_per_warp=1",
                              "ring_stages=2,loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
-                             "ring_stages=2,loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1"}) {
+                             "ring_stages=2,loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1",
+                             // The controller warp polls and publishes (15 and 16 compute warps).
+                             "controller_warp=1,block_threads=480", "controller_warp=1",
+                             "controller_warp=1,ring_stages=2,loads_in_flight=2"}) {
     for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
       SCOPED_TRACE(std::string(params) + " on " + fixture);
       const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
@@ -257,7 +260,7 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
       o.mk_params = params;
       auto m = LoadedModel::load(o, dir, Backend::Gpu);
       const MegakernelParams want =
-          parse_params(params, params_for_head_dim(int(m->config().head_dim)));
+          parse_params(params, m->gpu()->default_params());
       EXPECT_EQ(to_json(m->gpu()->params()), to_json(want));
       Session s(m, opts(64));
       auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);

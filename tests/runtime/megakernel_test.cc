@@ -480,18 +480,20 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.max_head_dim = 64;
   p.ring_stages = 3;
   p.poll_warp_loads = 0;
+  p.controller_warp = 1;
   const std::string src = megakernel_source(p, DType::BF16);
   for (const char* d : {"#define MK_BLOCK_THREADS 256\n", "#define MK_ROWS_PER_WARP 1\n",
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
                         "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
                         "#define MK_MERGE_BATCH 4\n", "#define MK_MAX_HEAD_DIM 64\n",
                         "#define MK_RING_STAGES 3\n", "#define MK_POLL_WARP_LOADS 0\n",
-                        "#define MK_RING_BYTES 24576\n"})
+                        "#define MK_CONTROLLER_WARP 1\n", "#define MK_RING_BYTES 24576\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
-            "\"ring_stages\":3,\"poll_warp_loads\":0}");
+            "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1}");
+  EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
   // Attention's shared memory holds one state per warp and head of a pass.
@@ -515,7 +517,9 @@ TEST(Megakernel, ParametersShapeTheSource) {
                    MegakernelParams{.merge_batch = 17}, MegakernelParams{.max_head_dim = 96},
                    MegakernelParams{.max_head_dim = 512}, MegakernelParams{.ring_stages = -1},
                    MegakernelParams{.ring_stages = 17}, MegakernelParams{.down_rows_per_warp = -1},
-                   MegakernelParams{.down_rows_per_warp = 5}}) {
+                   MegakernelParams{.down_rows_per_warp = 5},
+                   MegakernelParams{.controller_warp = 2},
+                   MegakernelParams{.block_threads = 1024, .controller_warp = 1}}) {
     try {
       (void)megakernel_source(bad, DType::BF16);
       ADD_FAILURE() << to_json(bad) << " was accepted";
@@ -534,6 +538,15 @@ TEST(Megakernel, HeadDimSizesTheKernel) {
   EXPECT_EQ(params_for_head_dim(128).max_head_dim, 128);
   EXPECT_EQ(params_for_head_dim(256).max_head_dim, 256);
   EXPECT_EQ(params_for_head_dim(512).max_head_dim, 256);
+  // The controller warp replaces a compute warp for models whose layers stream little per
+  // worker: Qwen3-0.6B's 1.19 GB over 28 layers and 132 workers yes, Qwen3-8B's 15.1 GB over 36 no.
+  const MegakernelParams small = default_params(128, 1'192'000'000, 28, 132);
+  EXPECT_EQ(small.controller_warp, 1);
+  EXPECT_EQ(small.block_threads, 480);
+  EXPECT_EQ(launch_threads(small), 512);
+  const MegakernelParams large = default_params(128, 15'137'000'000, 36, 132);
+  EXPECT_EQ(to_json(large), to_json(params_for_head_dim(128)));
+  EXPECT_EQ(launch_threads(large), 512);
   model::Config c = mpk::testing::qwen3_0_6b();  // head_dim 128, two layers are enough
   c.num_layers = 2;
   const ir::Graph g = ir::build(c);

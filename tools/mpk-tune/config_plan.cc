@@ -17,7 +17,8 @@ ConfigPlan plan_from_config(const std::filesystem::path& model_dir, int workers,
   po.dump = std::string();  // $MPK_DUMP is for the plans sessions run
   p.plan = sched::plan(p.graph, po);
   p.mem = rt::plan_memory(p.graph, p.plan.tasks, p.config.torch_dtype, p.kv_capacity);
-  p.params = rt::params_for_head_dim(int(p.config.head_dim));
+  p.params = rt::default_params(int(p.config.head_dim), p.plan.tasks.total_weight_bytes(),
+                               p.config.num_layers, workers);
   return p;
 }
 

@@ -12,7 +12,7 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
   float best = MK_NEG_INF;
   int bi = 0x7fffffff;
   bool have = false;
-  for (int j = threadIdx.x; j < t.n; j += blockDim.x) {
+  for (int j = threadIdx.x; j < t.n; j += MK_COMPUTE_THREADS) {
     if (!have) { best = pv[j]; bi = pi[j]; have = true; } else mk_better(best, bi, pv[j], pi[j]);
   }
   mk_block_argmax(best, bi, red, redi);
@@ -27,16 +27,16 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
     float* out = (float*)t.embed_out;
     // The row's loads all go out before the stores (a store could alias the next load).
     constexpr int U = 8;
-    for (int j0 = threadIdx.x; j0 < t.hidden; j0 += blockDim.x * U) {
+    for (int j0 = threadIdx.x; j0 < t.hidden; j0 += MK_COMPUTE_THREADS * U) {
       float v[U];
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int j = j0 + u * (int)blockDim.x;
+        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
         v[u] = j < t.hidden ? MkW<DT>::load(row, j) : 0.f;
       }
 #pragma unroll
       for (int u = 0; u < U; ++u)
-        if (j0 + u * (int)blockDim.x < t.hidden) out[j0 + u * (int)blockDim.x] = v[u];
+        if (j0 + u * (int)MK_COMPUTE_THREADS < t.hidden) out[j0 + u * (int)MK_COMPUTE_THREADS] = v[u];
     }
   }
 }

@@ -84,7 +84,7 @@ __device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h,
 template <class Wait>
 __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals, Wait wait) {
   const int D = t.head_dim, G = t.group;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5;
   const int n = position + 1;
   const int j0 = (int)mk_even_split_begin(t.chunk, n, t.num_chunks);
   const int j1 = (int)mk_even_split_end(t.chunk, n, t.num_chunks);
@@ -135,7 +135,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
     for (int c = 0; c < DC; ++c)
       if (lane + 32 * c < D) vc[(long long)position * D + lane + 32 * c] = v[c];
   }
-  __syncthreads();
+  mk_sync();
   constexpr int HP = MK_HEADS_PER_PASS;
   for (int g0 = 0; g0 < G; g0 += HP) {
     float m[HP], l[HP], acc[HP][DC];
@@ -187,8 +187,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
         if (lane + 32 * c < D) ws[h * (D + 2) + lane + 32 * c] = acc[h][c];
       if (lane == 0) { ws[h * (D + 2) + D] = m[h]; ws[h * (D + 2) + D + 1] = l[h]; }
     }
-    __syncthreads();
-    for (int idx = threadIdx.x; idx < hn * D; idx += blockDim.x) {
+    mk_sync();
+    for (int idx = threadIdx.x; idx < hn * D; idx += MK_COMPUTE_THREADS) {
       const int h = idx / D, e = idx % D, g = g0 + h;
       float M = MK_NEG_INF;
       for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[(w * HP + h) * (D + 2) + D]);
@@ -207,7 +207,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
         if (e == 0) { pp[D] = M; pp[D + 1] = L; }
       }
     }
-    __syncthreads();
+    mk_sync();
   }
   if (t.flags & MPK_MK_F_MERGE) mk_attn_arrive(t, arrivals);
   return true;

@@ -20,6 +20,25 @@
 
 typedef unsigned long long u64;
 
+// A worker is MK_BLOCK_THREADS compute threads, then with MK_CONTROLLER_WARP one controller
+// warp (protocol.cuh) that takes part only in the barriers around a task's wait and its end.
+// Task code counts and synchronises the compute threads alone: MK_COMPUTE_THREADS, mk_sync().
+#define MK_LAUNCH_THREADS (MK_BLOCK_THREADS + 32 * MK_CONTROLLER_WARP)
+#if MK_CONTROLLER_WARP
+#define MK_COMPUTE_THREADS MK_BLOCK_THREADS
+__device__ __forceinline__ void mk_sync() {
+  asm volatile("bar.sync 1, %0;" ::"n"(MK_BLOCK_THREADS) : "memory");
+}
+// The barrier of all the worker's threads at a task's wait, which the controller warp and the
+// compute warps reach at different instructions: barrier.sync without .aligned (bar.sync and
+// __syncthreads are .aligned: every thread at the same instruction).
+__device__ __forceinline__ void mk_sync_wait() { asm volatile("barrier.sync 0;" ::: "memory"); }
+#else
+#define MK_COMPUTE_THREADS blockDim.x
+__device__ __forceinline__ void mk_sync() { __syncthreads(); }
+__device__ __forceinline__ void mk_sync_wait() { __syncthreads(); }
+#endif
+
 __device__ __forceinline__ unsigned long long mk_globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -93,16 +112,16 @@ __device__ __forceinline__ void mk_better(float& v, int& i, float v2, int i2) {
 }
 
 __device__ void mk_block_argmax(float& v, int& i, float* redv, int* redi) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     float v2 = __shfl_xor_sync(0xffffffffu, v, o);
     int i2 = __shfl_xor_sync(0xffffffffu, i, o);
     mk_better(v, i, v2, i2);
   }
-  __syncthreads();
+  mk_sync();
   if (lane == 0) { redv[warp] = v; redi[warp] = i; }
-  __syncthreads();
+  mk_sync();
   v = redv[0];
   i = redi[0];
   for (int w = 1; w < nw; ++w) mk_better(v, i, redv[w], redi[w]);
@@ -119,7 +138,7 @@ __device__ __forceinline__ uint4 mk_ld_stream(const uint4* p) {
 
 // L2 prefetch of `bytes` from p, spread over the block.
 __device__ __forceinline__ void mk_prefetch(u64 p, long long bytes) {
-  for (long long off = (long long)threadIdx.x * 128; off < bytes; off += (long long)blockDim.x * 128)
+  for (long long off = (long long)threadIdx.x * 128; off < bytes; off += (long long)MK_COMPUTE_THREADS * 128)
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
 }
 

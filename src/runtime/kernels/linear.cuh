@@ -229,12 +229,12 @@ __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
                    : t.input_mode == MPK_MK_IN_RMSNORM ? (const float*)t.norm_w : nullptr;
   float ss = 0.f;
   const bool vec = k % 4 == 0 && ((t.x | (u64)b) & 15) == 0;
-  const int n = vec ? k / 4 : k, step = blockDim.x * MK_IN_UNROLL;
+  const int n = vec ? k / 4 : k, step = MK_COMPUTE_THREADS * MK_IN_UNROLL;
   for (int i0 = threadIdx.x; i0 < n; i0 += step) {
     float4 a4[MK_IN_UNROLL] = {}, b4[MK_IN_UNROLL] = {};
 #pragma unroll
     for (int u = 0; u < MK_IN_UNROLL; ++u) {
-      const int i = i0 + u * (int)blockDim.x;
+      const int i = i0 + u * (int)MK_COMPUTE_THREADS;
       if (i >= n) continue;
       if (vec) {
         a4[u] = mk_ld_act4(x + 4 * i);
@@ -246,7 +246,7 @@ __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
     }
 #pragma unroll
     for (int u = 0; u < MK_IN_UNROLL; ++u) {
-      const int i = i0 + u * (int)blockDim.x;
+      const int i = i0 + u * (int)MK_COMPUTE_THREADS;
       if (i >= n) continue;
       float av[4] = {a4[u].x, a4[u].y, a4[u].z, a4[u].w}, bv[4] = {b4[u].x, b4[u].y, b4[u].z, b4[u].w};
       float o[4];
@@ -268,14 +268,14 @@ __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
     }
   }
   if (t.input_mode != MPK_MK_IN_RMSNORM) {
-    __syncthreads();
+    mk_sync();
     return 1.0f;
   }
   ss = mk_warp_sum(ss);
   if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = ss;
-  __syncthreads();
+  mk_sync();
   float sum = 0.f;
-  for (int w = 0; w < (int)(blockDim.x >> 5); ++w) sum += red[w];
+  for (int w = 0; w < (int)(MK_COMPUTE_THREADS >> 5); ++w) sum += red[w];
   return 1.0f / sqrtf(sum / (float)k + t.eps);
 }
 
@@ -383,7 +383,7 @@ template <int DT, int R>
 __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkCursor<R>& c,
                                              const float* xs, float scale, int items, int ks,
                                              int units, int total, float* part_sums) {
-  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5, lane = threadIdx.x & 31;
+  const int warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5, lane = threadIdx.x & 31;
   constexpr int V = MkW<DT>::kVec;
   MkCursor<R> d;  // the consuming cursor
   mk_cursor_item<DT, R>(t, d, warp, items, ks, units);
@@ -441,7 +441,7 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 template <int DT, int kRows, class Wait>
 __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
                           long long prefetch_bytes, Wait wait) {
-  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5;
   const int k = t.k;
   constexpr int V = MkW<DT>::kVec;
   const int total = mk_linear_rows(t);
@@ -506,8 +506,8 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
                             part_sums, nullptr);
   }
   if (ks > 1) {
-    __syncthreads();
-    for (int r = threadIdx.x; r < total; r += blockDim.x) {
+    mk_sync();
+    for (int r = threadIdx.x; r < total; r += MK_COMPUTE_THREADS) {
       float v = 0.f;
       for (int p = 0; p < ks; ++p) v += part_sums[mk_lin_slot(p, total, r)];
       int s, lr;
@@ -517,14 +517,14 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   }
 
   if (t.flags & MPK_MK_F_ARGMAX) {
-    __syncthreads();
+    mk_sync();
     float best = 0.f;
     int bi = 0x7fffffff;
     bool have = false;
     int base = 0;
     for (int s = 0; s < t.num_slices; ++s) {
       const float* out = (const float*)t.slices[s].out;
-      for (int i = threadIdx.x; i < t.slices[s].rows; i += blockDim.x) {
+      for (int i = threadIdx.x; i < t.slices[s].rows; i += MK_COMPUTE_THREADS) {
         // A non-finite logit becomes NaN, which wins every comparison: the step's argmax value
         // then says whether any logit was non-finite, at no extra pass over the logits.
         const float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);

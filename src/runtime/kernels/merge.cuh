@@ -11,7 +11,7 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
   constexpr int kBatch = MK_MERGE_BATCH;
   const int D = t.head_dim, G = t.group, C = t.num_chunks;
   float* out = (float*)t.out + (long long)t.q_head0 * D;
-  for (int idx = threadIdx.x; idx < G * D; idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < G * D; idx += MK_COMPUTE_THREADS) {
     const int g = idx / D, e = idx % D;
     float M = MK_NEG_INF, L = 0.f, O = 0.f;
     for (int c0 = 0; c0 < C; c0 += kBatch) {
@@ -55,7 +55,7 @@ __device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals) {
     last = old == (unsigned)(t.num_chunks - 1);
     if (last) asm volatile("fence.acq_rel.gpu;" ::: "memory");
   }
-  __syncthreads();
+  mk_sync();
   if (last)
     mk_attn_merge(t, (const float*)t.partial - (long long)t.chunk * t.group * (t.head_dim + 2));
 }

@@ -5,7 +5,10 @@
 // KV history do not wait), then calls `wait` (thread 0 spins on acquire loads until counter >=
 // need * epoch; the epoch is the step, or the step before for a read of what the previous step
 // carried over), and computes; then a barrier, and thread 0 publishes with a release
-// (fence.acq_rel and a relaxed add) on the task's trigger event. A wait longer than
+// (fence.acq_rel and a relaxed add) on the task's trigger event. With MK_CONTROLLER_WARP the
+// polling and publishing thread is lane 0 of an extra warp that issues no loads of its own, so
+// its polls do not queue behind the compute warps' (handoff_bench): it meets the compute
+// warps at the task's first barrier, at the wait's and at the last. A wait longer than
 // params.timeout_ns records the failure in the control block and every worker leaves the
 // launch (no hang).
 
@@ -81,6 +84,9 @@ __device__ void mk_run(const MkParams& prm) {
   u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
   MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
   u64* profile = (u64*)prm.profile;
+  // The thread that waits on events and publishes; the controller warp runs no task code.
+  const bool poller = threadIdx.x == (MK_CONTROLLER_WARP ? MK_BLOCK_THREADS : 0);
+  const bool controller = MK_CONTROLLER_WARP && threadIdx.x >= MK_BLOCK_THREADS;
   if (threadIdx.x == 0) {
     abort_launch = 0;
     stop = 0;
@@ -106,7 +112,7 @@ __device__ void mk_run(const MkParams& prm) {
     // so all of them stop at the same step. Its event has fired already (step i-1 waited for
     // it); the acquire makes the record visible. Forced (prompt) steps never stop.
     if (i >= 2 && i - 1 >= prm.num_forced && prm.argmax_event >= 0) {
-      if (threadIdx.x == 0) {
+      if (poller) {
         const int e = prm.argmax_event;
         if (!mk_wait(prm, e, needs[e] * (step - 2u), -1)) {
           abort_launch = 1;
@@ -119,15 +125,16 @@ __device__ void mk_run(const MkParams& prm) {
       if (abort_launch || stop) return mk_drain_copies();
     }
     for (int qi = q0; qi < q1; ++qi) {
-      if (profile && threadIdx.x == 0) profile[3 * qi] = mk_globaltimer();
+      if (profile && poller) profile[3 * qi] = mk_globaltimer();
       MkTask& t = desc[slot];
       asm volatile("cp.async.wait_all;" ::: "memory");
       __syncthreads();
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
       // task's start to seeing an event that had already fired).
-      int seen = 0;  // thread 0: leading waits already satisfied
-      if (threadIdx.x == 0 && t.num_waits + t.num_waits_prev > 0) {
+      // (Not needed by a controller warp, which issues no loads.)
+      int seen = 0;  // the poller: leading waits already satisfied
+      if (!MK_CONTROLLER_WARP && poller && t.num_waits + t.num_waits_prev > 0) {
         const unsigned epoch = t.num_waits > 0 ? step : step - 1u;
         if ((int)(mk_load_acquire(counters + t.wait_event[0]) - t.wait_need[0] * epoch) >= 0) seen = 1;
       }
@@ -135,7 +142,7 @@ __device__ void mk_run(const MkParams& prm) {
       mk_fetch_desc(tasks + (qi + 1 < q1 ? qi + 1 : q0), &desc[slot]);
       // The task's events; false when the launch is aborted.
       auto wait = [&]() -> bool {
-        if (threadIdx.x == 0) {
+        if (poller) {
           for (int wi = seen; wi < t.num_waits + t.num_waits_prev && !abort_launch; ++wi) {
             const bool inl = wi < MPK_MK_INLINE_WAITS;
             const int e = inl ? t.wait_event[wi] : waits[t.wait_begin + wi];
@@ -145,13 +152,15 @@ __device__ void mk_run(const MkParams& prm) {
           }
           if (profile) profile[3 * qi + 1] = mk_globaltimer();
         }
-        __syncthreads();
+        mk_sync_wait();
         return !abort_launch;
       };
       // Weights and the KV history do not wait: they start loading before the events (a
       // linear task issues its own loads, then waits).
       bool ok = true;
-      if (t.kind == MPK_MK_LINEAR) {
+      if (controller) {
+        ok = wait();
+      } else if (t.kind == MPK_MK_LINEAR) {
         ok = mk_linear_variant<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
         const int n = position + 1;
@@ -176,7 +185,7 @@ __device__ void mk_run(const MkParams& prm) {
       }
       if (!ok) return mk_drain_copies();
       __syncthreads();
-      if (threadIdx.x == 0) {
+      if (poller) {
         if (t.kind == MPK_MK_ARGMAX) {
           rec[i].end_ns = mk_globaltimer();
           status[4] = (unsigned)(i + 1);

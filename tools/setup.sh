@@ -11,9 +11,9 @@ $SUDO apt-get update
 # clang, lld, llvm (llvm-symbolizer) and the clang runtimes: the sanitizer and fuzzing builds of
 # tools/ci/ (libFuzzer, ASan, UBSan, TSan).
 $SUDO apt-get install -y --no-install-recommends \
-  cmake ninja-build g++ ccache pkg-config file python3 \
+  cmake ninja-build g++ ccache pkg-config file python3 python3-pip \
   libz3-dev libtbb-dev libsqlite3-dev libfmt-dev libgtest-dev nlohmann-json3-dev \
-  libcli11-dev libssl-dev \
+  libcli11-dev libssl-dev libpcre2-dev libutf8proc-dev \
   clang lld llvm libclang-rt-14-dev
 
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

@@ -5,13 +5,16 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/error.h"
 #include "base/log.h"
 #include "runtime/runtime.h"
+#include "text/tokenizer.h"
 
 struct mpk_runtime {
   mpk::rt::RuntimeOptions options;
@@ -19,6 +22,14 @@ struct mpk_runtime {
 };
 struct mpk_model {
   std::shared_ptr<mpk::rt::LoadedModel> impl;
+  std::string dir;
+};
+struct mpk_tokenizer {
+  std::shared_ptr<const mpk::text::Tokenizer> impl;
+};
+struct mpk_detokenizer {
+  std::unique_ptr<mpk::text::StreamDecoder> impl;
+  std::string text;
 };
 struct mpk_session {
   std::unique_ptr<mpk::rt::Session> impl;
@@ -209,6 +220,7 @@ mpk_status mpk_model_load(mpk_runtime* rt, const char* model_dir, const mpk_mode
   const bool validate = cfg->validate_weights != 0;
   auto m = std::make_unique<mpk_model>();
   m->impl = mpk::rt::LoadedModel::load(rt->options, model_dir, to_backend(cfg->backend), validate);
+  m->dir = model_dir;
   *out = m.release();
   MPK_API_END();
 }
@@ -378,5 +390,105 @@ mpk_status mpk_session_profile(mpk_session* s, const char** json) {
 }
 
 void mpk_session_destroy(mpk_session* s) { delete s; }
+
+mpk_status mpk_tokenizer_load(const char* path, mpk_tokenizer** out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(out);
+  *out = nullptr;
+  MPK_NULL_CHECK(path);
+  auto t = std::make_unique<mpk_tokenizer>();
+  t->impl = mpk::text::Tokenizer::load(path);
+  *out = t.release();
+  MPK_API_END();
+}
+
+mpk_status mpk_model_tokenizer(const mpk_model* model, mpk_tokenizer** out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(out);
+  *out = nullptr;
+  MPK_NULL_CHECK(model);
+  auto t = std::make_unique<mpk_tokenizer>();
+  t->impl = mpk::text::Tokenizer::load(std::filesystem::path(model->dir) / "tokenizer.json");
+  *out = t.release();
+  MPK_API_END();
+}
+
+void mpk_tokenizer_destroy(mpk_tokenizer* tok) { delete tok; }
+
+mpk_status mpk_tokenizer_vocab_size(const mpk_tokenizer* tok, size_t* size) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(tok);
+  MPK_NULL_CHECK(size);
+  *size = size_t(tok->impl->vocab_size());
+  MPK_API_END();
+}
+
+mpk_status mpk_tokenizer_encode(const mpk_tokenizer* tok, const char* text, size_t len,
+                                int add_special_tokens, int32_t* ids, size_t capacity, size_t* n_ids) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(n_ids);
+  *n_ids = 0;
+  MPK_NULL_CHECK(tok);
+  MPK_CHECK(text != nullptr || len == 0, InvalidArgument) << "text is NULL";
+  MPK_CHECK(ids != nullptr || capacity == 0, InvalidArgument) << "ids is NULL";
+  const std::vector<int32_t> v =
+      tok->impl->encode(std::string_view(text ? text : "", len), add_special_tokens != 0);
+  *n_ids = v.size();
+  MPK_CHECK(v.size() <= capacity, Capacity)
+      << "the text has " << v.size() << " tokens, the buffer holds " << capacity;
+  std::copy(v.begin(), v.end(), ids);
+  MPK_API_END();
+}
+
+mpk_status mpk_tokenizer_decode(const mpk_tokenizer* tok, const int32_t* ids, size_t n,
+                                int skip_special, char* text, size_t capacity, size_t* len) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(len);
+  *len = 0;
+  MPK_NULL_CHECK(tok);
+  MPK_CHECK(ids != nullptr || n == 0, InvalidArgument) << "ids is NULL";
+  MPK_CHECK(text != nullptr || capacity == 0, InvalidArgument) << "text is NULL";
+  const std::string s = tok->impl->decode(std::span<const int32_t>(ids, n), skip_special != 0);
+  *len = s.size();
+  MPK_CHECK(s.size() < capacity, Capacity)
+      << "the text has " << s.size() << " bytes and a NUL, the buffer holds " << capacity;
+  std::memcpy(text, s.c_str(), s.size() + 1);
+  MPK_API_END();
+}
+
+mpk_status mpk_detokenizer_create(const mpk_tokenizer* tok, int skip_special, mpk_detokenizer** out) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(out);
+  *out = nullptr;
+  MPK_NULL_CHECK(tok);
+  auto d = std::make_unique<mpk_detokenizer>();
+  d->impl = std::make_unique<mpk::text::StreamDecoder>(tok->impl, skip_special != 0);
+  *out = d.release();
+  MPK_API_END();
+}
+
+mpk_status mpk_detokenizer_push(mpk_detokenizer* d, int32_t id, const char** text, size_t* len) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(d);
+  MPK_NULL_CHECK(text);
+  MPK_NULL_CHECK(len);
+  d->text = d->impl->push(id);
+  *text = d->text.c_str();
+  *len = d->text.size();
+  MPK_API_END();
+}
+
+mpk_status mpk_detokenizer_finish(mpk_detokenizer* d, const char** text, size_t* len) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(d);
+  MPK_NULL_CHECK(text);
+  MPK_NULL_CHECK(len);
+  d->text = d->impl->finish();
+  *text = d->text.c_str();
+  *len = d->text.size();
+  MPK_API_END();
+}
+
+void mpk_detokenizer_destroy(mpk_detokenizer* d) { delete d; }
 
 }  // extern "C"

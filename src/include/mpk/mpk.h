@@ -55,7 +55,7 @@ typedef enum mpk_status {
   MPK_ERROR_CUDA = -6,             /* a CUDA driver call failed */
   MPK_ERROR_COMPILE = -7,          /* kernel compilation failed */
   MPK_ERROR_CACHE = -8,            /* kernel cache failure */
-  MPK_ERROR_CAPACITY = -9,         /* KV-cache capacity exceeded */
+  MPK_ERROR_CAPACITY = -9,         /* KV-cache capacity or a caller's buffer exceeded */
   MPK_ERROR_OUT_OF_MEMORY = -10,
   MPK_ERROR_BAD_STATE = -11,       /* call not valid now (e.g. decode before prefill) */
   MPK_ERROR_IO = -12,              /* read/write/mmap failure */
@@ -245,6 +245,51 @@ MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** m
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
 MPK_API void mpk_session_destroy(mpk_session* s);
+
+/* ---- tokenizer -------------------------------------------------------------------------- */
+
+/* Text in and out with a model directory's tokenizer.json (Hugging Face tokenizers format;
+ * byte-level BPE as Qwen2/Qwen3, Llama 3 and GPT-2 use it). A tokenizer is immutable: one
+ * handle may be used from several threads at once. */
+typedef struct mpk_tokenizer mpk_tokenizer;
+typedef struct mpk_detokenizer mpk_detokenizer;
+
+/// Loads `path`: a tokenizer.json file or a directory holding one. MPK_ERROR_NOT_FOUND when
+/// there is none; MPK_ERROR_INVALID_MODEL for a malformed file; MPK_ERROR_UNSUPPORTED for a
+/// model type, normalizer, pre-tokenizer, decoder or post-processor mpk does not implement
+/// (named in mpk_last_error).
+MPK_API mpk_status mpk_tokenizer_load(const char* path, mpk_tokenizer** out);
+/// The tokenizer.json of the directory `model` was loaded from; errors as mpk_tokenizer_load.
+MPK_API mpk_status mpk_model_tokenizer(const mpk_model* model, mpk_tokenizer** out);
+MPK_API void mpk_tokenizer_destroy(mpk_tokenizer* tok);
+/// 1 + the largest token id.
+MPK_API mpk_status mpk_tokenizer_vocab_size(const mpk_tokenizer* tok, size_t* size);
+/// The ids of `len` bytes of UTF-8 `text` (NULL allowed when len is 0). `add_special_tokens`
+/// != 0 applies the tokenizer's template (e.g. Llama 3's <|begin_of_text|>). *n_ids is set to
+/// the number of ids; when it exceeds `capacity`, nothing is written and the call returns
+/// MPK_ERROR_CAPACITY (call again with a larger buffer). MPK_ERROR_INVALID_ARGUMENT when the
+/// text is not valid UTF-8.
+MPK_API mpk_status mpk_tokenizer_encode(const mpk_tokenizer* tok, const char* text, size_t len,
+                                        int add_special_tokens, int32_t* ids, size_t capacity,
+                                        size_t* n_ids);
+/// The UTF-8 text of `n` ids, NUL-terminated (special tokens left out when skip_special != 0;
+/// bytes that do not form UTF-8 become U+FFFD). *len is set to its length without the NUL;
+/// when len + 1 exceeds `capacity`, nothing is written and the call returns MPK_ERROR_CAPACITY.
+/// An id that is no token (a model's vocabulary is often padded beyond its tokenizer's)
+/// decodes to nothing; MPK_ERROR_INVALID_ARGUMENT for a negative id.
+MPK_API mpk_status mpk_tokenizer_decode(const mpk_tokenizer* tok, const int32_t* ids, size_t n,
+                                        int skip_special, char* text, size_t capacity,
+                                        size_t* len);
+/// Streaming decode of generated ids: each push hands back the text that became complete (never
+/// part of a UTF-8 character; often empty), finish what is left; the pieces joined equal
+/// mpk_tokenizer_decode of all the ids. The detokenizer keeps its tokenizer alive. *text is
+/// NUL-terminated, owned by the detokenizer and valid until its next call.
+MPK_API mpk_status mpk_detokenizer_create(const mpk_tokenizer* tok, int skip_special,
+                                          mpk_detokenizer** out);
+MPK_API mpk_status mpk_detokenizer_push(mpk_detokenizer* d, int32_t id, const char** text,
+                                        size_t* len);
+MPK_API mpk_status mpk_detokenizer_finish(mpk_detokenizer* d, const char** text, size_t* len);
+MPK_API void mpk_detokenizer_destroy(mpk_detokenizer* d);
 
 #ifdef __cplusplus
 }

@@ -47,4 +47,25 @@ then
 else
   echo "ok: KV cache full keeps its 3 tokens"
 fi
+# Text in and out: --prompt excludes --prompt-ids; the JSON holds the encoded prompt and the
+# generated text, which the streamed stdout of a plain run repeats.
+expect_exit 2 "--prompt with --prompt-ids" "${base[@]}" --prompt "hi"
+expect_exit 2 "--prompt that encodes to nothing" --model "$model" --backend reference --prompt ""
+text=(--model "$model" --backend reference --prompt "Hello, wörld 🙂" --max-new-tokens 6)
+out=$("$run" "${text[@]}" --json 2>/dev/null)
+streamed=$("$run" "${text[@]}" 2>/dev/null)
+code=$?
+if [ $code != 0 ] || ! python3 - "$out" "$streamed" <<'PY'
+import json, sys
+j = json.loads(sys.argv[1])
+assert len(j["prompt_ids"]) >= 4 and len(j["tokens"]) == 6, j
+assert isinstance(j["text"], str), j
+assert sys.argv[2] == j["text"], (sys.argv[2], j["text"])
+PY
+then
+  echo "FAIL: --prompt: exit $code, output: $out / $streamed"
+  fail=1
+else
+  echo "ok: --prompt streams the text the JSON reports"
+fi
 exit $fail

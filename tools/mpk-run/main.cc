@@ -70,13 +70,17 @@ int die(const char* what, mpk_status s) {
 
 int run_cli(int argc, char** argv) {
   CLI::App app{"mpk-run: greedy decoding of a Hugging Face decoder model with mpk"};
-  std::string model_dir, prompt_text, backend = "auto", logits_out;
+  std::string model_dir, prompt_text, prompt_str, backend = "auto", logits_out;
   // Signed, range-checked: "-1" must be refused, not wrapped to 2^64 - 1.
   int64_t max_new_arg = 16, kv_capacity_arg = 0, steps_arg = 1;
   int threads = 0;
   bool json = false, info = false, dump_graph = false, ignore_eos = false, check = false;
   app.add_option("--model", model_dir, "model directory (config.json + safetensors)")->required();
-  app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated (e.g. 5,17,300)");
+  auto* ids_opt = app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated (e.g. 5,17,300)");
+  app.add_option("--prompt", prompt_str,
+                 "prompt text, encoded with the model directory's tokenizer.json; the generated "
+                 "text is streamed to stdout as it is produced")
+      ->excludes(ids_opt);
   app.add_option("--max-new-tokens", max_new_arg, "tokens to generate (greedy)")
       ->check(CLI::Range(int64_t(0), int64_t(INT32_MAX)))
       ->capture_default_str();
@@ -123,8 +127,9 @@ int run_cli(int argc, char** argv) {
     app.exit(e);
     return 2;
   }
-  if (prompt.empty() && !info && !dump_graph) {
-    std::fprintf(stderr, "mpk-run: --prompt-ids is required (unless --info or --dump-graph)\n%s",
+  const bool text_mode = app.count("--prompt") > 0;
+  if (prompt.empty() && !text_mode && !info && !dump_graph) {
+    std::fprintf(stderr, "mpk-run: --prompt or --prompt-ids is required (unless --info or --dump-graph)\n%s",
                  app.help().c_str());
     return 2;
   }
@@ -167,6 +172,9 @@ int run_cli(int argc, char** argv) {
   std::FILE* lf = nullptr;
   std::string stop_reason = "max_new_tokens";  // or "eos", "kv_cache_full"
   bool failed_tokens = false;  // decode failed: print the tokens it produced before the error
+  mpk_tokenizer* tok = nullptr;
+  mpk_detokenizer* detok = nullptr;
+  std::string generated;  // the generated text (--prompt), special tokens included
 
   auto run = [&]() -> int {
     if (mpk_status s = mpk_model_load(rt, model_dir.c_str(), &mc, &model); s != MPK_OK)
@@ -189,6 +197,20 @@ int run_cli(int argc, char** argv) {
       } else {
         for (auto& [k, v] : j.items()) std::printf("%-24s %s\n", k.c_str(), v.dump().c_str());
       }
+    }
+    if (text_mode) {
+      if (mpk_status s = mpk_model_tokenizer(model, &tok); s != MPK_OK) return die("tokenizer", s);
+      size_t n = 0;
+      mpk_status s = mpk_tokenizer_encode(tok, prompt_str.data(), prompt_str.size(), 1, nullptr, 0, &n);
+      if (s != MPK_OK && s != MPK_ERROR_CAPACITY) return die("tokenize", s);
+      prompt.resize(n);
+      if ((s = mpk_tokenizer_encode(tok, prompt_str.data(), prompt_str.size(), 1, prompt.data(), n, &n)) != MPK_OK)
+        return die("tokenize", s);
+      if (prompt.empty()) {
+        std::fprintf(stderr, "mpk-run: the prompt encodes to no tokens\n");
+        return 2;
+      }
+      if (mpk_status s2 = mpk_detokenizer_create(tok, 0, &detok); s2 != MPK_OK) return die("detokenizer", s2);
     }
     if (prompt.empty()) return 0;
 
@@ -248,6 +270,17 @@ int run_cli(int argc, char** argv) {
       launch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
       // Tokens decoded before a failure are kept and printed with the reason.
       tokens.insert(tokens.end(), got.begin(), got.begin() + long(std::min(n, want)));
+      for (size_t k = 0; detok && k < std::min(n, want); ++k) {
+        const char* piece = nullptr;
+        size_t len = 0;
+        if (mpk_status s2 = mpk_detokenizer_push(detok, got[k], &piece, &len); s2 != MPK_OK)
+          return die("detokenize", s2);
+        generated.append(piece, len);
+        if (!json) {
+          std::fwrite(piece, 1, len, stdout);
+          std::fflush(stdout);
+        }
+      }
       if (s == MPK_ERROR_CAPACITY) {
         stop_reason = "kv_cache_full";
         std::fprintf(stderr, "mpk-run: stopped after %zu tokens: %s\n", tokens.size(), mpk_last_error());
@@ -264,6 +297,13 @@ int run_cli(int argc, char** argv) {
         stop_reason = "eos";
         break;
       }
+    }
+    if (detok) {
+      const char* piece = nullptr;
+      size_t len = 0;
+      if (mpk_status s = mpk_detokenizer_finish(detok, &piece, &len); s != MPK_OK) return die("detokenize", s);
+      generated.append(piece, len);
+      if (!json) std::printf("%.*s\n", int(len), piece);
     }
     if (!profile_out.empty()) {
       const char* report = nullptr;
@@ -291,6 +331,8 @@ int run_cli(int argc, char** argv) {
     std::fprintf(stderr, "mpk-run: closing %s failed\n", logits_out.c_str());
     rc_exit = 1;
   }
+  mpk_detokenizer_destroy(detok);
+  mpk_tokenizer_destroy(tok);
   mpk_session_destroy(sess);
   mpk_model_destroy(model);
   mpk_runtime_destroy(rt);
@@ -317,6 +359,7 @@ int run_cli(int argc, char** argv) {
       out["backend"] = backend_str(mi.backend);
       out["prompt_ids"] = prompt;
       out["tokens"] = tokens;
+      if (text_mode) out["text"] = generated;
       out["stop_reason"] = stop_reason;
       out["prefill_ms"] = prefill_ms;
       out["latency_ms"] = lat;
@@ -328,13 +371,15 @@ int run_cli(int argc, char** argv) {
                          ? "device globaltimer per decode step (multi-step launches)"
                          : "host steady_clock around each mpk_session_decode(N), over its tokens";
     } else {
+      // With --prompt the text went to stdout as it came; the report goes to stderr.
+      std::FILE* rep = text_mode ? stderr : stdout;
       std::string ids;
       for (size_t i = 0; i < tokens.size(); ++i) ids += (i ? "," : "") + std::to_string(tokens[i]);
-      std::printf("tokens: %s\n", ids.c_str());
-      std::printf("stopped: %s\n", stop_reason.c_str());
-      std::printf("backend: %s, prompt %zu tokens, prefill %.3f ms\n", backend_str(mi.backend),
-                  prompt.size(), prefill_ms);
-      std::printf("decode latency per token (ms): p50 %.3f  p95 %.3f  p99 %.3f  (%zu tokens)\n",
+      std::fprintf(rep, "tokens: %s\n", ids.c_str());
+      std::fprintf(rep, "stopped: %s\n", stop_reason.c_str());
+      std::fprintf(rep, "backend: %s, prompt %zu tokens, prefill %.3f ms\n", backend_str(mi.backend),
+                   prompt.size(), prefill_ms);
+      std::fprintf(rep, "decode latency per token (ms): p50 %.3f  p95 %.3f  p99 %.3f  (%zu tokens)\n",
                   lat["p50"].get<double>(), lat["p95"].get<double>(), lat["p99"].get<double>(),
                   tokens.size());
     }

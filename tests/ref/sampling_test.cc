@@ -1,0 +1,142 @@
+// The sampler: Philox's published test vectors, its own exp/log against the C library, and the
+// distributions it draws (chi-square on a small vocabulary) for temperature, top-k and top-p.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "base/error.h"
+#include "ref/sampling.h"
+
+namespace mpk::ref {
+namespace {
+
+TEST(Sampling, PhiloxMatchesItsKnownAnswers) {
+  // Random123's known-answer vectors for philox4x32-10.
+  using B = std::array<uint32_t, 4>;
+  EXPECT_EQ(philox4x32_10({0, 0, 0, 0}, {0, 0}), (B{0x6627e8d5u, 0xe169c58du, 0xbc57ac4cu, 0x9b00dbd8u}));
+  EXPECT_EQ(philox4x32_10({~0u, ~0u, ~0u, ~0u}, {~0u, ~0u}),
+            (B{0x408f276du, 0x41c83b0eu, 0xa20bc7c6u, 0x6d5451fdu}));
+  EXPECT_EQ(philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, {0xa4093822u, 0x299f31d0u}),
+            (B{0xd16cfe09u, 0x94fdccebu, 0x5001e420u, 0x24126ea1u}));
+}
+
+TEST(Sampling, OwnExpAndLogAreAccurate) {
+  for (float x = -30.f; x <= 30.f; x += 0.0137f)
+    EXPECT_NEAR(det_exp(x) / std::exp(x), 1.0, 2e-6) << x;
+  EXPECT_EQ(det_exp(-200.f), 0.f);
+  for (float x = 1e-7f; x < 100.f; x *= 1.013f) EXPECT_NEAR(det_log(x), std::log(x), 2e-6 * std::fabs(std::log(x)) + 1e-6) << x;
+  for (uint32_t id = 0; id < 10000; ++id) {
+    const float u = sampling_uniform(7, 3, id);
+    ASSERT_GT(u, 0.f);
+    ASSERT_LT(u, 1.f);
+  }
+}
+
+// Draws at positions 0..n-1 with one seed; the counts per id.
+std::map<int32_t, int> draw(const std::vector<float>& logits, SamplingConfig c, int n) {
+  std::map<int32_t, int> counts;
+  for (int p = 0; p < n; ++p) ++counts[sample_token(logits, c, uint64_t(p))];
+  return counts;
+}
+
+// Chi-square of the counts against probabilities `prob` (ids with probability 0 must not
+// appear); at 8 degrees of freedom or fewer, 26.1 is the 0.001 tail.
+void expect_distribution(const std::map<int32_t, int>& counts, const std::vector<double>& prob, int n) {
+  double chi2 = 0;
+  for (size_t i = 0; i < prob.size(); ++i) {
+    const int got = counts.count(int32_t(i)) ? counts.at(int32_t(i)) : 0;
+    if (prob[i] == 0) {
+      EXPECT_EQ(got, 0) << "id " << i << " is outside the set";
+      continue;
+    }
+    const double want = prob[i] * n;
+    chi2 += (got - want) * (got - want) / want;
+  }
+  EXPECT_LT(chi2, 26.1);
+}
+
+std::vector<double> softmax(const std::vector<float>& l, float t, const std::vector<bool>& keep) {
+  std::vector<double> p(l.size());
+  double s = 0;
+  for (size_t i = 0; i < l.size(); ++i) s += p[i] = keep[i] ? std::exp(double(l[i]) / t) : 0;
+  for (double& x : p) x /= s;
+  return p;
+}
+
+const std::vector<float> kLogits = {1.0f, 2.5f, -0.5f, 0.3f, 2.0f, -2.0f, 1.7f, 0.0f, 3.0f};
+
+TEST(Sampling, TemperatureDrawsTheSoftmax) {
+  const int n = 30000;
+  for (const float t : {0.5f, 1.0f, 2.0f}) {
+    SCOPED_TRACE(t);
+    SamplingConfig c{.temperature = t, .seed = 42};
+    expect_distribution(draw(kLogits, c, n), softmax(kLogits, t, std::vector<bool>(kLogits.size(), true)), n);
+  }
+}
+
+TEST(Sampling, TopKKeepsTheKLargest) {
+  const int n = 30000;
+  SamplingConfig c{.temperature = 1.0f, .top_k = 3, .seed = 5};
+  std::vector<bool> keep(kLogits.size(), false);
+  keep[8] = keep[1] = keep[4] = true;  // 3.0, 2.5, 2.0
+  expect_distribution(draw(kLogits, c, n), softmax(kLogits, 1.0f, keep), n);
+}
+
+TEST(Sampling, TopPKeepsTheNucleus) {
+  const int n = 30000;
+  // Probabilities at t = 1, sorted: 3.0 -> .369, 2.5 -> .224, 2.0 -> .136, 1.7 -> .101, ...:
+  // top_p 0.7 keeps the first four (0.593 < 0.7 <= 0.729 + ...); top_p 0.3 only the first.
+  SamplingConfig c{.temperature = 1.0f, .top_p = 0.7f, .seed = 9};
+  const auto p = softmax(kLogits, 1.0f, std::vector<bool>(kLogits.size(), true));
+  std::vector<bool> keep(kLogits.size(), false);
+  keep[8] = keep[1] = keep[4] = true;
+  ASSERT_LT(p[8] + p[1], 0.7);
+  ASSERT_GE(p[8] + p[1] + p[4], 0.7);
+  expect_distribution(draw(kLogits, c, n), softmax(kLogits, 1.0f, keep), n);
+  c.top_p = 0.3f;
+  const auto only = draw(kLogits, c, 200);
+  ASSERT_EQ(only.size(), 1u);
+  EXPECT_EQ(only.begin()->first, 8);
+  // Top-k first, then top-p within it.
+  c = {.temperature = 1.0f, .top_k = 2, .top_p = 0.99f, .seed = 3};
+  keep.assign(kLogits.size(), false);
+  keep[8] = keep[1] = true;
+  expect_distribution(draw(kLogits, c, n), softmax(kLogits, 1.0f, keep), n);
+}
+
+TEST(Sampling, DeterministicPerSeedAndPosition) {
+  std::vector<float> logits(5000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i) * 0.37)) * 4;
+  SamplingConfig c{.temperature = 0.8f, .top_k = 50, .top_p = 0.9f, .seed = 1234};
+  std::vector<int32_t> a, b, d;
+  for (uint64_t p = 0; p < 64; ++p) {
+    a.push_back(sample_token(logits, c, p));
+    b.push_back(sample_token(logits, c, p));
+  }
+  c.seed = 1235;
+  for (uint64_t p = 0; p < 64; ++p) d.push_back(sample_token(logits, c, p));
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, d);
+}
+
+TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {
+  const std::vector<float> tie = {1.0f, 3.0f, 3.0f, 2.0f};
+  EXPECT_EQ(sample_token(tie, SamplingConfig{}, 0), 1);
+  EXPECT_EQ(sample_token(tie, SamplingConfig{.temperature = 1.0f, .top_k = 1}, 0), 1);
+  for (const SamplingConfig& bad :
+       {SamplingConfig{.temperature = -1.0f}, SamplingConfig{.temperature = NAN},
+        SamplingConfig{.temperature = INFINITY}, SamplingConfig{.top_k = -1},
+        SamplingConfig{.top_p = 0.0f}, SamplingConfig{.top_p = 1.5f}, SamplingConfig{.top_p = NAN}}) {
+    try {
+      validate(bad);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpk::ref

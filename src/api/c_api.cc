@@ -389,6 +389,21 @@ mpk_status mpk_session_profile(mpk_session* s, const char** json) {
   MPK_API_END();
 }
 
+void mpk_sampling_config_init(mpk_sampling_config* cfg) {
+  if (!cfg) return;
+  std::memset(cfg, 0, sizeof(*cfg));
+  cfg->struct_size = sizeof(*cfg);
+  cfg->top_p = 1;
+}
+
+mpk_status mpk_session_set_sampling(mpk_session* s, const mpk_sampling_config* cfg) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(s);
+  check_struct(cfg, "cfg");
+  s->impl->set_sampling({cfg->temperature, cfg->top_k, cfg->top_p, cfg->seed});
+  MPK_API_END();
+}
+
 void mpk_session_destroy(mpk_session* s) { delete s; }
 
 mpk_status mpk_tokenizer_load(const char* path, mpk_tokenizer** out) {

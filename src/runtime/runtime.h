@@ -11,6 +11,7 @@
 #include "ir/graph.h"
 #include "model/model.h"
 #include "ref/executor.h"
+#include "ref/sampling.h"
 
 namespace mpk::rt {
 
@@ -108,13 +109,18 @@ class Session {
   ~Session();
 
   void prefill(const int32_t* tokens, size_t n);
-  // Greedy: appends up to max_tokens argmax tokens to `out`, stopping after an EOS id.
+  // Appends up to max_tokens tokens to `out`, stopping after an EOS id: the argmax (greedy,
+  // the default), or a draw under set_sampling's configuration (ref/sampling.h) made on the
+  // host from each step's logits, which the GPU then runs one step per launch with.
   // Error(Capacity) when the cache fills first, Error(Numerics) when a token would be chosen
   // from logits holding NaN or Inf (tokens produced so far stay in `out`). After Numerics
   // (here or from prefill) the logits stay readable and prefill/decode give Error(BadState)
   // until reset().
   void decode(size_t max_tokens, std::vector<int32_t>& out);
   const std::vector<float>& logits() const;
+  // Error(InvalidArgument) for a configuration ref::validate refuses.
+  void set_sampling(const ref::SamplingConfig& c);
+  const ref::SamplingConfig& sampling() const { return sampling_; }
   // GPU: device-clock ms of each step of the last prefill or decode call. Error(Unsupported)
   // on the reference backend.
   const std::vector<double>& step_ms() const;
@@ -130,6 +136,7 @@ class Session {
   static constexpr const char* kNeedsReset =
       "the session's logits were not finite (NaN or Inf): reset it before the next prompt";
   bool numerics_failed_ = false;  // the last prefill/decode failed with Error(Numerics)
+  ref::SamplingConfig sampling_;
 
   std::shared_ptr<const LoadedModel> model_;
   std::unique_ptr<ref::Executor> exec_;  // reference backend

@@ -165,7 +165,36 @@ void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
   note_numerics(numerics_failed_, [&] { decode_steps(max_tokens, out); });
 }
 
+void Session::set_sampling(const ref::SamplingConfig& c) {
+  ref::validate(c);
+  sampling_ = c;
+}
+
 void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
+  if (!ref::is_greedy(sampling_)) {
+    // The draw needs the whole distribution: each step's logits come to the host, and the
+    // chosen token is fed as a one-token prefill (the GPU runs it as one forced step).
+    MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
+        << "decode before prefill: no logits yet";
+    for (size_t i = 0; i < max_tokens; ++i) {
+      const std::vector<float>& l = logits();
+      check_finite_logits(l, position() - 1);
+      const int32_t next = ref::sample_token(l, sampling_, position());
+      const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();
+      MPK_CHECK(position() < cap, Capacity)
+          << "KV cache full (" << cap << " tokens, all used) after " << out.size()
+          << " token(s) of this call";
+      if (gpu_) {
+        gpu_->prefill(&next, 1);
+      } else {
+        exec_->forward(&next, 1);
+        model_->stats().tokens += 1;
+      }
+      out.push_back(next);
+      if (is_eos(next)) break;
+    }
+    return;
+  }
   if (gpu_) {
     gpu_->decode(max_tokens, model_->config().eos_token_ids, out);  // counts tokens, launches
     return;

@@ -180,6 +180,29 @@ TEST_P(MegakernelGpu, SharedActivationsGiveTheSameResults) {
   EXPECT_EQ(plain.logits(), shared.logits()) << "after multi-step greedy decode";
 }
 
+// Sampling: the same seed draws the same tokens on the GPU as on the reference (the draw is a
+// function of the logits, which agree to fp32 rounding, the seed and the position), and a
+// different seed other tokens.
+TEST_P(MegakernelGpu, SamplingDrawsWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/" + GetParam();
+  const Expected ex = read_expected(dir);
+  auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+  auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+  const ref::SamplingConfig c{.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 77};
+  std::vector<int32_t> gpu, cpu, other;
+  for (auto* out : {&gpu, &cpu, &other}) {
+    Session s(out == &cpu ? rm : m, opts(64));
+    ref::SamplingConfig sc = c;
+    if (out == &other) sc.seed = 78;
+    s.set_sampling(sc);
+    s.prefill(ex.prompt.data(), ex.prompt.size());
+    s.decode(20, *out);
+  }
+  EXPECT_EQ(gpu, cpu);
+  EXPECT_NE(gpu, other);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, MegakernelGpu, ::testing::ValuesIn(kFixtures),
                          [](const auto& info) {
                            std::string n = info.param;

@@ -217,8 +217,8 @@ MPK_API mpk_status mpk_session_create(mpk_model* model, const mpk_session_config
 /// (MPK_ERROR_CUDA, MPK_ERROR_TIMEOUT) or MPK_ERROR_NUMERICS, prefill and decode return
 /// MPK_ERROR_BAD_STATE until mpk_session_reset.
 MPK_API mpk_status mpk_session_prefill(mpk_session* s, const int32_t* tokens, size_t n);
-/// Greedy decoding: up to max_tokens times, picks the argmax of the current logits, writes it
-/// to out, and feeds it. Stops after an end-of-sequence token (which is written). *n_out is the
+/// Decoding: up to max_tokens times, picks a token from the current logits (the argmax, or a
+/// draw under mpk_session_set_sampling), writes it to out, and feeds it. Stops after an end-of-sequence token (which is written). *n_out is the
 /// number written. MPK_ERROR_BAD_STATE before any prefill; MPK_ERROR_CAPACITY when the KV cache
 /// fills before max_tokens; MPK_ERROR_NUMERICS when the next token would be chosen from logits
 /// holding NaN or Inf. On both, the tokens written so far are kept and *n_out says how many.
@@ -244,6 +244,24 @@ MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** m
 /// session, valid until the next call on it. MPK_ERROR_BAD_STATE without profiling or before any step;
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
+
+/* Sampling. The token is drawn from softmax(logits / temperature) over the top_k largest
+ * logits (0: all), cut to the smallest set of them whose probability reaches top_p, with
+ * Gumbel noise from Philox4x32-10 keyed by the seed and counted by the token's position and
+ * id: the same logits, configuration and seed give the same token on every backend and
+ * machine. temperature 0 (the default) is greedy. The draw is made on the host from each
+ * step's logits; on the GPU a sampling session runs one step per launch. */
+typedef struct mpk_sampling_config {
+  size_t struct_size;  /* set by mpk_sampling_config_init */
+  float temperature;   /* >= 0; 0: greedy */
+  int32_t top_k;       /* >= 0; 0: no top-k */
+  float top_p;         /* in (0, 1]; 1: no nucleus cut */
+  uint64_t seed;
+} mpk_sampling_config;
+MPK_API void mpk_sampling_config_init(mpk_sampling_config* cfg);
+/// Sets how mpk_session_decode chooses tokens from now on (also across reset).
+/// MPK_ERROR_INVALID_ARGUMENT for a value outside its range; the session is then unchanged.
+MPK_API mpk_status mpk_session_set_sampling(mpk_session* s, const mpk_sampling_config* cfg);
 MPK_API void mpk_session_destroy(mpk_session* s);
 
 /* ---- tokenizer -------------------------------------------------------------------------- */

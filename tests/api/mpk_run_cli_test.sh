@@ -68,4 +68,16 @@ then
 else
   echo "ok: --prompt streams the text the JSON reports"
 fi
+# Sampling: a seed reproduces its tokens; bad values are usage errors.
+expect_exit 2 "--temperature -1" "${base[@]}" --temperature -1
+expect_exit 2 "--top-p 0" "${base[@]}" --top-p 0
+samp=("${base[@]}" --max-new-tokens 8 --temperature 0.9 --top-k 20 --top-p 0.9 --json)
+a=$("$run" "${samp[@]}" --seed 5 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['tokens'])")
+b=$("$run" "${samp[@]}" --seed 5 2>/dev/null | python3 -c "import json,sys; print(json.load(sys.stdin)['tokens'])")
+if [ -z "$a" ] || [ "$a" != "$b" ]; then
+  echo "FAIL: --seed 5 gave '$a' then '$b'"
+  fail=1
+else
+  echo "ok: --seed reproduces its tokens"
+fi
 exit $fail

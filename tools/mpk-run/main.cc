@@ -75,6 +75,9 @@ int run_cli(int argc, char** argv) {
   int64_t max_new_arg = 16, kv_capacity_arg = 0, steps_arg = 1;
   int threads = 0;
   bool json = false, info = false, dump_graph = false, ignore_eos = false, check = false;
+  double temperature = 0, top_p = 1;
+  int64_t top_k = 0;
+  uint64_t seed = 0;
   app.add_option("--model", model_dir, "model directory (config.json + safetensors)")->required();
   auto* ids_opt = app.add_option("--prompt-ids", prompt_text, "prompt token ids, comma-separated (e.g. 5,17,300)");
   app.add_option("--prompt", prompt_str,
@@ -98,6 +101,13 @@ int run_cli(int argc, char** argv) {
   app.add_option("--threads", threads, "host threads for the reference backend (0: all)")
       ->check(CLI::Range(0, 4096));
   app.add_flag("--ignore-eos", ignore_eos, "keep generating after an end-of-sequence token");
+  app.add_option("--temperature", temperature, "sampling temperature (0: greedy, the default)")
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--top-k", top_k, "sample among the k most likely tokens (0: all)")
+      ->check(CLI::Range(int64_t(0), int64_t(INT32_MAX)));
+  app.add_option("--top-p", top_p, "sample within the smallest set of probability >= p (1: all)")
+      ->check(CLI::Range(1e-6, 1.0));
+  app.add_option("--seed", seed, "sampling seed (the same seed gives the same tokens)");
   app.add_flag("--check", check, "scan every weight for NaN/Inf at load");
   std::string profile_out;
   app.add_option("--steps-per-launch", steps_arg,
@@ -233,6 +243,13 @@ int run_cli(int argc, char** argv) {
     sc.profile = profile_out.empty() ? 0 : 1;
     if (mpk_status s = mpk_session_create(model, &sc, &sess); s != MPK_OK)
       return die("session create", s);
+    mpk_sampling_config samp;
+    mpk_sampling_config_init(&samp);
+    samp.temperature = float(temperature);
+    samp.top_k = int32_t(top_k);
+    samp.top_p = float(top_p);
+    samp.seed = seed;
+    if (mpk_status s = mpk_session_set_sampling(sess, &samp); s != MPK_OK) return die("sampling", s);
     if (!logits_out.empty()) {
       lf = std::fopen(logits_out.c_str(), "wb");
       if (!lf) {

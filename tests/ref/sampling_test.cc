@@ -6,7 +6,11 @@
 #include <map>
 #include <vector>
 
+#include <fstream>
+#include <sstream>
+
 #include "base/error.h"
+#include "cuda/nvrtc.h"
 #include "ref/sampling.h"
 
 namespace mpk::ref {
@@ -136,6 +140,23 @@ TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     }
   }
+}
+
+// The arithmetic's header compiles as device code too (NVRTC, no GPU needed), so a draw in a
+// kernel can share it.
+TEST(Sampling, ItsArithmeticCompilesForTheGpu) {
+  std::ifstream in(std::string(MPK_SOURCE_DIR) + "/src/ref/sampling_math.h");
+  ASSERT_TRUE(in);
+  std::stringstream text;
+  text << in.rdbuf();
+  cuda::CompileRequest r;
+  r.source = text.str() +
+             "extern \"C\" __global__ void draw(float* o, unsigned long long seed) {\n"
+             "  o[threadIdx.x] = mpk_gumbel_key(o[threadIdx.x], seed, 7, threadIdx.x) + mpk_det_exp(o[0]);\n"
+             "}\n";
+  r.name = "sampling_math.cu";
+  r.arch = "sm_90a";
+  EXPECT_FALSE(cuda::compile(r).cubin.empty());
 }
 
 }  // namespace

@@ -176,7 +176,12 @@ mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) 
   MPK_API_BEGIN();
   MPK_NULL_CHECK(out);
   *out = nullptr;
-  check_struct(cfg, "cfg");
+  // A caller built before the progress callback existed passes the smaller struct.
+  check_struct(cfg, "cfg", offsetof(mpk_runtime_config, progress_callback));
+  mpk_runtime_config c;
+  mpk_runtime_config_init(&c);
+  std::memcpy(&c, cfg, std::min(cfg->struct_size, sizeof c));
+  cfg = &c;
   MPK_CHECK(cfg->device >= 0, InvalidArgument) << "device ordinal " << cfg->device << " < 0";
   MPK_CHECK(cfg->num_threads >= 0, InvalidArgument)
       << "num_threads " << cfg->num_threads << " < 0";
@@ -192,6 +197,13 @@ mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) 
       cb(static_cast<mpk_log_level>(l), m.c_str(), ud);
     }, rt.get());
     rt->owns_log_sink = true;
+  }
+  if (cfg->progress_callback) {
+    auto cb = cfg->progress_callback;
+    void* ud = cfg->progress_user_data;
+    rt->options.progress = [cb, ud](const char* phase, uint64_t done, uint64_t total) {
+      cb(phase, done, total, ud);
+    };
   }
   *out = rt.release();
   MPK_API_END();
@@ -280,6 +292,12 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   out.compile_ms = st.compile_ms;
   out.launches = st.launches.load();
   out.tokens = st.tokens.load();
+  out.read_ms = st.read_ms;
+  out.plan_ms = st.plan_ms;
+  out.prove_ms = st.prove_ms;
+  out.kernel_ms = st.kernel_ms;
+  out.upload_ms = st.upload_ms;
+  out.load_ms = st.load_ms;
   std::memcpy(stats, &out, std::min(stats->struct_size, sizeof out));
   MPK_API_END();
 }

@@ -61,6 +61,10 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       << "device " << props.name << " does not support cooperative launches";
   num_workers_ = props.sm_count;
   dtype_ = model.dtype;
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
+  auto t = Clock::now();
+  report(options, "plan", 0, 0);
   // Plan once at load so that an unsupported fused op fails here, not at the first step, for
   // the default session capacity (the KV split, hence the task count, depends on it).
   const int64_t def = int64_t(SessionOptions{}.kv_capacity);
@@ -81,10 +85,18 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   }
   // The plan's layout proofs, before anything is compiled or run.
   const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
+  stats.plan_ms = ms_since(t);
+  report(options, "plan", 1, 1);
+  t = Clock::now();
+  report(options, "prove", 0, 0);
   const std::vector<PlanProof> plan_proved = plan_proofs(load_tasks, params_);
   const std::string proofs = verification_record(plan_proved);
   for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
+  stats.prove_ms = ms_since(t);
+  report(options, "prove", 1, 1);
+  t = Clock::now();
+  report(options, "kernel", 0, 0);
   stats.num_tasks = plan.tasks.tasks.size();
   stats.num_workers = uint64_t(num_workers_);
 
@@ -127,6 +139,12 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   // The opt-in limit covers static and dynamic shared memory together.
   max_dynamic_smem_ = std::max(0, props.max_shared_per_block_optin - fn_->static_shared_bytes());
   if (max_dynamic_smem_ > 48 * 1024) fn_->set_max_dynamic_shared(max_dynamic_smem_);
+  stats.kernel_ms = ms_since(t);
+  report(options, "kernel", 1, 1);
+  t = Clock::now();
+  const uint64_t upload_total = uint64_t(mem.weight_bytes);
+  uint64_t uploaded = 0;
+  report(options, "upload", 0, upload_total);
 
   // Weights once per model: matrices in their dtype, small vectors widened to fp32.
   weights_ = cuda::DeviceBuffer(*ctx_, size_t(std::max<int64_t>(mem.weight_bytes, 256)));
@@ -139,6 +157,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
           << "megakernel: weight '" << t.name << "' is " << dtype_name(t.dtype)
           << " while the model's weights are " << dtype_name(dtype_);
       weights_.upload(t.data, t.nbytes, size_t(mem.weight_offset[i]));
+      uploaded += uint64_t(t.nbytes);
+      report(options, "upload", std::min(uploaded, upload_total), upload_total);
     }
     if (mem.const_offset[i] >= 0) {
       const std::vector<float> f = ref::WeightView::of(t).load_all();
@@ -155,6 +175,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   if (!mem.rope_tables.empty())
     consts_.upload(mem.rope_tables.data(), mem.rope_tables.size() * 4, size_t(mem.rope_base));
   stats.device_bytes += weights_.size() + consts_.size();
+  stats.upload_ms = ms_since(t);
+  report(options, "upload", std::max<uint64_t>(upload_total, 1), std::max<uint64_t>(upload_total, 1));
   log(LogLevel::Info, "megakernel v0 on {} ({}): {} tasks on {} workers, {} weights, cache {}",
       props.name, arch, plan.tasks.tasks.size(), num_workers_, dtype_name(dtype_),
       built ? "miss" : "hit");

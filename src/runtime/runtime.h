@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,6 +28,13 @@ inline constexpr long long kDefaultPrefetchBytes = 32LL * 1024;
 
 // What a runtime was asked for. Unset fields are filled from the environment by
 // resolve_environment, the only reader of these variables.
+// Progress of a long phase: "read" (the model's files), "plan", "prove", "kernel" (the cache,
+// or NVRTC on a miss), "upload" (weights to the GPU) while a model loads, "prefill" while a
+// prompt runs; `done` of `total` units (bytes, tokens), reported at the start (done 0; total
+// 0 when unknown) and the end (done == total > 0; 1 of 1 without units) at least. Called on
+// the thread doing the work.
+using ProgressFn = std::function<void(const char* phase, uint64_t done, uint64_t total)>;
+
 struct RuntimeOptions {
   int device = 0;
   std::filesystem::path cache_dir;  // empty: the cache's default ($MPK_CACHE_DIR, ~/.cache/mpk)
@@ -36,7 +44,11 @@ struct RuntimeOptions {
   long long prefetch_bytes = -1;    // -1: $MPK_PREFETCH_BYTES, else kDefaultPrefetchBytes
   bool share_activations = false;   // every GPU session shares activation memory (also
                                     // $MPK_SHARE_ACTIVATIONS=1); see SessionOptions
+  ProgressFn progress;              // empty: none
 };
+
+// Calls o.progress when there is one.
+void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t total);
 
 // `o` with its unset fields taken from the environment (MPK_CACHE_DIR and HOME through
 // cache::default_cache_path, MPK_MK_PARAMS, MPK_PREFETCH_BYTES, MPK_SHARE_ACTIVATIONS). Called
@@ -56,6 +68,8 @@ struct Stats {
   uint64_t proved = 0;             // kernels whose plan's proofs all hold (GPU backend: 1)
   uint64_t proof_obligations = 0;  // obligations proved for them
   std::atomic<uint64_t> device_bytes{0};  // GPU memory held: weights + every live session
+  // Wall time of the load's phases (see ProgressFn), ms; load_ms is all of mpk_model_load.
+  double read_ms = 0, plan_ms = 0, prove_ms = 0, kernel_ms = 0, upload_ms = 0, load_ms = 0;
 };
 
 class GpuModel;

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 
@@ -30,11 +31,22 @@ const char* backend_name(Backend b) {
   return "?";
 }
 
+void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t total) {
+  if (o.progress) o.progress(phase, done, total);
+}
+
 std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
                                                const std::filesystem::path& dir,
                                                Backend requested, bool validate_weights) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto m = std::shared_ptr<LoadedModel>(new LoadedModel());
   m->options_ = resolve_environment(rt);
+  struct LoadTime {  // load_ms on every way out, failures included
+    Stats& st;
+    std::chrono::steady_clock::time_point t0;
+    ~LoadTime() { st.load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(); }
+  } load_time{m->stats_, t0};
+  report(m->options_, "read", 0, 0);
   m->model_ = model::load(dir);
   if (validate_weights) model::check_finite(m->model_->weights);
   try {
@@ -45,6 +57,8 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
     MPK_THROW(InvalidModel) << dir.string() << ": " << e.what();
   }
 
+  m->stats_.read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  report(m->options_, "read", 1, 1);
   auto use_gpu = [&] {
     m->gpu_ = std::make_shared<const GpuModel>(m->options_, *m->model_, m->graph_, m->stats_);
     m->backend_ = Backend::Gpu;
@@ -85,11 +99,14 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
         log(LogLevel::Info, "backend auto: no usable CUDA device, running the CPU reference (fp32)");
       }
       [[fallthrough]];
-    case Backend::Reference:
+    case Backend::Reference: {
       m->backend_ = Backend::Reference;
       // A mapped file truncated by someone else would raise SIGBUS in the middle of a step.
+      const auto r0 = std::chrono::steady_clock::now();
       m->model_->weights.make_resident();
+      m->stats_.read_ms += std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - r0).count();
       break;
+    }
   }
   m->stats_.host_fallback_ops = m->graph_.ops.size();
   return m;
@@ -143,6 +160,7 @@ void note_numerics(bool& failed, F&& f) {
 void Session::prefill(const int32_t* tokens, size_t n) {
   MPK_CHECK(!numerics_failed_, BadState) << kNeedsReset;
   MPK_CHECK(n >= 1, InvalidArgument) << "prefill needs at least one token";
+  report(model_->options(), "prefill", 0, n);
   note_numerics(numerics_failed_, [&] {
     if (gpu_) {
       gpu_->prefill(tokens, n);  // counts tokens and launches
@@ -152,6 +170,7 @@ void Session::prefill(const int32_t* tokens, size_t n) {
     model_->stats().tokens += n;
     check_finite_logits(exec_->logits(), exec_->position() - 1);
   });
+  report(model_->options(), "prefill", n, n);
 }
 
 bool is_eos(const std::vector<int32_t>& eos_ids, int32_t token) {

@@ -153,3 +153,58 @@ TEST(ApiSession, OlderSessionConfigLayout) {
 }
 
 }  // namespace
+
+namespace {
+
+struct Seen {
+  std::vector<std::string> starts, ends;
+};
+
+void record(const char* phase, uint64_t done, uint64_t total, void* user) {
+  auto* s = static_cast<Seen*>(user);
+  if (done == 0) s->starts.push_back(phase);
+  if (total > 0 && done == total) s->ends.push_back(phase);
+}
+
+// The long phases are reported to the progress callback and timed in the stats; a caller built
+// before the callback existed (a smaller mpk_runtime_config) still creates a runtime.
+TEST(ApiSession, ProgressAndPhaseTimes) {
+  Seen seen;
+  mpk_runtime_config rc;
+  mpk_runtime_config_init(&rc);
+  rc.progress_callback = record;
+  rc.progress_user_data = &seen;
+  mpk_runtime* rt = nullptr;
+  ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
+  mpk_model_config mc;
+  mpk_model_config_init(&mc);
+  mc.backend = MPK_BACKEND_REFERENCE;
+  mpk_model* m = nullptr;
+  ASSERT_EQ(mpk_model_load(rt, mpk_test::fixture("qwen2-f32").c_str(), &mc, &m), MPK_OK) << mpk_last_error();
+  mpk_session_config sc;
+  mpk_session_config_init(&sc);
+  sc.kv_capacity = 16;
+  mpk_session* s = nullptr;
+  ASSERT_EQ(mpk_session_create(m, &sc, &s), MPK_OK);
+  const int32_t prompt[] = {3, 4, 5};
+  ASSERT_EQ(mpk_session_prefill(s, prompt, 3), MPK_OK);
+  EXPECT_EQ(seen.starts, (std::vector<std::string>{"read", "prefill"}));
+  EXPECT_EQ(seen.ends, (std::vector<std::string>{"read", "prefill"}));
+  mpk_stats st{};
+  st.struct_size = sizeof st;
+  ASSERT_EQ(mpk_model_stats(m, &st), MPK_OK);
+  EXPECT_GT(st.read_ms, 0.0);
+  EXPECT_GE(st.load_ms, st.read_ms);
+  EXPECT_EQ(st.prove_ms, 0.0);  // the reference backend proves and compiles nothing
+  mpk_session_destroy(s);
+  mpk_model_destroy(m);
+  mpk_runtime_destroy(rt);
+
+  mpk_runtime_config old;
+  mpk_runtime_config_init(&old);
+  old.struct_size = offsetof(mpk_runtime_config, progress_callback);
+  ASSERT_EQ(mpk_runtime_create(&old, &rt), MPK_OK) << mpk_last_error();
+  mpk_runtime_destroy(rt);
+}
+
+}  // namespace

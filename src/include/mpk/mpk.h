@@ -86,6 +86,13 @@ typedef enum mpk_log_level {
 } mpk_log_level;
 
 typedef void (*mpk_log_callback)(mpk_log_level level, const char* message, void* user_data);
+/* Progress of a long phase: "read" (the model's files), "plan", "prove", "kernel" (the kernel
+ * cache, or compiling on a miss), "upload" (weights to the GPU) during mpk_model_load, and
+ * "prefill" during mpk_session_prefill; `done` of `total` units (bytes or tokens), called at
+ * least at the start (done 0; total 0 when unknown) and the end (done == total, both > 0; 1 of
+ * 1 for a phase without units), on the thread making the call. */
+typedef void (*mpk_progress_callback)(const char* phase, uint64_t done, uint64_t total,
+                                      void* user_data);
 
 typedef enum mpk_backend {
   MPK_BACKEND_AUTO = 0,      /* the GPU when one is usable, else the CPU reference (logged) */
@@ -102,6 +109,8 @@ typedef struct mpk_runtime_config {
   mpk_log_callback log_callback;/* NULL: warnings to stderr (level: $MPK_LOG). Process-wide:
                                    the last runtime created with one receives all messages */
   void* log_user_data;
+  mpk_progress_callback progress_callback; /* NULL: none; for this runtime's models */
+  void* progress_user_data;
 } mpk_runtime_config;
 
 /// Fills defaults and struct_size. `cfg` must not be NULL.
@@ -185,6 +194,9 @@ typedef struct mpk_stats {
                                live sessions (0 on the reference backend) */
   uint64_t proof_obligations; /* obligations proved for those kernels (mpk-tune prove lists
                                  them) */
+  /* Wall time of mpk_model_load's phases (mpk_progress_callback names them), ms; load_ms is
+   * the whole call. */
+  double read_ms, plan_ms, prove_ms, kernel_ms, upload_ms, load_ms;
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.

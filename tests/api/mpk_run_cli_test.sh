@@ -40,6 +40,7 @@ import json, sys
 j = json.loads(sys.argv[1])
 assert len(j["tokens"]) == 3, j["tokens"]
 assert j["stop_reason"] == "kv_cache_full", j["stop_reason"]
+assert j["phases_ms"]["read"] > 0 and j["phases_ms"]["load"] >= j["phases_ms"]["read"], j["phases_ms"]
 PY
 then
   echo "FAIL: KV cache full: exit $code, output: $out"

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "base/error.h"
 #include "ir/builder.h"
 #include "ir/graph.h"
@@ -59,6 +61,36 @@ const char* backend_str(mpk_backend b) {
     case MPK_BACKEND_REFERENCE: return "reference";
   }
   return "?";
+}
+
+// Progress of the long phases on stderr when it is a terminal (and not with --json): one line
+// per phase, its percentage while it runs, its time when it ends.
+struct Progress {
+  bool on = false;
+  std::string phase;
+  Clock::time_point t0;
+  int pct = -1;
+};
+
+void on_progress(const char* phase, uint64_t done, uint64_t total, void* user) {
+  auto* p = static_cast<Progress*>(user);
+  if (!p->on) return;
+  if (p->phase != phase) {
+    p->phase = phase;
+    p->t0 = Clock::now();
+    p->pct = -1;
+    std::fprintf(stderr, "mpk-run: %s...", phase);
+  }
+  if (total > 0 && done == total) {
+    const double s = std::chrono::duration<double>(Clock::now() - p->t0).count();
+    std::fprintf(stderr, "\rmpk-run: %s: %.2f s   \n", phase, s);
+    p->phase.clear();
+  } else if (total > 0) {
+    const int pct = int(100.0 * double(done) / double(total));
+    if (pct != p->pct) std::fprintf(stderr, "\rmpk-run: %s... %d%%", phase, pct);
+    p->pct = pct;
+  }
+  std::fflush(stderr);
 }
 
 int die(const char* what, mpk_status s) {
@@ -158,9 +190,13 @@ int run_cli(int argc, char** argv) {
     }
   }
 
+  Progress progress;
+  progress.on = !json && isatty(STDERR_FILENO);
   mpk_runtime_config rc;
   mpk_runtime_config_init(&rc);
   rc.num_threads = threads;
+  rc.progress_callback = on_progress;
+  rc.progress_user_data = &progress;
   mpk_runtime* rt = nullptr;
   if (mpk_status s = mpk_runtime_create(&rc, &rt); s != MPK_OK) return die("runtime create", s);
 
@@ -182,6 +218,8 @@ int run_cli(int argc, char** argv) {
   std::FILE* lf = nullptr;
   std::string stop_reason = "max_new_tokens";  // or "eos", "kv_cache_full"
   bool failed_tokens = false;  // decode failed: print the tokens it produced before the error
+  mpk_stats st{};  // the load's phase times, read right after it
+  st.struct_size = sizeof st;
   mpk_tokenizer* tok = nullptr;
   mpk_detokenizer* detok = nullptr;
   std::string generated;  // the generated text (--prompt), special tokens included
@@ -190,6 +228,7 @@ int run_cli(int argc, char** argv) {
     if (mpk_status s = mpk_model_load(rt, model_dir.c_str(), &mc, &model); s != MPK_OK)
       return die("model load", s);
     if (mpk_status s = mpk_model_info_get(model, &mi); s != MPK_OK) return die("model info", s);
+    if (mpk_status s = mpk_model_stats(model, &st); s != MPK_OK) return die("model stats", s);
     if (mc.backend == MPK_BACKEND_AUTO && mi.backend == MPK_BACKEND_REFERENCE)
       std::fprintf(stderr,
                    "mpk-run: no usable CUDA GPU for this model here: running the CPU reference (fp32)\n");
@@ -376,6 +415,9 @@ int run_cli(int argc, char** argv) {
       out["backend"] = backend_str(mi.backend);
       out["prompt_ids"] = prompt;
       out["tokens"] = tokens;
+      out["phases_ms"] = {{"read", st.read_ms}, {"plan", st.plan_ms}, {"prove", st.prove_ms},
+                          {"kernel", st.kernel_ms}, {"upload", st.upload_ms}, {"load", st.load_ms},
+                          {"prefill", prefill_ms}};
       if (text_mode) out["text"] = generated;
       out["stop_reason"] = stop_reason;
       out["prefill_ms"] = prefill_ms;

@@ -181,4 +181,40 @@ std::vector<Expected<CompileResult>> compile_batch(const std::vector<CompileRequ
   return results;
 }
 
+PtxasInfo parse_ptxas_info(const std::string& log, const std::string& entry) {
+  // ptxas prints, per entry point:
+  //   ptxas info    : Function properties for ENTRY
+  //   ptxas         .     32 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+  //   ptxas info    : Used 128 registers, used 1 barriers, 32 bytes cumulative stack size, 2208 bytes smem
+  PtxasInfo info;
+  const size_t at = log.find("Function properties for " + entry);
+  if (at == std::string::npos) return info;
+  auto number_before = [&](size_t from, size_t limit, const std::string& what) {
+    const size_t w = log.find(what, from);
+    if (w == std::string::npos || w > limit) return -1;
+    size_t b = w;
+    while (b > from && log[b - 1] == ' ') --b;
+    size_t e = b;
+    while (b > from && std::isdigit(static_cast<unsigned char>(log[b - 1]))) --b;
+    return b == e ? -1 : std::stoi(log.substr(b, e - b));
+  };
+  auto number_after = [&](size_t from, size_t limit, const std::string& what) {
+    const size_t w = log.find(what, from);
+    if (w == std::string::npos || w > limit) return -1;
+    size_t b = w + what.size();
+    size_t e = b;
+    while (e < log.size() && std::isdigit(static_cast<unsigned char>(log[e]))) ++e;
+    return b == e ? -1 : std::stoi(log.substr(b, e - b));
+  };
+  size_t end = log.find("Function properties for ", at + 1);
+  if (end == std::string::npos) end = log.size();
+  info.stack_bytes = number_before(at, end, " bytes stack frame");
+  info.spill_store_bytes = number_before(at, end, " bytes spill stores");
+  info.spill_load_bytes = number_before(at, end, " bytes spill loads");
+  info.registers = number_after(at, end, "Used ");
+  info.barriers = number_after(at, end, "used ");
+  info.static_smem_bytes = number_before(at, end, " bytes smem");
+  return info;
+}
+
 }  // namespace mpk::cuda

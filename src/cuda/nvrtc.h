@@ -57,6 +57,18 @@ std::vector<Expected<CompileResult>> compile_batch(const std::vector<CompileRequ
 // Throws InvalidArgument for a value with no option or an option missing its value.
 std::vector<std::string> canonical_options(const std::vector<std::string>& options);
 
+// What ptxas reports about an entry point when compiled with "--ptxas-options=-v" (the
+// compile log's "ptxas info" lines). Fields stay -1 when the log does not say.
+struct PtxasInfo {
+  int registers = -1;
+  int spill_store_bytes = -1, spill_load_bytes = -1;
+  int stack_bytes = -1;
+  int static_smem_bytes = -1;
+  int barriers = -1;
+};
+// The figures ptxas printed for `entry` in `log` (all -1 when it printed none for it).
+PtxasInfo parse_ptxas_info(const std::string& log, const std::string& entry);
+
 // NVRTC's version as (major, minor), e.g. (13, 0).
 std::pair<int, int> nvrtc_version();
 

@@ -255,3 +255,37 @@ TEST(Deadline, NeverAndPast) {
 
 }  // namespace
 }  // namespace mpk::cuda
+
+namespace mpk::cuda {
+namespace {
+
+// ptxas's resource report, from a canned log and from a real compile with -v.
+TEST(Nvrtc, ReadsPtxasResourceLines) {
+  const std::string log =
+      "ptxas info    : Compiling entry function 'other' for 'sm_90a'\n"
+      "ptxas info    : Function properties for other\n"
+      "ptxas         .     0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+      "ptxas info    : Used 12 registers, used 0 barriers, 400 bytes smem\n"
+      "ptxas info    : Function properties for mk\n"
+      "ptxas         .     136 bytes stack frame, 104 bytes spill stores, 132 bytes spill loads\n"
+      "ptxas info    : Used 96 registers, used 2 barriers, 136 bytes cumulative stack size, 2208 bytes smem\n";
+  const PtxasInfo mk = parse_ptxas_info(log, "mk");
+  EXPECT_EQ(mk.registers, 96);
+  EXPECT_EQ(mk.spill_store_bytes, 104);
+  EXPECT_EQ(mk.spill_load_bytes, 132);
+  EXPECT_EQ(mk.stack_bytes, 136);
+  EXPECT_EQ(mk.static_smem_bytes, 2208);
+  EXPECT_EQ(mk.barriers, 2);
+  EXPECT_EQ(parse_ptxas_info(log, "other").registers, 12);
+  EXPECT_EQ(parse_ptxas_info(log, "missing").registers, -1);
+
+  CompileRequest r;
+  r.source = test::kAxpyBf16;
+  r.options = {"--ptxas-options=-v"};
+  const PtxasInfo real = parse_ptxas_info(compile(r).log, "axpy_bf16");
+  EXPECT_GT(real.registers, 0);
+  EXPECT_EQ(real.spill_store_bytes, 0);
+}
+
+}  // namespace
+}  // namespace mpk::cuda

@@ -436,6 +436,32 @@ TEST_F(CliTest, CoverageOfAFixtureAndOfAModelTheKernelDoesNotRun) {
   EXPECT_EQ(tune({"coverage"}).status, 2);
 }
 
+// mpk-tune candidates: the model's defaults first, each candidate through the static filters,
+// the proofs and NVRTC with its figures and verdict; the seed orders the others.
+TEST_F(CliTest, CandidatesCarryTheirFiguresAndVerdicts) {
+  const std::string model = std::string(MPK_TEST_DATA) + "/qwen3-f32";
+  Outcome r = tune({"candidates", "--model", model, "--workers", "16", "--max", "3", "--json"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& c = j.at("candidates");
+  ASSERT_EQ(c.size(), 3u) << r.out;
+  EXPECT_EQ(c[0].at("change"), "defaults");
+  EXPECT_EQ(c[0].at("verdict"), "pass");
+  EXPECT_GT(c[0].at("registers").get<int>(), 0);
+  EXPECT_EQ(c[0].at("spill_store_bytes"), 0);
+  EXPECT_GT(c[0].at("obligations").get<int>(), 0);
+  for (const auto& x : c) {
+    const std::string v = x.at("verdict");
+    EXPECT_TRUE(v == "pass" || v.rfind("spills ", 0) == 0 || v.rfind("shared memory ", 0) == 0 ||
+                v.rfind("invalid: ", 0) == 0 || v.rfind("cannot implement: ", 0) == 0) << x.dump();
+    if (v == "pass") EXPECT_EQ(x.at("spill_store_bytes"), 0) << x.dump();
+  }
+  Outcome other = tune({"candidates", "--model", model, "--workers", "16", "--max", "2", "--seed", "2",
+                        "--json"});
+  ASSERT_EQ(other.status, 0) << other.err;
+  EXPECT_NE(nlohmann::json::parse(other.out).at("candidates")[1].at("change"), c[1].at("change"));
+}
+
 TEST_F(CliTest, ProveOfABadModelOrArgumentsFails) {
   EXPECT_EQ(tune({"prove", "--model", "/nonexistent-model-dir"}).status, 1);
   EXPECT_EQ(tune({"prove"}).status, 2);

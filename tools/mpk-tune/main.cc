@@ -4,6 +4,7 @@
 //     list [--limit N] | show KEY | stats | prune [--max-bytes N] | export FILE [--force]
 //     | import FILE | verify | prove --model DIR [--workers N] [--kv-capacity N]
 //     | coverage --model DIR [--workers N] [--kv-capacity N] [--arch A] [--compile]
+//     | candidates --model DIR [--workers N] [--kv-capacity N] [--arch A] [--seed N] [--max N]
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -11,6 +12,7 @@
 #include "base/error.h"
 #include "cache/paths.h"
 #include "commands.h"
+#include "candidates.h"
 #include "coverage.h"
 #include "prove.h"
 
@@ -84,6 +86,13 @@ int run(int argc, char** argv) {
       "coverage", "Which kernel variant runs each op of a model (config.json only, no GPU)"));
   coverage->add_option("--arch", arch, "GPU architecture (NVRTC's, e.g. sm_90a)")->capture_default_str();
   coverage->add_flag("--compile", compile, "also compile the kernel for --arch with NVRTC");
+  uint64_t seed = 1;
+  CLI::App* candidates = plan_options(app.add_subcommand(
+      "candidates", "The search's candidates for a model through static filters, proofs and NVRTC (no GPU)"));
+  candidates->add_option("--arch", arch, "GPU architecture (NVRTC's, e.g. sm_90a)")->capture_default_str();
+  candidates->add_option("--seed", seed, "order of the candidates")->capture_default_str();
+  size_t max_candidates = 0;
+  candidates->add_option("--max", max_candidates, "check only the first N (0: all)")->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -104,6 +113,8 @@ int run(int argc, char** argv) {
   if (prove->parsed()) return cmd_prove(std::cout, model_dir, workers, kv_capacity, json);
   if (coverage->parsed())
     return cmd_coverage(std::cout, model_dir, workers, kv_capacity, arch, compile, json);
+  if (candidates->parsed())
+    return cmd_candidates(std::cout, model_dir, workers, kv_capacity, arch, seed, max_candidates, json);
   Context ctx{cache_path.empty() ? cache::default_cache_path() : std::filesystem::path(cache_path), json,
               read_only, std::cout};
   if (list->parsed()) return cmd_list(ctx, limit);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
 #include <unordered_map>
 
 #include "base/error.h"
@@ -76,8 +77,44 @@ bool is_whitespace(char32_t c) {
          c == 0x205F || c == 0x3000;
 }
 
+// single_word is decided by the reference with the Rust regex crate's Unicode \w (UTS #18):
+// Alphabetic, marks, decimal digits, connector punctuation and the joiners (U+200C, U+200D).
+// That is neither PCRE2's \w nor L/M/N: No is not in it, unassigned code points are not, and
+// Alphabetic adds to L, Nl and M only the enclosed letters spelled out below (no Alphabetic
+// property before PCRE2 10.40). PCRE2 10.42 knows Unicode 14, the regex crate 16: code points
+// assigned since differ.
 bool is_word_char(char32_t c) {
-  return c == '_' || utf8proc_category(utf8proc_int32_t(c)) <= UTF8PROC_CATEGORY_NO;  // L*, M*, N*
+  static const Regex word(
+      R"([\p{L}\p{Nl}\p{M}\p{Nd}\p{Pc}\x{200C}\x{200D}\x{24B6}-\x{24E9}\x{1F130}-\x{1F149}\x{1F150}-\x{1F169})"
+      R"(\x{1F170}-\x{1F189}])");
+  std::string s;
+  append_utf8(s, c);
+  return !word.find_all(s).empty();
+}
+
+// The reference normalizes with Unicode 9.0 tables (unicode-normalization-alignments 0.1.12):
+// a later code point has no decomposition, combining class 0 and no composition there, so it
+// splits the text into runs that normalize independently and stays as it is. These are the
+// later code points to which utf8proc (Unicode 15.0) gives a decomposition, a nonzero combining
+// class or (U+11930, U+11935) a canonical composition; the rest normalize alike in both.
+constexpr std::pair<char32_t, char32_t> kAfterUnicode9[] = {
+    {0x7FD, 0x7FD}, {0x898, 0x89F}, {0x8CA, 0x8D3}, {0x9FE, 0x9FE}, {0xC3C, 0xC3C}, {0xD3B, 0xD3C},
+    {0xEBA, 0xEBA}, {0x1715, 0x1715}, {0x1ABF, 0x1ACE}, {0x1DF6, 0x1DFA}, {0x32FF, 0x32FF},
+    {0xA7F2, 0xA7F4}, {0xA82C, 0xA82C}, {0xAB69, 0xAB69}, {0x10781, 0x10785}, {0x10787, 0x107B0},
+    {0x107B2, 0x107BA}, {0x10D24, 0x10D27}, {0x10EAB, 0x10EAC}, {0x10EFD, 0x10EFF},
+    {0x10F46, 0x10F50}, {0x10F82, 0x10F85}, {0x11070, 0x11070}, {0x1133B, 0x1133B},
+    {0x1145E, 0x1145E}, {0x11839, 0x1183A}, {0x11930, 0x11930}, {0x11935, 0x11935},
+    {0x11938, 0x11938}, {0x1193D, 0x1193E}, {0x11943, 0x11943}, {0x119E0, 0x119E0},
+    {0x11A34, 0x11A34}, {0x11A47, 0x11A47}, {0x11A99, 0x11A99}, {0x11D42, 0x11D42},
+    {0x11D44, 0x11D45}, {0x11D97, 0x11D97}, {0x11F41, 0x11F42}, {0x16FF0, 0x16FF1},
+    {0x1E030, 0x1E06D}, {0x1E08F, 0x1E08F}, {0x1E130, 0x1E136}, {0x1E2AE, 0x1E2AE},
+    {0x1E2EC, 0x1E2EF}, {0x1E4EC, 0x1E4EF}, {0x1F16C, 0x1F16C}, {0x1FBF0, 0x1FBF9},
+};
+
+bool after_unicode9(char32_t c) {
+  const auto* it = std::upper_bound(std::begin(kAfterUnicode9), std::end(kAfterUnicode9), c,
+                                    [](char32_t v, const std::pair<char32_t, char32_t>& r) { return v < r.first; });
+  return it != std::begin(kAfterUnicode9) && c <= std::prev(it)->second;
 }
 
 }  // namespace
@@ -193,42 +230,45 @@ void Tokenizer::Impl::parse_post_processor(const Json& j) {
 }
 
 std::string Tokenizer::Impl::normalize(std::string_view s) const {
-  std::string cur(s);
-  for (const int opt : norm_options) {
-    utf8proc_uint8_t* dst = nullptr;
-    const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
-                                            utf8proc_ssize_t(cur.size()), &dst, utf8proc_option_t(opt));
-    MPK_CHECK(n >= 0, InvalidArgument) << "tokenizer: normalizing failed: " << utf8proc_errmsg(n);
-    cur.assign(reinterpret_cast<const char*>(dst), size_t(n));
-    std::free(dst);
+  if (norm_options.empty()) return std::string(s);
+  std::string out;
+  auto run = [&](std::string_view r) {  // every normalizer, in order, over a run
+    std::string cur(r);
+    for (const int opt : norm_options) {
+      utf8proc_uint8_t* dst = nullptr;
+      const utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(cur.data()),
+                                              utf8proc_ssize_t(cur.size()), &dst, utf8proc_option_t(opt));
+      MPK_CHECK(n >= 0, InvalidArgument) << "tokenizer: normalizing failed: " << utf8proc_errmsg(n);
+      cur.assign(reinterpret_cast<const char*>(dst), size_t(n));
+      std::free(dst);
+    }
+    out += cur;
+  };
+  size_t begin = 0;  // of the current run
+  for (size_t i = 0; i < s.size();) {
+    const size_t at = i;
+    if (!after_unicode9(next_code_point(s, i))) continue;
+    if (at > begin) run(s.substr(begin, at - begin));
+    out.append(s.substr(at, i - at));
+    begin = i;
   }
-  return cur;
+  if (begin < s.size()) run(s.substr(begin));
+  return out;
 }
 
 template <class Gap>
 void Tokenizer::Impl::split_added(std::string_view s, bool pass, std::vector<int32_t>& out, Gap gap) const {
+  // As the reference's AddedVocabulary::find_matches: the non-overlapping leftmost-longest
+  // matches of all tokens of the pass (one Aho-Corasick search). single_word then discards a
+  // match, and neither a shorter token there nor one starting inside it is tried; the search
+  // goes on from a match's own end, not from the end of the whitespace rstrip takes.
   size_t done = 0;  // text before this is handled
-  size_t i = 0;
+  size_t i = 0;     // where the search goes on
   while (i < s.size()) {
-    // The leftmost match, the longest there.
     const AddedToken* best = nullptr;
     for (const AddedToken& t : added) {
       if (t.normalized != pass || t.content.empty() || s.compare(i, t.content.size(), t.content) != 0) continue;
-      if (best && best->content.size() >= t.content.size()) continue;
-      if (t.single_word) {
-        size_t k = i;
-        bool ok = true;
-        if (i > 0) {  // the character before
-          size_t b = i - 1;
-          while (b > 0 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
-          size_t bb = b;
-          ok = !is_word_char(next_code_point(s, bb));
-        }
-        k = i + t.content.size();
-        if (ok && k < s.size()) ok = !is_word_char(next_code_point(s, k));
-        if (!ok) continue;
-      }
-      best = &t;
+      if (!best || t.content.size() > best->content.size()) best = &t;
     }
     if (!best) {
       i += 1;
@@ -236,6 +276,20 @@ void Tokenizer::Impl::split_added(std::string_view s, bool pass, std::vector<int
       continue;
     }
     size_t start = i, end = i + best->content.size();
+    i = end;
+    if (best->single_word) {
+      bool alone = true;
+      if (start > 0) {  // the character before
+        size_t b = start - 1;
+        while (b > 0 && (static_cast<unsigned char>(s[b]) & 0xC0) == 0x80) --b;
+        alone = !is_word_char(next_code_point(s, b));
+      }
+      if (alone && end < s.size()) {
+        size_t e = end;
+        alone = !is_word_char(next_code_point(s, e));
+      }
+      if (!alone) continue;
+    }
     if (best->lstrip) {
       while (start > done) {
         size_t b = start - 1;
@@ -244,6 +298,7 @@ void Tokenizer::Impl::split_added(std::string_view s, bool pass, std::vector<int
         if (!is_whitespace(next_code_point(s, bb))) break;
         start = b;
       }
+      start = std::max(start, done);  // a match inside what rstrip took strips nothing more
     }
     if (best->rstrip) {
       while (end < s.size()) {
@@ -254,7 +309,7 @@ void Tokenizer::Impl::split_added(std::string_view s, bool pass, std::vector<int
     }
     if (start > done) gap(s.substr(done, start - done), out);
     out.push_back(best->id);
-    done = i = end;
+    done = end;
   }
   if (done < s.size()) gap(s.substr(done), out);
 }

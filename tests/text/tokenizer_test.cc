@@ -67,6 +67,45 @@ TEST(Tokenizer, SpecialTokensAreCutOutWhole) {
   EXPECT_TRUE(load("qwen2-large")->encode("", true).empty());
 }
 
+// gpt2-edge: every added-token flag, as the reference applies it (expected texts from it).
+TEST(Tokenizer, AddedTokenFlagsAsTheReference) {
+  const auto tok = load("gpt2-edge");
+  auto text = [&](const std::string& s) { return tok->decode(tok->encode(s, false)); };
+  auto has = [&](const std::string& s, const char* token) {
+    const auto ids = tok->encode(s, false);
+    return std::count(ids.begin(), ids.end(), *tok->token_id(token));
+  };
+  // Each piece between added tokens gets ByteLevel's prefix space.
+  EXPECT_EQ(text("a <|im_start|> b"), " a<|im_start|> b");  // lstrip
+  EXPECT_EQ(text("a <|im_end|>  b"), " a <|im_end|> b");     // rstrip
+  // single_word, with the reference's \w: U+0301 and Ⓐ (So, Alphabetic) are word characters,
+  // ½ (No) and an unassigned code point are not. It is matched before normalization.
+  EXPECT_EQ(has("<think> x<think>", "<think>"), 1);
+  EXPECT_EQ(has("<think>\u0301", "<think>"), 0);
+  EXPECT_EQ(has("\u24B6<think>", "<think>"), 0);
+  EXPECT_EQ(has("\U00076351<think>", "<think>"), 1);
+  EXPECT_EQ(text("\u00BD<think>"), " 1\u20442<think>");
+  // normalized: "ﬁ" is matched as "fi". A discarded single_word match ("find" in "finds") is
+  // skipped whole: the shorter "fi" at the same place is not tried.
+  EXPECT_EQ(text("first"), "\uFB01 rst");
+  EXPECT_EQ(text("\uFB01nd it"), "find it");
+  EXPECT_EQ(has("finds", "\uFB01") + has("finds", "find"), 0);
+  // The Split by "..." drops it, after normalization ("…").
+  EXPECT_EQ(text("wait... what\u2026"), " wait what");
+}
+
+// The reference's normalizers use Unicode 9.0 tables: later characters are left alone.
+TEST(Tokenizer, NormalizersLeaveCharactersAfterUnicode9) {
+  const auto tok = load("gpt2-edge");  // NFKD, then NFC
+  auto text = [&](const std::string& s) { return tok->decode(tok->encode(s, false)); };
+  EXPECT_EQ(text("\uFB00"), " ff");
+  EXPECT_EQ(text("\u32FF"), " \u32FF");                           // Unicode 12.1: <square> 令和
+  EXPECT_EQ(text("\U0001CCD6"), " \U0001CCD6");                   // Unicode 16.0: <font> A
+  EXPECT_EQ(text("a\u0301\u0334"), " \u00E1\u0334");              // reordered, composed
+  EXPECT_EQ(text("a\u1DF6\u0334"), " a\u1DF6\u0334");             // U+1DF6 (10.0): class 0 there
+  EXPECT_EQ(text("\U00011935\U00011930"), " \U00011935\U00011930");  // composes to U+11938 (13.0)
+}
+
 TEST(Tokenizer, StreamingNeverSplitsACharacter) {
   const auto tok = load("qwen2-small");
   const std::string text = "naïve 你好世界 🙂👍🏽 \u00e9 \u0915\u094D\u0937";

@@ -8,8 +8,8 @@ of corpus.py plus strings from every category, seeded), one line per (string, fl
    "decoded": decode(ids, skip_special_tokens=False)}
 
 add_special_tokens is written both ways only where the post-processor adds tokens (llama3's
-template); for the others (qwen2's ByteLevel post-processor) both give the same ids, so only
-false is written. ASCII only (ensure_ascii), deterministic. Written against tokenizers==0.22.1.
+template); for the others (qwen2's ByteLevel post-processor, gpt2-edge's none) both give the
+same ids, so only false is written. ASCII only (ensure_ascii), deterministic. Written against tokenizers==0.22.1.
 """
 
 import argparse

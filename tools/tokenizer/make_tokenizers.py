@@ -3,7 +3,8 @@
 
 The real Qwen2 / Llama 3 tokenizer.json files are not shipped here, so this script trains its
 own vocabularies on deterministic synthetic text and writes them with exactly the normalizer,
-pre-tokenizer, post-processor, decoder, model flags and added-token layout of the real files:
+pre-tokenizer, post-processor, decoder, model flags and added-token layout of the real files
+(qwen2, llama3), plus one made-up family for the configurations those two leave out (gpt2):
 
   qwen2   Qwen2 / Qwen2.5 / Qwen3: NFC, Split(regex, \\p{N} single digits) + ByteLevel,
           ByteLevel post-processor and decoder, BPE ignore_merges=false, added tokens after the
@@ -13,13 +14,17 @@ pre-tokenizer, post-processor, decoder, model flags and added-token layout of th
           Sequence[ByteLevel, TemplateProcessing(<|begin_of_text|> $A)] post-processor,
           ByteLevel decoder, BPE ignore_merges=true, the first ten Llama 3 special tokens;
           a few whole pre-tokens are in the vocabulary without merges (see `unreachable`).
+  gpt2    GPT-2 / RoBERTa-style, edge cases: Sequence[NFKD, NFC], Split(string "...", Removed)
+          + ByteLevel(add_prefix_space=true, use_regex=true), no post-processor, ByteLevel
+          decoder; added tokens with lstrip, rstrip, single_word and normalized=true.
 
-Two sizes each: small (700 ids in all, below the smallest test model vocabulary, 769) and large
-(4000 ids, for the oracle check). The large files keep merges in the legacy "a b" string form
-of the real files; the small ones use the [a, b] pair form that current `tokenizers` writes, so
-both forms are exercised.
+qwen2 and llama3 come in two sizes: small (700 ids in all, below the smallest test model
+vocabulary, 769) and large (4000 ids, for the oracle check). The large files keep merges in the
+legacy "a b" string form of the real files; the small ones use the [a, b] pair form that current
+`tokenizers` writes, so both forms are exercised. gpt2 has one size, edge (1500 ids, pairs).
 
-Output: OUT/{qwen2,llama3}-{small,large}/tokenizer.json (default OUT: tests/data/tokenizers).
+Output: OUT/{qwen2,llama3}-{small,large}/tokenizer.json and OUT/gpt2-edge/tokenizer.json
+(default OUT: tests/data/tokenizers).
 Byte-identical across runs. Written against tokenizers==0.22.1.
 """
 
@@ -44,14 +49,15 @@ LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{
                   r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
 
 
-def _added(content, tid, special):
-    return {"id": tid, "content": content, "single_word": False, "lstrip": False,
-            "rstrip": False, "normalized": False, "special": special}
+def _added(content, tid, special, **flags):
+    t = {"id": tid, "content": content, "single_word": False, "lstrip": False,
+         "rstrip": False, "normalized": False, "special": special}
+    t.update(flags)
+    return t
 
 
-def _split(pattern):
-    return {"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated",
-            "invert": False}
+def _split(pattern, kind="Regex", behavior="Isolated"):
+    return {"type": "Split", "pattern": {kind: pattern}, "behavior": behavior, "invert": False}
 
 
 def _byte_level(add_prefix_space, trim_offsets, use_regex):
@@ -62,10 +68,10 @@ def _byte_level(add_prefix_space, trim_offsets, use_regex):
 FAMILIES = {
     "qwen2": dict(
         seed=11,
+        sizes={"small": 700, "large": 4000},
         normalizer={"type": "NFC"},
-        pattern=QWEN2_PATTERN,
-        pre_byte_level=(False, False, False),
-        # (content, special)
+        pre_tokenizer=[_split(QWEN2_PATTERN), _byte_level(False, False, False)],
+        # (content, special[, other flags])
         added=[("<|endoftext|>", True), ("<|im_start|>", True), ("<|im_end|>", True),
                ("<think>", False), ("</think>", False)],
         post_processor=lambda ids: _byte_level(False, False, False),
@@ -76,9 +82,9 @@ FAMILIES = {
     ),
     "llama3": dict(
         seed=12,
+        sizes={"small": 700, "large": 4000},
         normalizer=None,
-        pattern=LLAMA3_PATTERN,
-        pre_byte_level=(False, True, False),
+        pre_tokenizer=[_split(LLAMA3_PATTERN), _byte_level(False, True, False)],
         added=[("<|begin_of_text|>", True), ("<|end_of_text|>", True),
                ("<|reserved_special_token_0|>", True), ("<|reserved_special_token_1|>", True),
                ("<|reserved_special_token_2|>", True), ("<|reserved_special_token_3|>", True),
@@ -112,11 +118,45 @@ FAMILIES = {
         unreachable=["Internationalization", "こんにちは", "你好", "안녕하세요", "नमस्ते", "😀", "!!!",
                      "...\n", "    \n", "999"],
     ),
+    # Not a real model: the configurations the other two leave out, so that the oracle check
+    # covers them (GPT-2 / RoBERTa-style ByteLevel with its own regex and a prefix space, a
+    # composed normalizer, a Split by a string that drops its matches, no post-processor, and
+    # every added-token flag). The test corpus already hits all of them: the token names are
+    # among corpus.SPECIAL_TOKENS, "find" is in corpus.WORDS, "ﬁ" in corpus.ACCENTED.
+    "gpt2": dict(
+        seed=13,
+        sizes={"edge": 1500},
+        normalizer={"type": "Sequence", "normalizers": [{"type": "NFKD"}, {"type": "NFC"}]},
+        # "..." is matched after normalization, so it also removes "…" (NFKC: "...").
+        pre_tokenizer=[_split("...", kind="String", behavior="Removed"),
+                       _byte_level(True, True, True)],
+        added=[("<|endoftext|>", True),
+               ("<|im_start|>", True, {"lstrip": True}),
+               ("<|im_end|>", True, {"rstrip": True}),
+               ("<think>", False, {"single_word": True}),
+               # Matched in normalized text, so as "fi": in "first", "ﬁnancial", ...
+               ("\ufb01", False, {"normalized": True}),
+               # Overlaps "fi". Where "find" is part of a longer word ("finds") its match is
+               # dropped whole: "fi" is not tried there.
+               ("find", False, {"normalized": True, "single_word": True})],
+        post_processor=lambda ids: None,
+        decoder=_byte_level(True, True, True),
+        model_flags={"continuing_subword_prefix": None, "end_of_word_suffix": None,
+                     "ignore_merges": False},
+        unreachable=[],
+        # (input, decode(encode(input))): each added-token flag and the Split doing its part;
+        # every piece between added tokens gets the prefix space.
+        probes=[("a <|im_start|> b", " a<|im_start|> b"),
+                ("a <|im_end|>  b", " a <|im_end|> b"),
+                ("<think> x<think>", "<think> x<think>"),
+                ("find ﬁnd finds", "find find finds"),
+                ("ﬁrst first", "ﬁ rst ﬁ rst"),
+                ("wait... what…", " wait what")],
+    ),
 }
 
-# Total ids (model vocabulary + added tokens). Small must stay below the smallest test model
-# vocabulary in tests/data (qwen2 fixtures: 769).
-SIZES = {"small": 700, "large": 4000}
+# A family's sizes give the total ids (model vocabulary + added tokens). Small must stay below
+# the smallest test model vocabulary in tests/data (qwen2 fixtures: 769).
 SMALL_ID_LIMIT = 769
 
 def _bytes_to_unicode():
@@ -274,21 +314,36 @@ def training_docs(seed, n_docs=5000):
 
 # --- Building ----------------------------------------------------------------------------------
 
+def _normalizer_object(j):
+    if j["type"] == "Sequence":
+        return normalizers.Sequence([_normalizer_object(n) for n in j["normalizers"]])
+    return getattr(normalizers, j["type"])()  # NFC, NFKC, NFD, NFKD
+
+
+def _pre_tokenizer_object(items):
+    out = []
+    for p in items:
+        if p["type"] == "Split":
+            (kind, pattern), = p["pattern"].items()
+            out.append(pre_tokenizers.Split(Regex(pattern) if kind == "Regex" else pattern,
+                                            behavior=p["behavior"].lower(), invert=p["invert"]))
+        else:
+            out.append(pre_tokenizers.ByteLevel(add_prefix_space=p["add_prefix_space"],
+                                                trim_offsets=p["trim_offsets"],
+                                                use_regex=p["use_regex"]))
+    return pre_tokenizers.Sequence(out)
+
+
 def build(family, size):
     cfg = FAMILIES[family]
     n_added = len(cfg["added"])
-    model_vocab = SIZES[size] - n_added
+    model_vocab = cfg["sizes"][size] - n_added
     trained_vocab = model_vocab - len(cfg["unreachable"])
 
     tok = Tokenizer(models.BPE(ignore_merges=cfg["model_flags"]["ignore_merges"]))
     if cfg["normalizer"] is not None:
-        tok.normalizer = normalizers.NFC()
-    add_prefix_space, trim_offsets, use_regex = cfg["pre_byte_level"]
-    tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(cfg["pattern"]), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=add_prefix_space, trim_offsets=trim_offsets,
-                                 use_regex=use_regex),
-    ])
+        tok.normalizer = _normalizer_object(cfg["normalizer"])
+    tok.pre_tokenizer = _pre_tokenizer_object(cfg["pre_tokenizer"])
     trainer = trainers.BpeTrainer(vocab_size=trained_vocab, min_frequency=2, show_progress=False,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     docs = training_docs(cfg["seed"])
@@ -309,12 +364,14 @@ def build(family, size):
     # Added tokens live after the model vocabulary, as in the real files.
     ids = {}
     j["added_tokens"] = []
-    for i, (content, special) in enumerate(cfg["added"]):
+    for i, (content, special, *flags) in enumerate(cfg["added"]):
+        # A content the model vocabulary has would keep the model's id on loading.
+        if content in vocab:
+            raise RuntimeError(f"{family}-{size}: added token {content!r} is a model token")
         ids[content] = model_vocab + i
-        j["added_tokens"].append(_added(content, model_vocab + i, special))
+        j["added_tokens"].append(_added(content, model_vocab + i, special, **(flags or [{}])[0]))
     j["normalizer"] = cfg["normalizer"]
-    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
-        _split(cfg["pattern"]), _byte_level(add_prefix_space, trim_offsets, use_regex)]}
+    j["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": cfg["pre_tokenizer"]}
     j["post_processor"] = cfg["post_processor"](ids)
     j["decoder"] = cfg["decoder"]
     merges = [m if isinstance(m, list) else m.split(" ") for m in model["merges"]]
@@ -344,10 +401,20 @@ def check(path, j, family, size):
     if back["added_tokens"] != j["added_tokens"]:
         raise RuntimeError(f"{path}: added_tokens did not round-trip")
     total = tok.get_vocab_size(with_added_tokens=True)
-    if total != SIZES[size]:
-        raise RuntimeError(f"{path}: vocab size {total}, wanted {SIZES[size]}")
+    want = FAMILIES[family]["sizes"][size]
+    if total != want:
+        raise RuntimeError(f"{path}: vocab size {total}, wanted {want}")
     if size == "small" and total > SMALL_ID_LIMIT:
         raise RuntimeError(f"{path}: ids reach {total - 1}, the test models allow < {SMALL_ID_LIMIT}")
+    probes = FAMILIES[family].get("probes")
+    if probes is not None:
+        # Normalization, the prefix space and the Split change the text, so no round trip:
+        # fixed inputs whose decode shows that each feature acts.
+        for s, want_text in probes:
+            text = tok.decode(tok.encode(s).ids, skip_special_tokens=False)
+            if text != want_text:
+                raise RuntimeError(f"{path}: decode(encode({s!r})) = {text!r}, wanted {want_text!r}")
+        return total
     # Encode/decode round trip on a sample of the test corpus.
     for s in corpus.generate(500, seed=7):
         ids = tok.encode(s, add_special_tokens=False).ids
@@ -371,7 +438,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(REPO, "tests", "data", "tokenizers"))
     args = ap.parse_args()
     for family in FAMILIES:
-        for size in SIZES:
+        for size in FAMILIES[family]["sizes"]:
             j = build(family, size)
             d = os.path.join(args.out, f"{family}-{size}")
             os.makedirs(d, exist_ok=True)

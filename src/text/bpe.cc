@@ -1,6 +1,6 @@
 #include "text/bpe.h"
 
-#include <limits>
+#include <queue>
 
 #include "base/error.h"
 
@@ -13,7 +13,7 @@ size_t char_len(unsigned char lead) { return lead < 0x80 ? 1 : lead < 0xE0 ? 2 :
 
 }  // namespace
 
-Bpe::Bpe(std::unordered_map<std::string, int32_t> vocab,
+Bpe::Bpe(Vocab vocab,
          const std::vector<std::pair<std::string, std::string>>& merges, bool ignore_merges)
     : vocab_(std::move(vocab)), ignore_merges_(ignore_merges) {
   merges_.reserve(merges.size());
@@ -28,7 +28,7 @@ Bpe::Bpe(std::unordered_map<std::string, int32_t> vocab,
 }
 
 std::optional<int32_t> Bpe::id(std::string_view token) const {
-  const auto it = vocab_.find(std::string(token));
+  const auto it = vocab_.find(token);
   if (it == vocab_.end()) return std::nullopt;
   return it->second;
 }
@@ -41,29 +41,53 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>& out) const {
       return;
     }
   }
-  std::vector<int32_t> sym;
+  // Symbols in a linked list, candidate merges in a min-heap by (rank, position of the left
+  // symbol): the reference's algorithm, O(n log n) where rescanning every pair after each
+  // merge was O(n^2) (a word of a few thousand letters took seconds).
+  struct Sym {
+    int32_t id;
+    int prev, next;
+  };
+  std::vector<Sym> sym;
   sym.reserve(word.size());
   for (size_t i = 0; i < word.size();) {
     const size_t n = std::min(char_len(static_cast<unsigned char>(word[i])), word.size() - i);
-    if (const auto c = id(word.substr(i, n))) sym.push_back(*c);
+    if (const auto c = id(word.substr(i, n))) sym.push_back({*c, int(sym.size()) - 1, int(sym.size()) + 1});
     i += n;
   }
-  for (;;) {
-    int32_t best_rank = std::numeric_limits<int32_t>::max(), best_id = -1;
-    size_t best = 0;
-    for (size_t i = 0; i + 1 < sym.size(); ++i) {
-      const auto it = merges_.find(pair_key(sym[i], sym[i + 1]));
-      if (it != merges_.end() && it->second.first < best_rank) {
-        best_rank = it->second.first;
-        best_id = it->second.second;
-        best = i;
-      }
-    }
-    if (best_id < 0) break;
-    sym[best] = best_id;
-    sym.erase(sym.begin() + std::ptrdiff_t(best) + 1);
+  if (sym.empty()) return;
+  sym.back().next = -1;
+  struct Cand {
+    int32_t rank, merged;
+    int pos;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto consider = [&](int left) {
+    if (left < 0) return;
+    const int right = sym[size_t(left)].next;
+    if (right < 0) return;
+    const auto it = merges_.find(pair_key(sym[size_t(left)].id, sym[size_t(right)].id));
+    if (it != merges_.end()) heap.push({it->second.first, it->second.second, left});
+  };
+  for (int i = 0; i + 1 < int(sym.size()); ++i) consider(i);
+  std::vector<bool> gone(sym.size(), false);
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    Sym& l = sym[size_t(c.pos)];
+    if (gone[size_t(c.pos)] || l.next < 0) continue;
+    const auto it = merges_.find(pair_key(l.id, sym[size_t(l.next)].id));
+    if (it == merges_.end() || it->second.first != c.rank || it->second.second != c.merged) continue;  // stale
+    const int r = l.next;
+    gone[size_t(r)] = true;
+    l.id = c.merged;
+    l.next = sym[size_t(r)].next;
+    if (l.next >= 0) sym[size_t(l.next)].prev = c.pos;
+    consider(l.prev);
+    consider(c.pos);
   }
-  out.insert(out.end(), sym.begin(), sym.end());
+  for (int i = 0; i >= 0; i = sym[size_t(i)].next) out.push_back(sym[size_t(i)].id);
 }
 
 }  // namespace mpk::text

@@ -123,6 +123,9 @@ struct Tokenizer::Impl {
   std::string origin;
   std::unique_ptr<Bpe> bpe;
   std::vector<AddedToken> added;
+  // Per pass (normalized or not) and first byte: the added tokens that can start there, so
+  // that the search does not compare every token at every byte (Llama 3 has 256).
+  std::vector<const AddedToken*> by_first[2][256];
   std::vector<int> norm_options;  // utf8proc option sets, applied in order
   std::vector<PreTokenizer> pre;
   bool has_template = false;
@@ -266,9 +269,9 @@ void Tokenizer::Impl::split_added(std::string_view s, bool pass, std::vector<int
   size_t i = 0;     // where the search goes on
   while (i < s.size()) {
     const AddedToken* best = nullptr;
-    for (const AddedToken& t : added) {
-      if (t.normalized != pass || t.content.empty() || s.compare(i, t.content.size(), t.content) != 0) continue;
-      if (!best || t.content.size() > best->content.size()) best = &t;
+    for (const AddedToken* t : by_first[pass][static_cast<unsigned char>(s[i])]) {
+      if (s.compare(i, t->content.size(), t->content) != 0) continue;
+      if (!best || t->content.size() > best->content.size()) best = t;
     }
     if (!best) {
       i += 1;
@@ -381,7 +384,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
       MPK_CHECK(!m.contains(k) || m.at(k).is_null() || m.at(k) == "", Unsupported)
           << origin << ": " << k << " is not supported";
 
-    std::unordered_map<std::string, int32_t> vocab;
+    Vocab vocab;
     const Json& v = member(m, "vocab", origin);
     if (!v.is_object()) bad(origin, "model.vocab is not an object");
     int64_t max_id = -1;
@@ -479,6 +482,9 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
     // A normalized added token is matched in normalized text, so in its normalized form.
     for (AddedToken& t : impl->added)
       if (t.normalized) t.content = impl->normalize(t.content);
+    for (const AddedToken& t : impl->added)  // in file order: the first of equal contents wins
+      if (!t.content.empty())
+        impl->by_first[t.normalized][static_cast<unsigned char>(t.content[0])].push_back(&t);
   } catch (const Json::exception& e) {
     bad(origin, e.what());
   }

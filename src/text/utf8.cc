@@ -71,18 +71,25 @@ std::string utf8_lossy(std::string_view bytes) {
 }
 
 bool valid_utf8(std::string_view s) {
-  // Valid exactly when the lossy decoder reproduces the bytes without a replacement it added.
-  Utf8Decoder d;
-  std::string out;
+  // The decoder's rules (Unicode 3.9, table 3-7) without building any text.
   for (size_t i = 0; i < s.size();) {
-    size_t n = 1;
     const unsigned b = static_cast<unsigned char>(s[i]);
-    if (b >= 0xC0) n = b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : 2;
-    if (i + n > s.size()) return false;
-    out.clear();
-    d.feed(s.substr(i, n), out);
-    if (out != s.substr(i, n)) return false;
-    i += n;
+    if (b <= 0x7F) {
+      ++i;
+      continue;
+    }
+    int n = 0;
+    unsigned lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF) n = 1;
+    else if (b >= 0xE0 && b <= 0xEF) n = 2, lo = b == 0xE0 ? 0xA0 : 0x80, hi = b == 0xED ? 0x9F : 0xBF;
+    else if (b >= 0xF0 && b <= 0xF4) n = 3, lo = b == 0xF0 ? 0x90 : 0x80, hi = b == 0xF4 ? 0x8F : 0xBF;
+    else return false;
+    if (i + size_t(n) >= s.size()) return false;  // truncated
+    for (int k = 1; k <= n; ++k) {
+      const unsigned c = static_cast<unsigned char>(s[i + size_t(k)]);
+      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return false;
+    }
+    i += size_t(n) + 1;
   }
   return true;
 }

@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 ci_env
 
 seconds=${MPK_FUZZ_SECONDS:-20}
-targets=(safetensors config sharded_index cache_verify c_api)
+targets=(safetensors config sharded_index cache_verify c_api tokenizer)
 ci_phase "fuzz build" cmake --build build-san -j "$MPK_CI_JOBS" --target "${targets[@]/#/fuzz_}"
 
 artifacts=$MPK_ROOT/build-san/fuzz-artifacts

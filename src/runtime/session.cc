@@ -190,44 +190,30 @@ void Session::set_sampling(const ref::SamplingConfig& c) {
 }
 
 void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
-  if (!ref::is_greedy(sampling_)) {
-    // The draw needs the whole distribution: each step's logits come to the host, and the
-    // chosen token is fed as a one-token prefill (the GPU runs it as one forced step).
-    MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
-        << "decode before prefill: no logits yet";
-    for (size_t i = 0; i < max_tokens; ++i) {
-      const std::vector<float>& l = logits();
-      check_finite_logits(l, position() - 1);
-      const int32_t next = ref::sample_token(l, sampling_, position());
-      const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();
-      MPK_CHECK(position() < cap, Capacity)
-          << "KV cache full (" << cap << " tokens, all used) after " << out.size()
-          << " token(s) of this call";
-      if (gpu_) {
-        gpu_->prefill(&next, 1);
-      } else {
-        exec_->forward(&next, 1);
-        model_->stats().tokens += 1;
-      }
-      out.push_back(next);
-      if (is_eos(next)) break;
-    }
-    return;
-  }
-  if (gpu_) {
+  const bool greedy = ref::is_greedy(sampling_);
+  if (gpu_ && greedy) {
     gpu_->decode(max_tokens, model_->config().eos_token_ids, out);  // counts tokens, launches
     return;
   }
-  MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
+  // The host chooses: the reference's greedy token is the graph's argmax, computed in the step
+  // that made the logits; a draw needs the whole distribution, so on the GPU each step's logits
+  // come to the host and the token goes back as a one-token prefill (one forced step).
+  MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
+      << "decode before prefill: no logits yet";
+  const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();
   for (size_t i = 0; i < max_tokens; ++i) {
-    if (i > 0) check_finite_logits(exec_->logits(), exec_->position() - 1);  // prefill checked
-    // The graph's argmax, computed in the step that made the logits.
-    const int32_t next = exec_->next_token();
-    MPK_CHECK(position() < exec_->capacity(), Capacity)
-        << "KV cache full (" << exec_->capacity() << " tokens, all used) after " << out.size()
+    const std::vector<float>& l = logits();
+    check_finite_logits(l, position() - 1);
+    const int32_t next = greedy ? exec_->next_token() : ref::sample_token(l, sampling_, position());
+    MPK_CHECK(position() < cap, Capacity)
+        << "KV cache full (" << cap << " tokens, all used) after " << out.size()
         << " token(s) of this call";
-    exec_->forward(&next, 1);
-    model_->stats().tokens += 1;
+    if (gpu_) {
+      gpu_->prefill(&next, 1);
+    } else {
+      exec_->forward(&next, 1);
+      model_->stats().tokens += 1;
+    }
     out.push_back(next);
     if (is_eos(next)) break;
   }

@@ -62,9 +62,10 @@ std::string string_of(const Json& j, const std::string& origin, const std::strin
   return j.get<std::string>();
 }
 
-bool flag(const Json& j, const char* key, bool dflt) {
-  if (!j.contains(key) || j.at(key).is_null()) return dflt;
-  return j.at(key).is_boolean() ? j.at(key).get<bool>() : dflt;
+// An optional boolean of object `j` (absent or null: `dflt`); Error(InvalidModel) naming the
+// key when it is something else, through the model loader's reader.
+bool flag(const Json& j, const char* key, bool dflt, const std::string& origin) {
+  return model::detail::ObjectReader(j, origin).opt_bool(key).value_or(dflt);
 }
 
 std::string type_of(const Json& j, const std::string& origin, const std::string& what) {
@@ -180,13 +181,13 @@ void Tokenizer::Impl::parse_pre_tokenizer(const Json& j) {
     const std::string behavior = string_of(member(j, "behavior", origin), origin, "Split behavior");
     MPK_CHECK(behavior == "Isolated" || behavior == "Removed", Unsupported)
         << origin << ": Split behavior " << behavior << " is not supported (Isolated, Removed)";
-    MPK_CHECK(!flag(j, "invert", false), Unsupported) << origin << ": an inverted Split is not supported";
+    MPK_CHECK(!flag(j, "invert", false, origin), Unsupported) << origin << ": an inverted Split is not supported";
     MPK_CHECK(p.regex || !p.literal.empty(), InvalidModel) << origin << ": a Split by the empty string";
     p.removed = behavior == "Removed";
   } else if (t == "ByteLevel") {
     p.kind = PreTokenizer::Kind::ByteLevel;
-    p.add_prefix_space = flag(j, "add_prefix_space", true);
-    if (flag(j, "use_regex", true)) p.regex = std::make_unique<Regex>(kGpt2Pattern);
+    p.add_prefix_space = flag(j, "add_prefix_space", true, origin);
+    if (flag(j, "use_regex", true, origin)) p.regex = std::make_unique<Regex>(kGpt2Pattern);
   } else {
     MPK_THROW(Unsupported) << origin << ": pre-tokenizer type " << t << " is not supported";
   }
@@ -379,7 +380,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
         << origin << ": BPE dropout is not supported (encoding would be random)";
     MPK_CHECK(!m.contains("unk_token") || m.at("unk_token").is_null(), Unsupported)
         << origin << ": an unknown token is not supported (byte-level BPE needs none)";
-    MPK_CHECK(!flag(m, "byte_fallback", false), Unsupported) << origin << ": byte_fallback is not supported";
+    MPK_CHECK(!flag(m, "byte_fallback", false, origin), Unsupported) << origin << ": byte_fallback is not supported";
     for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
       MPK_CHECK(!m.contains(k) || m.at(k).is_null() || m.at(k) == "", Unsupported)
           << origin << ": " << k << " is not supported";
@@ -439,11 +440,11 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
         t.content = string_of(member(a, "content", origin), origin, "added token content");
         MPK_CHECK(!t.content.empty() && valid_utf8(t.content), InvalidModel)
             << origin << ": added token " << t.id << " is empty or not UTF-8";
-        t.special = flag(a, "special", false);
-        t.normalized = flag(a, "normalized", !t.special);
-        t.lstrip = flag(a, "lstrip", false);
-        t.rstrip = flag(a, "rstrip", false);
-        t.single_word = flag(a, "single_word", false);
+        t.special = flag(a, "special", false, origin);
+        t.normalized = flag(a, "normalized", !t.special, origin);
+        t.lstrip = flag(a, "lstrip", false, origin);
+        t.rstrip = flag(a, "rstrip", false, origin);
+        t.single_word = flag(a, "single_word", false, origin);
         max_id = std::max<int64_t>(max_id, t.id);
         impl->added_ids[t.content] = t.id;
         impl->added.push_back(std::move(t));
@@ -478,7 +479,7 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
       }
       impl->id_bytes[id] = all ? bytes : s;
     }
-    impl->bpe = std::make_unique<Bpe>(std::move(vocab), merges, flag(m, "ignore_merges", false));
+    impl->bpe = std::make_unique<Bpe>(std::move(vocab), merges, flag(m, "ignore_merges", false, origin));
     // A normalized added token is matched in normalized text, so in its normalized form.
     for (AddedToken& t : impl->added)
       if (t.normalized) t.content = impl->normalize(t.content);

@@ -221,6 +221,9 @@ TEST_F(Malformed, EachDefectHasItsStatus) {
   j["added_tokens"][0]["id"] = "seven";
   EXPECT_EQ(load_json(j), ErrorKind::InvalidModel);
   j = base_;
+  j["added_tokens"][0]["special"] = "yes";  // not a boolean
+  EXPECT_EQ(load_json(j), ErrorKind::InvalidModel);
+  j = base_;
   j["model"]["type"] = "WordPiece";
   EXPECT_EQ(load_json(j), ErrorKind::Unsupported);
   j = base_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "base/error.h"
@@ -38,6 +39,39 @@ cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, con
   k.codegen_version = kMegakernelCodegenVersion;
   k.compile_options = megakernel_compile_options();
   k.source_hash = cache::sha256_hex(megakernel_source(params, dtype));
+  return k;
+}
+
+// The kernel-cache entry of `key`, built on a miss; without a usable cache, built directly.
+cache::Entry through_cache(const RuntimeOptions& options, const cache::CacheKey& key,
+                           const std::function<cache::Entry()>& build) {
+  try {
+    cache::CacheOptions co;
+    MPK_CHECK(!options.cache_dir.empty(), Cache) << "no kernel cache directory";
+    co.path = options.cache_dir / cache::kCacheFileName;
+    std::filesystem::create_directories(co.path.parent_path());
+    cache::Cache kc(co);
+    return kc.get_or_build(key, build);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Cache && e.kind() != ErrorKind::Io) throw;
+    log(LogLevel::Warn, "kernel cache unavailable ({}); compiling without it", e.what());
+  } catch (const std::filesystem::filesystem_error& e) {
+    log(LogLevel::Warn, "kernel cache directory unavailable ({}); compiling without it", e.what());
+  }
+  return build();
+}
+
+cache::CacheKey prefill_key(const std::string& arch) {
+  auto [maj, min] = cuda::nvrtc_version();
+  cache::CacheKey k;
+  k.task.op_kind = "prefill";
+  k.task.dtypes = {"bf16"};
+  k.arch = arch;
+  k.nvrtc_version = std::to_string(maj) + "." + std::to_string(min);
+  k.driver_version = std::to_string(cuda::driver_version());
+  k.codegen_version = kPrefillCodegenVersion;
+  k.compile_options = prefill_compile_options();
+  k.source_hash = cache::sha256_hex(prefill_source());
   return k;
 }
 
@@ -116,29 +150,32 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
     e.verification_json = proofs;
     return e;
   };
-  cache::Entry entry;
-  try {
-    cache::CacheOptions co;
-    MPK_CHECK(!options.cache_dir.empty(), Cache) << "no kernel cache directory";
-    co.path = options.cache_dir / cache::kCacheFileName;
-    std::filesystem::create_directories(co.path.parent_path());
-    cache::Cache kc(co);
-    entry = kc.get_or_build(key, build);
-  } catch (const Error& e) {
-    if (e.kind() != ErrorKind::Cache && e.kind() != ErrorKind::Io) throw;
-    log(LogLevel::Warn, "kernel cache unavailable ({}); compiling without it", e.what());
-    entry = build();
-  } catch (const std::filesystem::filesystem_error& e) {
-    log(LogLevel::Warn, "kernel cache directory unavailable ({}); compiling without it", e.what());
-    entry = build();
-  }
+  cache::Entry entry = through_cache(options, key, build);
   if (built) ++stats.cache_misses; else ++stats.cache_hits;
-  stats.compile_ms += compile_ms;
   module_ = std::make_unique<cuda::Module>(*ctx_, entry.cubin);
   fn_ = std::make_unique<cuda::Function>(module_->function(megakernel_entry(dtype_)));
+  prefill_why_ = prefill_unsupported(graph, dtype_);
+  if (prefill_why_.empty()) {
+    bool pf_built = false;
+    const cache::Entry pf = through_cache(options, prefill_key(arch), [&] {
+      cuda::CompileResult r = compile_prefill(arch);
+      compile_ms += r.compile_ms;
+      pf_built = true;
+      cache::Entry e;
+      e.cubin = std::move(r.cubin);
+      e.params_json = "{}";
+      e.verification_json = "{}";
+      return e;
+    });
+    if (pf_built) ++stats.cache_misses; else ++stats.cache_hits;
+    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin);
+  } else {
+    log(LogLevel::Info, "prompts prefill through the decode step: {}", prefill_why_);
+  }
   // The opt-in limit covers static and dynamic shared memory together.
   max_dynamic_smem_ = std::max(0, props.max_shared_per_block_optin - fn_->static_shared_bytes());
   if (max_dynamic_smem_ > 48 * 1024) fn_->set_max_dynamic_shared(max_dynamic_smem_);
+  stats.compile_ms += compile_ms;
   stats.kernel_ms = ms_since(t);
   report(options, "kernel", 1, 1);
   t = Clock::now();
@@ -206,7 +243,8 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
                        Stats& stats)
     : m_(std::move(model)), stats_(stats),
       steps_per_launch_(std::min(options.steps_per_launch, kMaxStepsPerLaunch)),
-      profile_on_(options.profile), capacity_(options.kv_capacity),
+      profile_on_(options.profile), tensor_core_prefill_(options.tensor_core_prefill),
+      capacity_(options.kv_capacity),
       stream_(m_->context()) {
   MPK_CHECK(steps_per_launch_ >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   const ir::Graph& g = m_->graph();
@@ -278,6 +316,10 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
         << "token id " << tokens[i] << " at index " << i << " is outside [0, " << vocab << ")";
   MPK_CHECK(position_ + n <= capacity_, Capacity)
       << "KV cache holds " << capacity_ << " tokens; position " << position_ << " + " << n;
+  if (tensor_core_prefill_ && m_->prefill_kernels() && n >= kPrefillMinTokens) {
+    prefill_chunks(tokens, n);
+    return;
+  }
   // The first token's embedding from the host; the device embeds the others (forced tokens).
   const std::vector<float> row = m_->embedding_row(tokens[0]);
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
@@ -288,6 +330,62 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
     MPK_ICHECK(ran == ns) << "prefill launch ran " << ran << " of " << ns << " steps";
     a += ns;
   }
+  MPK_CHECK(!next_nonfinite_, Numerics)
+      << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
+}
+
+void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
+  const cuda::Context& ctx = m_->context();
+  const size_t rows = std::min(n, kPrefillChunk);
+  if (!pf_ || size_t(pf_->max_rows()) < rows) {
+    // Sized for this prompt (in steps of 128 rows), grown by a longer one.
+    const int64_t r = std::min<int64_t>((int64_t(rows) + 127) / 128 * 128, int64_t(kPrefillChunk));
+    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r);
+    stats_.device_bytes -= pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
+    device_bytes_ -= pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
+    pf_scratch_ = cuda::DeviceBuffer();
+    pf_scratch_ = cuda::DeviceBuffer(ctx, size_t(prog->scratch_bytes()));
+    pf_tokens_ = cuda::DeviceBuffer(ctx, size_t(r) * 4);
+    pf_result_ = cuda::DeviceBuffer(ctx, 256);
+    pf_scratch_.fill_bytes(0xff);  // NaN: a read before a write shows up
+    const uint64_t bytes = pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
+    stats_.device_bytes += bytes;
+    device_bytes_ += bytes;
+    pf_ = std::move(prog);
+  }
+  PrefillBases b;
+  b.scratch = pf_scratch_.ptr();
+  b.tokens = pf_tokens_.ptr();
+  b.weights = m_->weights_ptr();
+  b.consts = m_->consts_ptr();
+  b.kv = kv_.ptr();
+  b.logits = act_.ptr() + uint64_t(mem_.buffer_offset[size_t(logits_buffer_)]);
+  b.embed_out = act_.ptr() + uint64_t(mem_.buffer_offset[size_t(embed_buffer_)]);
+  b.result = pf_result_.ptr();
+  step_ms_.clear();
+  cuda::Event start(ctx), end(ctx);
+  // Until the last chunk completes, the KV cache and the carried embedding are ahead of the
+  // host's position: a failure leaves the session unusable until reset().
+  broken_ = true;
+  const size_t chunk = size_t(pf_->max_rows());
+  for (size_t a = 0; a < n; a += chunk) {
+    const size_t r = std::min(n - a, chunk);
+    pf_tokens_.upload_async(tokens + a, r * 4, stream_);
+    start.record(stream_);
+    pf_->enqueue(*m_->prefill_kernels(), stream_, b, int(position_ + a), int(r), a + r == n);
+    end.record(stream_);
+    end.synchronize();
+    step_ms_.push_back(double(cuda::elapsed_ms(start, end)));
+  }
+  int32_t result[2];
+  pf_result_.download(result, sizeof result);
+  position_ += n;
+  stats_.tokens += n;
+  next_token_ = result[0];
+  next_nonfinite_ = result[1] != 0;
+  has_logits_ = true;
+  logits_valid_ = false;
+  broken_ = false;
   MPK_CHECK(!next_nonfinite_, Numerics)
       << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
 }

@@ -15,6 +15,7 @@
 #include "ir/graph.h"
 #include "model/model.h"
 #include "runtime/megakernel.h"
+#include "runtime/prefill.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
@@ -43,6 +44,10 @@ class GpuModel {
   int max_dynamic_smem() const { return max_dynamic_smem_; }
   uint64_t weights_ptr() const { return weights_.ptr(); }
   uint64_t consts_ptr() const { return consts_.ptr(); }
+  // The tensor-core prefill's kernels; null when the model cannot use them (prefill_why says
+  // why: its prompts then run through the decode step).
+  const PrefillKernels* prefill_kernels() const { return prefill_.get(); }
+  const std::string& prefill_why() const { return prefill_why_; }
 
  private:
   RuntimeOptions options_;
@@ -59,20 +64,29 @@ class GpuModel {
   std::unique_ptr<cuda::Function> fn_;
   cuda::DeviceBuffer weights_;
   cuda::DeviceBuffer consts_;
+  std::unique_ptr<PrefillKernels> prefill_;
+  std::string prefill_why_;
 };
 
 class GpuSession {
  public:
-  // Most steps one launch runs (prefill runs its prompt in launches of this many steps).
+  // Most steps one launch runs (a prefill through the decode step runs its prompt in launches
+  // of this many steps).
   static constexpr size_t kMaxStepsPerLaunch = 4096;
+  // The tensor-core prefill: most tokens one chunk takes (its activations are sized for it),
+  // and the fewest a prompt needs to take that path (shorter ones run as decode steps).
+  static constexpr size_t kPrefillChunk = 4096;
+  static constexpr size_t kPrefillMinTokens = 4;
 
   // options: kv_capacity, steps_per_launch (capped at kMaxStepsPerLaunch), profile,
   // share_activations (also turned on by MPK_SHARE_ACTIVATIONS=1).
   GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptions& options, Stats& stats);
   ~GpuSession();
 
-  // Feeds the prompt, one step per token, in as few launches as possible: the device embeds
-  // each next prompt token itself. Error(InvalidArgument) for an id outside the vocabulary,
+  // Feeds the prompt: through the tensor-core prefill in chunks of up to kPrefillChunk tokens
+  // (bf16 models, prompts of kPrefillMinTokens or more, unless the session turned it off), or
+  // one decode step per token in as few launches as possible (the device embeds each next
+  // prompt token itself). Error(InvalidArgument) for an id outside the vocabulary,
   // Error(Capacity) when the cache cannot hold them (the session is then unchanged),
   // Error(Numerics) when the last position's logits hold NaN or Inf.
   void prefill(const int32_t* tokens, size_t n);
@@ -82,7 +96,8 @@ class GpuSession {
   // tokens fed so far stay in `out` either way).
   void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out);
   int32_t next_token() const { return next_token_; }
-  // Device-clock duration (ms) of each step of the last prefill or decode call.
+  // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk
+  // for a tensor-core prefill).
   const std::vector<double>& step_ms() const { return step_ms_; }
   // Per-task timers of the last step, summed by task kind, as JSON (profile sessions only).
   std::string profile_json() const;
@@ -105,11 +120,14 @@ class GpuSession {
   size_t launch(size_t num_steps, const int32_t* forced, size_t num_forced,
                 const std::vector<int32_t>& eos);
   [[noreturn]] void throw_timeout(const uint32_t* status) const;
+  // The tensor-core prefill of `n` checked tokens.
+  void prefill_chunks(const int32_t* tokens, size_t n);
 
   std::shared_ptr<const GpuModel> m_;
   Stats& stats_;
   size_t steps_per_launch_ = 1;  // decode steps one launch may run (1: host-controlled steps)
   bool profile_on_ = false;      // per-task device timers (profile_json)
+  bool tensor_core_prefill_ = true;
   uint64_t device_bytes_ = 0;  // this session's allocations, counted in stats_.device_bytes
   size_t capacity_ = 0;
   sched::Plan plan_;
@@ -118,6 +136,8 @@ class GpuSession {
   cuda::Stream stream_;
   cuda::DeviceBuffer act_, kv_, counters_, control_, forced_, profile_;
   cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_waits_, d_needs_;
+  std::unique_ptr<PrefillProgram> pf_;  // built by the first tensor-core prefill
+  cuda::DeviceBuffer pf_scratch_, pf_tokens_, pf_result_;
   int embed_buffer_ = -1;   // carried embedding buffer (host writes it during prefill)
   int logits_buffer_ = -1;
   uint32_t step_ = 0;  // steps run since the counters started (the last step's epoch)

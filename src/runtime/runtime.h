@@ -111,6 +111,9 @@ struct SessionOptions {
   // GPU: activation buffers share memory where the events prove it safe (plan_memory); off
   // by default until measured on the GPU.
   bool share_activations = false;
+  // GPU, bf16 models: prompts go through the tensor-core prefill (gpu_backend.h); false runs
+  // them one decode step per token (exact fp32 activations, much slower).
+  bool tensor_core_prefill = true;
 };
 
 // Whether `token` is one of the end-of-sequence ids.

@@ -1,0 +1,156 @@
+// Prefill attention: the chunk's query rows attend causally to the layer's KV cache, which
+// already holds the cached prefix and the chunk's own keys and values (pf_kv_store). Query row
+// t sits at position pos0 + t and sees keys [0, pos0 + t]; query head h reads KV head
+// h / (Hq / Hkv). q and out are [T, Hq * D] fp32; the caches [Hkv][cap][D] fp32.
+//
+// A CTA takes 64 query rows of one head, 16 per warp, and walks the keys in blocks of 64:
+// S = Q K^T and O += P V on the tensor cores, the online softmax in fp32 registers (base 2,
+// the scale folded in), P reused from S's accumulators as the A operand. Head dimensions up to
+// DP are zero-padded in shared memory, which adds nothing to a dot product.
+
+#define PF_ATT_THREADS 128
+
+// rows x DP bf16 at row stride `ld` from fp32 rows of `src` at stride `stride`: columns
+// [0, D) of the first `rows` rows, zeros elsewhere.
+template <int DP>
+__device__ __forceinline__ void pf_stage_rows(pf_bf16* dst, int ld, const float* src, long long stride,
+                                              int rows, int D) {
+  for (int i = threadIdx.x; i < 64 * (DP / 2); i += PF_ATT_THREADS) {
+    const int r = i / (DP / 2), c = (i % (DP / 2)) * 2;
+    float2 v = make_float2(0.f, 0.f);
+    if (r < rows && c < D) v = *(const float2*)(src + r * stride + c);
+    *(unsigned*)&dst[r * ld + c] = pf_pack_bf16(v.x, v.y);
+  }
+}
+
+template <int DP>
+__device__ void pf_attention(const float* __restrict__ q, const float* __restrict__ kc,
+                             const float* __restrict__ vc, float* __restrict__ out, int T, int Hq,
+                             int Hkv, int D, int cap, int pos0, float scale) {
+  constexpr int LD = DP + 8;  // (DP + 8) * 2 bytes: ldmatrix's 8 rows on distinct banks
+  const float kNegInf = -__int_as_float(0x7f800000);
+  __shared__ __align__(16) pf_bf16 sk[64 * LD];
+  __shared__ __align__(16) pf_bf16 sv[64 * LD];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * 64;  // the longest blocks start first
+  const int h = blockIdx.y, kvh = h / (Hq / Hkv);
+  const long long qstride = (long long)Hq * D;
+  const int qrows = min(64, T - q0);
+  const int nkv = pos0 + q0 + qrows;  // keys [0, the block's last position]
+
+  // Q through sk into registers, as A fragments for each 16-wide slice of D.
+  pf_stage_rows<DP>(sk, LD, q + q0 * qstride + (long long)h * D, qstride, qrows, D);
+  __syncthreads();
+  unsigned qf[DP / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk)
+    pf_ldmatrix_x4(qf[kk], &sk[(warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8]);
+
+  float o[DP / 8][4];
+#pragma unroll
+  for (int i = 0; i < DP / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+  float mrow[2] = {kNegInf, kNegInf}, lrow[2] = {0.f, 0.f};
+  const float sl2 = scale * 1.4426950408889634f;  // softmax in base 2
+  const int row0 = warp * 16 + (lane >> 2);       // this thread's rows: row0, row0 + 8
+  const long long kvbase = (long long)kvh * cap * D;
+
+  for (int k0 = 0; k0 < nkv; k0 += 64) {
+    __syncthreads();  // the previous block's (or Q's) reads of sk, sv are done
+    pf_stage_rows<DP>(sk, LD, kc + kvbase + (long long)k0 * D, D, min(64, nkv - k0), D);
+    pf_stage_rows<DP>(sv, LD, vc + kvbase + (long long)k0 * D, D, min(64, nkv - k0), D);
+    __syncthreads();
+    float s[8][4];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < DP / 16; ++kk)
+#pragma unroll
+      for (int nj = 0; nj < 4; ++nj) {
+        unsigned b[4];
+        pf_ldmatrix_x4(b, &sk[(nj * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8]);
+        pf_mma(s[2 * nj], qf[kk], b[0], b[1]);
+        pf_mma(s[2 * nj + 1], qf[kk], b[2], b[3]);
+      }
+    // Causal mask, scale, and the online-softmax update of each of the thread's two rows.
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int qpos = pos0 + q0 + row0 + hr * 8;
+      float mx = kNegInf;
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int key = k0 + ni * 8 + (lane & 3) * 2 + e;
+          float& v = s[ni][hr * 2 + e];
+          v = key <= qpos ? v * sl2 : kNegInf;
+          mx = fmaxf(mx, v);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // Key 0 is in the first block for every row, so the running maximum is finite.
+      const float mnew = fmaxf(mrow[hr], mx);
+      const float corr = exp2f(mrow[hr] - mnew);
+      mrow[hr] = mnew;
+      float sum = 0.f;
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = s[ni][hr * 2 + e];
+          v = exp2f(v - mnew);
+          sum += v;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      lrow[hr] = lrow[hr] * corr + sum;
+#pragma unroll
+      for (int dn = 0; dn < DP / 8; ++dn) {
+        o[dn][hr * 2] *= corr;
+        o[dn][hr * 2 + 1] *= corr;
+      }
+    }
+    // O += P V: S's accumulators of key tiles 2kk, 2kk+1 are P's A fragment for keys 16kk..
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      unsigned a[4];
+      a[0] = pf_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      a[1] = pf_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      a[2] = pf_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      a[3] = pf_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dj = 0; dj < DP / 16; ++dj) {
+        unsigned b[4];
+        pf_ldmatrix_x4_trans(b, &sv[(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dj * 16 + (lane >> 4) * 8]);
+        pf_mma(o[2 * dj], a, b[0], b[1]);
+        pf_mma(o[2 * dj + 1], a, b[2], b[3]);
+      }
+    }
+  }
+
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = row0 + hr * 8;
+    if (r >= qrows) continue;
+    const float inv = 1.f / lrow[hr];
+    float* dst = out + (q0 + r) * qstride + (long long)h * D;
+#pragma unroll
+    for (int dn = 0; dn < DP / 8; ++dn)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int d = dn * 8 + (lane & 3) * 2 + e;
+        if (d < D) dst[d] = o[dn][hr * 2 + e] * inv;
+      }
+  }
+}
+
+// One entry per padded head dimension; the host picks the smallest DP >= D.
+#define PF_ATTENTION_ENTRY(DP)                                                                     \
+  extern "C" __global__ void __launch_bounds__(PF_ATT_THREADS, 2)                                  \
+      pf_attention_##DP(const float* q, const float* kc, const float* vc, float* out, int T, int Hq, \
+                        int Hkv, int D, int cap, int pos0, float scale) {                          \
+    pf_attention<DP>(q, kc, vc, out, T, Hq, Hkv, D, cap, pos0, scale);                             \
+  }
+PF_ATTENTION_ENTRY(16)
+PF_ATTENTION_ENTRY(32)
+PF_ATTENTION_ENTRY(64)
+PF_ATTENTION_ENTRY(128)

@@ -1,0 +1,62 @@
+// The prefill kernels run a chunk of T prompt tokens through the graph one op at a time
+// (runtime/prefill.h launches them). Their source is assembled from prefill_common.cuh,
+// prefill_rows.cuh, prefill_gemm.cuh and prefill_attention.cuh, without headers.
+//
+// Numerics: bf16 weights; fp32 activations, residuals, norms, RoPE, softmax statistics and KV
+// cache, as the decode kernels. The tensor cores (mma.sync m16n8k16, fp32 accumulation) take
+// their activation operands rounded to bf16: the projections' inputs, attention's Q, K and V,
+// and the softmax weights P. Formulas otherwise as src/ref/kernels.cc (no fast math).
+//
+// This file: the bf16 conversions and the tensor-core and async-copy instructions.
+
+typedef unsigned short pf_bf16;  // the bits of a bf16 value
+
+// Two fp32 values rounded to nearest-even bf16, `lo` at the lower address.
+__device__ __forceinline__ unsigned pf_pack_bf16(float lo, float hi) {
+  unsigned r;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+}
+
+__device__ __forceinline__ float pf_bf16_to_f32(pf_bf16 h) { return __uint_as_float(((unsigned)h) << 16); }
+
+__device__ __forceinline__ unsigned pf_smem(const void* p) {
+  return (unsigned)__cvta_generic_to_shared(p);
+}
+
+// Four 8x8 bf16 matrices from shared memory; lane l gives the address of row l % 8 of matrix
+// l / 8. .trans delivers each matrix transposed.
+__device__ __forceinline__ void pf_ldmatrix_x4(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(pf_smem(p)));
+}
+__device__ __forceinline__ void pf_ldmatrix_x4_trans(unsigned (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(pf_smem(p)));
+}
+
+// d += a b: a 16x16 (row major, bf16), b 16x8 (column major, bf16), d 16x8 fp32. Fragments:
+// a = {rows g, g+8} x {k 2c.., k 2c+8..}, b = k {2c.., 2c+8..} x column g, d = rows {g, g+8} x
+// columns {2c, 2c+1}, with g = lane / 4 and c = lane % 4.
+__device__ __forceinline__ void pf_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// 16 bytes global -> shared without registers; with ok false the destination is zero-filled
+// and nothing is read (src must still be a valid address).
+__device__ __forceinline__ void pf_cp_async16(void* dst, const void* src, bool ok) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(pf_smem(dst)), "l"(src),
+               "r"(ok ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void pf_cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void pf_cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}

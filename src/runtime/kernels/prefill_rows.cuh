@@ -1,0 +1,133 @@
+// Prefill row and element kernels: embedding, RMSNorm, the head norms, RoPE, the KV append,
+// SiLU-gating, residual adds, and the last position's argmax with the next embedding.
+
+#define PF_ROW_THREADS 256
+
+__device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
+
+// out[t] = table[tokens[t]] widened to fp32; one CTA per row.
+extern "C" __global__ void pf_embed(const pf_bf16* __restrict__ table, const int* __restrict__ tokens,
+                                    float* __restrict__ out, int H) {
+  const pf_bf16* row = table + (long long)tokens[blockIdx.x] * H;
+  for (int i = threadIdx.x; i < H; i += blockDim.x) out[(long long)blockIdx.x * H + i] = pf_bf16_to_f32(row[i]);
+}
+
+// Sum over a CTA of PF_ROW_THREADS threads; every thread gets it.
+__device__ float pf_block_sum(float v) {
+  __shared__ float part[PF_ROW_THREADS / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0.f;
+#pragma unroll
+  for (int w = 0; w < PF_ROW_THREADS / 32; ++w) s += part[w];
+  return s;
+}
+
+// out[t] = w * (x[t] * rsqrt(mean(x[t]^2) + eps)), one CTA of PF_ROW_THREADS per row.
+extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
+pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int H, float eps) {
+  const float* xr = x + (long long)blockIdx.x * H;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) ss += xr[i] * xr[i];
+  const float r = 1.0f / sqrtf(pf_block_sum(ss) / float(H) + eps);
+  for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) out[(long long)blockIdx.x * H + i] = w[i] * (xr[i] * r);
+}
+
+// The same over each head's D-slice: one warp per (row, head), `units` = rows * heads.
+extern "C" __global__ void pf_head_rms_norm(const float* __restrict__ x, const float* __restrict__ w,
+                                            float* __restrict__ out, long long units, int D, float eps) {
+  const long long u = pf_gid() >> 5;
+  const int lane = threadIdx.x & 31;
+  if (u >= units) return;
+  const float* xr = x + u * D;
+  float ss = 0.f;
+  for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const float r = 1.0f / sqrtf(ss / float(D) + eps);
+  for (int i = lane; i < D; i += 32) out[u * D + i] = w[i] * (xr[i] * r);
+}
+
+// Rotate-half RoPE of every head of rows [0, T) at positions pos0 + t; inv_freq[D / 2].
+extern "C" __global__ void pf_rope(const float* __restrict__ x, const float* __restrict__ inv_freq,
+                                   float* __restrict__ out, int T, int heads, int D, int pos0) {
+  const int half = D / 2;
+  const long long n = (long long)T * heads * half;
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) {
+    const int j = int(i % half);
+    const long long th = i / half;  // row * heads + head
+    const int t = int(th / heads);
+    const float angle = float(pos0 + t) * inv_freq[j];
+    const float c = cosf(angle), s = sinf(angle);
+    const float* xi = x + th * D;
+    float* yi = out + th * D;
+    yi[j] = xi[j] * c + (-xi[j + half]) * s;
+    yi[j + half] = xi[j + half] * c + xi[j] * s;
+  }
+}
+
+// Rows [0, T) of k and v ([T, Hkv * D]) into the caches [Hkv][cap][D] at positions pos0 + t.
+extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float* __restrict__ v,
+                                       float* __restrict__ kc, float* __restrict__ vc, int T, int Hkv,
+                                       int D, int cap, int pos0) {
+  const long long n = (long long)T * Hkv * D;
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) {
+    const int d = int(i % D);
+    const long long th = i / D;
+    const int t = int(th / Hkv), hk = int(th % Hkv);
+    const long long dst = ((long long)hk * cap + pos0 + t) * D + d;
+    kc[dst] = k[i];
+    vc[dst] = v[i];
+  }
+}
+
+extern "C" __global__ void pf_silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
+                                       float* __restrict__ out, long long n) {
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+}
+
+extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) {
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) out[i] = a[i] + b[i];
+}
+
+// The decode kernels' rule: the first maximum wins; a NaN counts as the maximum (first NaN).
+__device__ __forceinline__ void pf_better(float& v, int& i, float v2, int i2) {
+  const bool n1 = v != v, n2 = v2 != v2;
+  const bool take = (n1 || n2) ? ((n1 && n2) ? i2 < i : n2) : (v2 > v || (v2 == v && i2 < i));
+  if (take) { v = v2; i = i2; }
+}
+
+// One CTA of 1024 threads: result[0] = argmax(logits[0, V)), result[1] = 1 when a logit is NaN
+// or Inf, else 0.
+extern "C" __global__ void __launch_bounds__(1024) pf_argmax(const float* __restrict__ logits, int V,
+                                                             int* __restrict__ result) {
+  __shared__ float bv[32];
+  __shared__ int bi[32], bad[32];
+  float v = logits[0];
+  int idx = 0, nonfinite = 0;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) {
+    const float x = logits[i];
+    nonfinite |= !(fabsf(x) <= 3.402823466e38f);
+    pf_better(v, idx, x, i);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    pf_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
+    nonfinite |= __shfl_xor_sync(0xffffffffu, nonfinite, o);
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) { bv[warp] = v; bi[warp] = idx; bad[warp] = nonfinite; }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < int(blockDim.x >> 5); ++w) {
+      pf_better(v, idx, bv[w], bi[w]);
+      nonfinite |= bad[w];
+    }
+    result[0] = idx;
+    result[1] = nonfinite;
+  }
+}

@@ -1,0 +1,277 @@
+#include "runtime/prefill.h"
+
+#include <algorithm>
+#include <map>
+
+#include "base/error.h"
+#include "runtime/embedded_kernels.h"
+
+namespace mpk::rt {
+namespace {
+
+constexpr int64_t kAlign = 256;
+int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+std::string kernel_text(const char* name) {
+  for (int i = 0; i < kNumEmbeddedKernels; ++i)
+    if (std::string(kEmbeddedKernels[i].name) == name) return kEmbeddedKernels[i].text;
+  MPK_THROW(Internal) << "prefill: kernel file " << name << " is not embedded";
+}
+
+// Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
+constexpr int kHeadDims[] = {16, 32, 64, 128};
+
+int padded_head_dim(int d) {
+  for (int p : kHeadDims)
+    if (d <= p) return p;
+  return -1;
+}
+
+bool tokens_rows(const ir::TensorDesc& t) { return !t.shape.empty() && t.shape[0] == ir::kTokens; }
+
+}  // namespace
+
+std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
+  if (weight_dtype != DType::BF16)
+    return std::string("the tensor-core prefill reads bf16 weights, the model's are ") + dtype_name(weight_dtype);
+  if (padded_head_dim(g.kv_cache.head_dim) < 0)
+    return "head_dim " + std::to_string(g.kv_cache.head_dim) + " is above the prefill attention's 128";
+  int last_rows = 0;
+  for (const ir::Op& op : g.ops) {
+    switch (op.kind) {
+      case ir::OpKind::Linear: {
+        const int64_t k = g.weight(op.weight).shape.at(1);
+        if (k % 8 != 0) return "a projection's input width " + std::to_string(k) + " is not a multiple of 8";
+        break;
+      }
+      case ir::OpKind::LastRow: ++last_rows; break;
+      default: break;
+    }
+  }
+  if (last_rows != 1) return "the graph has no single last_row op";
+  return {};
+}
+
+std::string prefill_source() {
+  std::string s;
+  for (const char* f : {"prefill_common.cuh", "prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"})
+    s += kernel_text(f);
+  return s;
+}
+
+std::vector<std::string> prefill_compile_options() { return {"--std=c++17"}; }
+
+cuda::CompileResult compile_prefill(const std::string& arch) {
+  cuda::CompileRequest r;
+  r.source = prefill_source();
+  r.name = "mpk_prefill.cu";
+  r.arch = arch;
+  r.options = prefill_compile_options();
+  return cuda::compile(r);
+}
+
+PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin)
+    : module_(ctx, cubin) {
+  static const char* const kNames[kCount] = {
+      "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_silu_mul",
+      "pf_add", "pf_argmax", "pf_gemm", "pf_attention_16", "pf_attention_32", "pf_attention_64",
+      "pf_attention_128"};
+  for (const char* n : kNames) fns_.push_back(module_.function(n));
+}
+
+PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_t max_rows)
+    : g_(g), mem_(mem), max_rows_(max_rows) {
+  MPK_ICHECK(max_rows >= 1) << "prefill chunk rows";
+  const std::string why = prefill_unsupported(g, mem.weight_dtype);
+  MPK_CHECK(why.empty(), Unsupported) << "prefill: " << why;
+  // Readers of each tensor, to fuse a linear into the add that is its only reader.
+  std::vector<int> readers(g.tensors.size(), 0);
+  for (const ir::Op& op : g.ops)
+    for (int in : op.inputs) ++readers[size_t(in)];
+  bool tail = false;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const ir::Op& op = g.ops[i];
+    tail = tail || op.kind == ir::OpKind::LastRow;
+    PrefillStep s{op.kind, int(i), op.inputs, op.output, -1, tail};
+    if (op.kind == ir::OpKind::Linear && i + 1 < g.ops.size() && readers[size_t(op.output)] == 1) {
+      const ir::Op& next = g.ops[i + 1];
+      if (next.kind == ir::OpKind::Add && (next.inputs[0] == op.output || next.inputs[1] == op.output)) {
+        s.residual = next.inputs[0] == op.output ? next.inputs[1] : next.inputs[0];
+        s.output = next.output;
+        ++i;
+      }
+    }
+    steps_.push_back(std::move(s));
+  }
+
+  // Activation slots, reused after their last reader: a step's output never shares its
+  // inputs' memory. last_row's output is a view of its input's last row; the logits and the
+  // argmax go where PrefillBases says.
+  std::vector<int> alias(g.tensors.size(), -1);
+  std::vector<size_t> last_use(g.tensors.size(), 0);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (int in : steps_[s].inputs) last_use[size_t(in)] = s;
+    if (steps_[s].residual >= 0) last_use[size_t(steps_[s].residual)] = s;
+    if (steps_[s].kind == ir::OpKind::LastRow) alias[size_t(steps_[s].output)] = steps_[s].inputs[0];
+  }
+  for (size_t t = 0; t < g.tensors.size(); ++t)  // a view keeps its base alive
+    if (alias[t] >= 0) last_use[size_t(alias[t])] = std::max(last_use[size_t(alias[t])], last_use[t]);
+  slot_.assign(g.tensors.size(), -1);
+  std::multimap<int64_t, int64_t> free_slots;  // capacity -> offset
+  std::map<int64_t, int64_t> capacity;         // offset -> capacity
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const PrefillStep& st = steps_[s];
+    const int out = st.output;
+    const ir::TensorDesc& td = g.tensor(out);
+    const bool placed_elsewhere = out == g.logits || out == g.next_token || alias[size_t(out)] >= 0;
+    if (!placed_elsewhere) {
+      const int64_t bytes = align_up((tokens_rows(td) ? max_rows : td.shape[0]) * td.shape.back() * 4);
+      auto it = free_slots.lower_bound(bytes);
+      if (it != free_slots.end()) {
+        slot_[size_t(out)] = it->second;
+        free_slots.erase(it);
+      } else {
+        slot_[size_t(out)] = scratch_bytes_;
+        capacity[scratch_bytes_] = bytes;
+        scratch_bytes_ += bytes;
+      }
+    }
+    std::vector<int> done = st.inputs;
+    if (st.residual >= 0) done.push_back(st.residual);
+    for (int in : done) {
+      if (last_use[size_t(in)] != s || slot_[size_t(in)] < 0) continue;
+      free_slots.emplace(capacity.at(slot_[size_t(in)]), slot_[size_t(in)]);
+      slot_[size_t(in)] = -2 - slot_[size_t(in)];  // freed: keep the offset, not reusable twice
+    }
+  }
+  for (int64_t& o : slot_)
+    if (o <= -2) o = -2 - o;
+  scratch_bytes_ = std::max<int64_t>(scratch_bytes_, kAlign);
+}
+
+void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream,
+                             const PrefillBases& b, int pos0, int rows, bool last) const {
+  MPK_ICHECK(rows >= 1 && rows <= max_rows_) << "prefill chunk of " << rows << " rows";
+  using K = PrefillKernels;
+  std::vector<uint64_t> view(g_.tensors.size(), 0);  // last_row outputs
+  auto ptr = [&](int t) -> uint64_t {
+    if (t == g_.tokens) return b.tokens;
+    if (t == g_.logits) return b.logits;
+    if (view[size_t(t)]) return view[size_t(t)];
+    MPK_ICHECK(slot_[size_t(t)] >= 0) << "prefill: tensor " << g_.tensor(t).name << " has no slot";
+    return b.scratch + uint64_t(slot_[size_t(t)]);
+  };
+  auto nrows = [&](int t) -> int { return tokens_rows(g_.tensor(t)) ? rows : int(g_.tensor(t).shape[0]); };
+  auto cols = [&](int t) -> int { return int(g_.tensor(t).shape.back()); };
+  auto weight = [&](int w) {
+    MPK_ICHECK(mem_.weight_offset[size_t(w)] >= 0) << "prefill: weight " << g_.weight(w).name << " not on the device";
+    return b.weights + uint64_t(mem_.weight_offset[size_t(w)]);
+  };
+  auto cnst = [&](int w) -> uint64_t {
+    if (w < 0) return 0;
+    MPK_ICHECK(mem_.const_offset[size_t(w)] >= 0) << "prefill: " << g_.weight(w).name << " not in the consts";
+    return b.consts + uint64_t(mem_.const_offset[size_t(w)]);
+  };
+  auto elementwise = [](long long n) {
+    cuda::LaunchConfig c;
+    c.block.x = 256;
+    c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
+    return c;
+  };
+  for (const PrefillStep& s : steps_) {
+    if (s.tail && !last) break;
+    const ir::Op& op = g_.ops[size_t(s.op)];
+    const uint64_t out = s.kind == ir::OpKind::LastRow || s.kind == ir::OpKind::Argmax ? 0 : ptr(s.output);
+    switch (s.kind) {
+      case ir::OpKind::Embedding: {
+        cuda::LaunchConfig c;
+        c.grid.x = unsigned(rows);
+        c.block.x = 256;
+        cuda::launch_args(k[K::Embed], c, stream, weight(op.weight), ptr(s.inputs[0]), out, cols(s.output));
+        break;
+      }
+      case ir::OpKind::RmsNorm: {
+        cuda::LaunchConfig c;
+        c.grid.x = unsigned(nrows(s.output));
+        c.block.x = 256;
+        cuda::launch_args(k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
+                          cols(s.output), float(op.attrs.eps));
+        break;
+      }
+      case ir::OpKind::HeadRmsNorm: {
+        const long long units = (long long)nrows(s.output) * op.attrs.num_heads;
+        cuda::LaunchConfig c;
+        c.block.x = 256;
+        c.grid.x = unsigned((units * 32 + 255) / 256);
+        cuda::launch_args(k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, units,
+                          op.attrs.head_dim, float(op.attrs.eps));
+        break;
+      }
+      case ir::OpKind::Rope: {
+        MPK_ICHECK(mem_.rope_offset[size_t(s.op)] >= 0) << "prefill: RoPE without a table";
+        const uint64_t inv = b.consts + uint64_t(mem_.rope_offset[size_t(s.op)]);
+        cuda::launch_args(k[K::Rope], elementwise((long long)rows * op.attrs.num_heads * op.attrs.head_dim / 2),
+                          stream, ptr(s.inputs[0]), inv, out, rows, op.attrs.num_heads, op.attrs.head_dim, pos0);
+        break;
+      }
+      case ir::OpKind::Attention: {
+        const int d = op.attrs.head_dim, hq = op.attrs.num_heads, hkv = op.attrs.num_kv_heads;
+        const int cap = int(mem_.kv_capacity);
+        const uint64_t layer_bytes = uint64_t(mem_.kv_layer_elems) * 4;
+        const uint64_t kc = b.kv + uint64_t(op.layer) * layer_bytes;
+        const uint64_t vc = b.kv + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes;
+        cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d), stream, ptr(s.inputs[1]),
+                          ptr(s.inputs[2]), kc, vc, rows, hkv, d, cap, pos0);
+        const int dp = padded_head_dim(d);
+        const K::Id id = dp == 16 ? K::Attention16 : dp == 32 ? K::Attention32 : dp == 64 ? K::Attention64 : K::Attention128;
+        cuda::LaunchConfig c;
+        c.grid.x = unsigned((rows + 63) / 64);
+        c.grid.y = unsigned(hq);
+        c.block.x = 128;
+        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), kc, vc, out, rows, hq, hkv, d, cap, pos0,
+                          float(op.attrs.scale));
+        break;
+      }
+      case ir::OpKind::Linear: {
+        const int m = nrows(s.output), n = cols(s.output);
+        const int kk = int(g_.weight(op.weight).shape.at(1));
+        cuda::LaunchConfig c;
+        c.grid.x = unsigned((n + 127) / 128);
+        c.grid.y = unsigned((m + 127) / 128);
+        c.block.x = 256;
+        const uint64_t res = s.residual >= 0 ? ptr(s.residual) : 0;
+        cuda::launch_args(k[K::Gemm], c, stream, ptr(s.inputs[0]), weight(op.weight), cnst(op.bias), res, out,
+                          m, n, kk);
+        break;
+      }
+      case ir::OpKind::SiluMul: {
+        const long long n = (long long)nrows(s.output) * cols(s.output);
+        cuda::launch_args(k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
+        break;
+      }
+      case ir::OpKind::Add: {
+        const long long n = (long long)nrows(s.output) * cols(s.output);
+        cuda::launch_args(k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
+        break;
+      }
+      case ir::OpKind::LastRow:
+        view[size_t(s.output)] = ptr(s.inputs[0]) + uint64_t(rows - 1) * uint64_t(cols(s.inputs[0])) * 4;
+        break;
+      case ir::OpKind::Argmax: {
+        cuda::LaunchConfig c;
+        c.block.x = 1024;
+        cuda::launch_args(k[K::Argmax], c, stream, ptr(s.inputs[0]), cols(s.inputs[0]), b.result);
+        // The next step's embedding, as the decode megakernel's argmax task leaves it.
+        const ir::Op& emb = g_.ops[size_t(steps_.front().op)];
+        MPK_ICHECK(emb.kind == ir::OpKind::Embedding) << "prefill: the graph does not start with its embedding";
+        cuda::LaunchConfig e;
+        e.block.x = 256;
+        cuda::launch_args(k[K::Embed], e, stream, weight(emb.weight), b.result, b.embed_out,
+                          cols(steps_.front().output));
+        break;
+      }
+    }
+  }
+}
+
+}  // namespace mpk::rt

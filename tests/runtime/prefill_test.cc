@@ -1,0 +1,142 @@
+// The tensor-core prefill without a device: which models it takes, the program it builds from
+// a graph (every op once, fusions, tail, activation slots that never overlap while live), and
+// its kernels compiled for sm_90a without spills.
+#include "runtime/prefill.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "base/error.h"
+#include "ir/builder.h"
+#include "model/model.h"
+#include "runtime/megakernel.h"
+
+namespace mpk::rt {
+namespace {
+
+struct Loaded {
+  std::unique_ptr<model::Model> model;
+  ir::Graph g;
+  sched::Plan plan;
+  MemoryPlan mem;
+};
+
+Loaded load(const std::string& name, int64_t capacity = 64) {
+  Loaded l;
+  l.model = model::load(std::string(MPK_TEST_DATA) + "/" + name);
+  l.g = ir::build(l.model->config);
+  l.plan = sched::plan(l.g, megakernel_plan_options(l.g, 8, capacity));
+  l.mem = plan_memory(l.g, l.plan.tasks, l.model->dtype, capacity);
+  return l;
+}
+
+TEST(Prefill, TakesBf16ModelsOnly) {
+  for (const char* name : {"qwen3-bf16", "qwen2-bf16", "llama-bf16-sharded"}) {
+    const Loaded l = load(name);
+    EXPECT_EQ(prefill_unsupported(l.g, DType::BF16), "") << name;
+  }
+  const Loaded f = load("qwen3-f32");
+  EXPECT_NE(prefill_unsupported(f.g, DType::F32).find("bf16"), std::string::npos);
+  EXPECT_THROW(PrefillProgram(f.g, f.mem, 16), Error);
+  model::Config c = f.model->config;
+  c.head_dim = 256;
+  const ir::Graph wide = ir::build(c, DType::BF16);
+  EXPECT_NE(prefill_unsupported(wide, DType::BF16).find("head_dim 256"), std::string::npos);
+}
+
+class PrefillPrograms : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
+  const Loaded l = load(GetParam());
+  const int64_t rows = 96;
+  const PrefillProgram p(l.g, l.mem, rows);
+  // Every op once: a step is one op, or a linear with the add that is its only reader.
+  std::set<int> ops;
+  int fused = 0, tails = 0;
+  for (const PrefillStep& s : p.steps()) {
+    EXPECT_TRUE(ops.insert(s.op).second);
+    if (s.residual >= 0) {
+      ++fused;
+      EXPECT_EQ(l.g.ops[size_t(s.op)].kind, ir::OpKind::Linear);
+      EXPECT_EQ(l.g.ops[size_t(s.op) + 1].kind, ir::OpKind::Add);
+      EXPECT_TRUE(ops.insert(s.op + 1).second);
+      EXPECT_EQ(s.output, l.g.ops[size_t(s.op) + 1].output);
+    }
+    tails += s.tail;
+  }
+  EXPECT_EQ(ops.size(), l.g.ops.size());
+  EXPECT_EQ(fused, 2 * l.g.config.num_layers);  // o_proj and down_proj
+  EXPECT_EQ(tails, 4);                          // last_row, final norm, LM head, argmax
+  // Liveness from the steps, independently of the allocator: a tensor lives from the step
+  // writing it to its last reader; two live tensors' byte ranges never overlap.
+  const auto& t = l.g.tensors;
+  std::vector<int> first(t.size(), -1), last(t.size(), -1);
+  for (size_t s = 0; s < p.steps().size(); ++s) {
+    const PrefillStep& st = p.steps()[s];
+    first[size_t(st.output)] = int(s);
+    std::vector<int> in = st.inputs;
+    if (st.residual >= 0) in.push_back(st.residual);
+    for (int i : in) {
+      // last_row's output is a view: reading it reads its base.
+      int base = i;
+      for (const PrefillStep& v : p.steps())
+        if (v.kind == ir::OpKind::LastRow && v.output == i) base = v.inputs[0];
+      last[size_t(base)] = std::max(last[size_t(base)], int(s));
+      last[size_t(i)] = std::max(last[size_t(i)], int(s));
+    }
+  }
+  std::vector<int> placed;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (p.slot_offset(int(i)) < 0) continue;
+    ASSERT_GE(first[i], 0) << t[i].name;
+    placed.push_back(int(i));
+  }
+  auto bytes = [&](int i) {
+    const auto& s = t[size_t(i)].shape;
+    return (s[0] == ir::kTokens ? rows : s[0]) * s.back() * 4;
+  };
+  int64_t unshared = 0;
+  for (int a : placed) {
+    unshared += bytes(a);
+    EXPECT_LE(p.slot_offset(a) + bytes(a), p.scratch_bytes()) << t[size_t(a)].name;
+    for (int b : placed) {
+      if (a >= b) continue;
+      const bool overlap_time = first[size_t(a)] <= last[size_t(b)] && first[size_t(b)] <= last[size_t(a)];
+      const bool overlap_bytes = p.slot_offset(a) < p.slot_offset(b) + bytes(b) &&
+                                 p.slot_offset(b) < p.slot_offset(a) + bytes(a);
+      EXPECT_FALSE(overlap_time && overlap_bytes) << t[size_t(a)].name << " and " << t[size_t(b)].name;
+    }
+  }
+  EXPECT_LT(p.scratch_bytes(), unshared * 2 / 3);  // slots are reused across layers
+  // The logits and the argmax are not in the scratch; last_row is a view.
+  EXPECT_LT(p.slot_offset(l.g.logits), 0);
+  EXPECT_LT(p.slot_offset(l.g.next_token), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, PrefillPrograms,
+                         ::testing::Values("qwen3-bf16", "qwen2-bf16", "llama-bf16-sharded"));
+
+TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
+  cuda::CompileRequest r;
+  r.source = prefill_source();
+  r.name = "mpk_prefill.cu";
+  r.arch = "sm_90a";
+  r.options = prefill_compile_options();
+  r.options.push_back("--ptxas-options=-v");
+  const cuda::CompileResult c = cuda::compile(r);
+  ASSERT_FALSE(c.cubin.empty());
+  for (const char* e : {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store",
+                        "pf_silu_mul", "pf_add", "pf_argmax", "pf_gemm", "pf_attention_16",
+                        "pf_attention_32", "pf_attention_64", "pf_attention_128"}) {
+    const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e);
+    EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
+    EXPECT_EQ(info.spill_store_bytes, 0) << e;
+    EXPECT_EQ(info.spill_load_bytes, 0) << e;
+    std::printf("%-18s %3d registers, %6d bytes static shared\n", e, info.registers, info.static_smem_bytes);
+  }
+}
+
+}  // namespace
+}  // namespace mpk::rt

@@ -340,7 +340,7 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
   if (!pf_ || size_t(pf_->max_rows()) < rows) {
     // Sized for this prompt (in steps of 128 rows), grown by a longer one.
     const int64_t r = std::min<int64_t>((int64_t(rows) + 127) / 128 * 128, int64_t(kPrefillChunk));
-    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r);
+    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers());
     stats_.device_bytes -= pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
     device_bytes_ -= pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
     pf_scratch_ = cuda::DeviceBuffer();
@@ -353,33 +353,61 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
     device_bytes_ += bytes;
     pf_ = std::move(prog);
   }
+  if (!pf_kv16_.size()) {
+    pf_kv16_ = cuda::DeviceBuffer(ctx, size_t(std::max<int64_t>(mem_.kv_bytes / 2, 256)));
+    stats_.device_bytes += pf_kv16_.size();
+    device_bytes_ += pf_kv16_.size();
+    kv16_valid_ = 0;
+  }
   PrefillBases b;
   b.scratch = pf_scratch_.ptr();
   b.tokens = pf_tokens_.ptr();
   b.weights = m_->weights_ptr();
   b.consts = m_->consts_ptr();
   b.kv = kv_.ptr();
+  b.kv16 = pf_kv16_.ptr();
   b.logits = act_.ptr() + uint64_t(mem_.buffer_offset[size_t(logits_buffer_)]);
   b.embed_out = act_.ptr() + uint64_t(mem_.buffer_offset[size_t(embed_buffer_)]);
   b.result = pf_result_.ptr();
   step_ms_.clear();
+  pf_profile_.clear();
   cuda::Event start(ctx), end(ctx);
+  // Profile sessions: an event after each step (timing perturbs nothing but the host's pace).
+  std::vector<cuda::Event> marks;
+  std::vector<std::string> labels;
+  auto mark = [&](const PrefillStep& st) {
+    marks.emplace_back(ctx);
+    marks.back().record(stream_);
+    labels.push_back(pf_->step_label(st));
+  };
   // Until the last chunk completes, the KV cache and the carried embedding are ahead of the
   // host's position: a failure leaves the session unusable until reset().
   broken_ = true;
+  // Positions decode steps wrote since the shadow was last brought up to date.
+  pf_->enqueue_shadow(*m_->prefill_kernels(), stream_, b, int(std::min(kv16_valid_, position_)), int(position_));
   const size_t chunk = size_t(pf_->max_rows());
   for (size_t a = 0; a < n; a += chunk) {
     const size_t r = std::min(n - a, chunk);
     pf_tokens_.upload_async(tokens + a, r * 4, stream_);
     start.record(stream_);
-    pf_->enqueue(*m_->prefill_kernels(), stream_, b, int(position_ + a), int(r), a + r == n);
+    marks.clear();
+    labels.clear();
+    pf_->enqueue(*m_->prefill_kernels(), stream_, b, int(position_ + a), int(r), a + r == n,
+                 profile_on_ ? std::function<void(const PrefillStep&)>(mark) : nullptr);
     end.record(stream_);
     end.synchronize();
     step_ms_.push_back(double(cuda::elapsed_ms(start, end)));
+    for (size_t i = 0; i < marks.size(); ++i) {
+      const double ms = cuda::elapsed_ms(i ? marks[i - 1] : start, marks[i]);
+      auto it = std::find_if(pf_profile_.begin(), pf_profile_.end(), [&](auto& p) { return p.first == labels[i]; });
+      if (it == pf_profile_.end()) pf_profile_.emplace_back(labels[i], ms);
+      else it->second += ms;
+    }
   }
   int32_t result[2];
   pf_result_.download(result, sizeof result);
   position_ += n;
+  kv16_valid_ = position_;
   stats_.tokens += n;
   next_token_ = result[0];
   next_nonfinite_ = result[1] != 0;
@@ -555,6 +583,7 @@ void GpuSession::reset() {
     broken_ = false;
   }
   position_ = 0;
+  kv16_valid_ = 0;
   has_logits_ = false;
   logits_valid_ = false;
   next_token_ = -1;

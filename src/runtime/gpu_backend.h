@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -101,6 +102,9 @@ class GpuSession {
   const std::vector<double>& step_ms() const { return step_ms_; }
   // Per-task timers of the last step, summed by task kind, as JSON (profile sessions only).
   std::string profile_json() const;
+  // Profile sessions: device ms of the last tensor-core prefill by step label
+  // (PrefillProgram::step_label), in first-seen order, summed over layers and chunks.
+  const std::vector<std::pair<std::string, double>>& prefill_profile() const { return pf_profile_; }
   bool has_logits() const { return has_logits_; }
   const std::vector<float>& logits() const;  // downloads on demand
   size_t position() const { return position_; }
@@ -138,6 +142,9 @@ class GpuSession {
   cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_waits_, d_needs_;
   std::unique_ptr<PrefillProgram> pf_;  // built by the first tensor-core prefill
   cuda::DeviceBuffer pf_scratch_, pf_tokens_, pf_result_;
+  cuda::DeviceBuffer pf_kv16_;  // the KV cache's bf16 shadow, valid for positions [0, kv16_valid_)
+  size_t kv16_valid_ = 0;
+  std::vector<std::pair<std::string, double>> pf_profile_;
   int embed_buffer_ = -1;   // carried embedding buffer (host writes it during prefill)
   int logits_buffer_ = -1;
   uint32_t step_ = 0;  // steps run since the counters started (the last step's epoch)

@@ -29,7 +29,28 @@ int padded_head_dim(int d) {
 
 bool tokens_rows(const ir::TensorDesc& t) { return !t.shape.empty() && t.shape[0] == ir::kTokens; }
 
+bool writes_bf16(ir::OpKind k) {
+  return k == ir::OpKind::RmsNorm || k == ir::OpKind::SiluMul || k == ir::OpKind::Attention;
+}
+
 }  // namespace
+
+std::vector<bool> prefill_bf16_tensors(const ir::Graph& g) {
+  // Read by projections only, from an op that can round its output (kernels/prefill_rows.cuh).
+  std::vector<int> readers(g.tensors.size(), 0), linear_readers(g.tensors.size(), 0);
+  for (const ir::Op& op : g.ops)
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      ++readers[size_t(op.inputs[i])];
+      if (op.kind == ir::OpKind::Linear && i == 0) ++linear_readers[size_t(op.inputs[i])];
+    }
+  std::vector<bool> bf16(g.tensors.size(), false);
+  for (const ir::Op& op : g.ops) {
+    const size_t t = size_t(op.output);
+    bf16[t] = writes_bf16(op.kind) && readers[t] > 0 && readers[t] == linear_readers[t] &&
+              int(t) != g.logits;
+  }
+  return bf16;
+}
 
 std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
   if (weight_dtype != DType::BF16)
@@ -37,11 +58,14 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
   if (padded_head_dim(g.kv_cache.head_dim) < 0)
     return "head_dim " + std::to_string(g.kv_cache.head_dim) + " is above the prefill attention's 128";
   int last_rows = 0;
+  const std::vector<bool> bf16 = prefill_bf16_tensors(g);
   for (const ir::Op& op : g.ops) {
     switch (op.kind) {
       case ir::OpKind::Linear: {
         const int64_t k = g.weight(op.weight).shape.at(1);
         if (k % 8 != 0) return "a projection's input width " + std::to_string(k) + " is not a multiple of 8";
+        if (!bf16[size_t(op.inputs[0])])
+          return "the input of " + g.tensor(op.output).name + " is not a bf16 operand (prefill_bf16_tensors)";
         break;
       }
       case ir::OpKind::LastRow: ++last_rows; break;
@@ -73,14 +97,50 @@ cuda::CompileResult compile_prefill(const std::string& arch) {
 PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin)
     : module_(ctx, cubin) {
   static const char* const kNames[kCount] = {
-      "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_silu_mul",
-      "pf_add", "pf_argmax", "pf_gemm", "pf_attention_16", "pf_attention_32", "pf_attention_64",
-      "pf_attention_128"};
+      "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_kv_shadow", "pf_silu_mul",
+      "pf_add", "pf_argmax", "pf_gemm_128x256", "pf_gemm_64x128", "pf_gemm_reduce",
+      "pf_attention_16", "pf_attention_32", "pf_attention_64", "pf_attention_128"};
   for (const char* n : kNames) fns_.push_back(module_.function(n));
+  for (Id id : {GemmLarge, GemmSmall}) fns_[size_t(id)].set_max_dynamic_shared(gemm_smem(id));
+  for (int i = 0; i < 4; ++i)
+    fns_[size_t(Attention16) + size_t(i)].set_max_dynamic_shared(attention_smem(kHeadDims[i]));
 }
 
-PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_t max_rows)
-    : g_(g), mem_(mem), max_rows_(max_rows) {
+int PrefillKernels::attention_smem(int dp) {
+  return 4 * 64 * (dp + 8) * 2;  // kernels/prefill_attention.cuh: keys and values, two blocks each
+}
+
+int PrefillKernels::gemm_smem(Id id) {
+  // kernels/prefill_gemm.cuh: STAGES x (BM + BN) rows of BK + 8 bf16.
+  return id == GemmLarge ? 3 * (128 + 256) * 72 * 2 : 6 * (64 + 128) * 40 * 2;
+}
+
+GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
+  GemmLaunch g;
+  const int64_t ktiles = (k + 31) / 32;  // the small tile's K steps
+  const int64_t large = ((m + 127) / 128) * ((n + 255) / 256);
+  if (large * 4 >= int64_t(num_sms) * 3) {  // three quarters of a wave of large tiles or more
+    g.large = true;
+    g.grid_m = int((m + 127) / 128);
+    g.grid_n = int((n + 255) / 256);
+    g.ksteps = int(ktiles);
+    return g;
+  }
+  g.grid_m = int((m + 63) / 64);
+  g.grid_n = int((n + 127) / 128);
+  const int64_t tiles = int64_t(g.grid_m) * g.grid_n;
+  int64_t splits = 1;
+  if (tiles < num_sms)  // up to two CTAs per SM (one wave), each with four K steps or more
+    splits = std::clamp<int64_t>(2 * int64_t(num_sms) / tiles, 1, std::max<int64_t>(ktiles / 4, 1));
+  g.ksteps = int((ktiles + splits - 1) / splits);
+  g.splits = int((ktiles + g.ksteps - 1) / g.ksteps);
+  return g;
+}
+
+int64_t gemm_workspace_bytes(int num_sms) { return 3LL * num_sms * 64 * 128 * 4; }
+
+PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_t max_rows, int num_sms)
+    : g_(g), mem_(mem), max_rows_(max_rows), num_sms_(num_sms) {
   MPK_ICHECK(max_rows >= 1) << "prefill chunk rows";
   const std::string why = prefill_unsupported(g, mem.weight_dtype);
   MPK_CHECK(why.empty(), Unsupported) << "prefill: " << why;
@@ -104,6 +164,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     steps_.push_back(std::move(s));
   }
 
+  bf16_ = prefill_bf16_tensors(g);
   // Activation slots, reused after their last reader: a step's output never shares its
   // inputs' memory. last_row's output is a view of its input's last row; the logits and the
   // argmax go where PrefillBases says.
@@ -125,7 +186,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     const ir::TensorDesc& td = g.tensor(out);
     const bool placed_elsewhere = out == g.logits || out == g.next_token || alias[size_t(out)] >= 0;
     if (!placed_elsewhere) {
-      const int64_t bytes = align_up((tokens_rows(td) ? max_rows : td.shape[0]) * td.shape.back() * 4);
+      const int64_t bytes = align_up((tokens_rows(td) ? max_rows : td.shape[0]) * td.shape.back() * (bf16_[size_t(out)] ? 2 : 4));
       auto it = free_slots.lower_bound(bytes);
       if (it != free_slots.end()) {
         slot_[size_t(out)] = it->second;
@@ -146,11 +207,30 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
   }
   for (int64_t& o : slot_)
     if (o <= -2) o = -2 - o;
-  scratch_bytes_ = std::max<int64_t>(scratch_bytes_, kAlign);
+  workspace_offset_ = scratch_bytes_;  // the K-split partial tiles (gemm_launch)
+  scratch_bytes_ += align_up(gemm_workspace_bytes(num_sms));
+}
+
+void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream& stream,
+                                    const PrefillBases& b, int from, int to) const {
+  if (to <= from) return;
+  const int planes = 2 * g_.kv_cache.num_layers * g_.kv_cache.num_kv_heads, d = g_.kv_cache.head_dim;
+  const long long n = (long long)planes * (to - from) * d / 2;
+  cuda::LaunchConfig c;
+  c.block.x = 256;
+  c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
+  cuda::launch_args(k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, planes, int(mem_.kv_capacity), d, from, to);
+}
+
+std::string PrefillProgram::step_label(const PrefillStep& s) const {
+  if (s.kind != ir::OpKind::Linear) return ir::op_name(s.kind);
+  const std::string& n = g_.tensor(g_.ops[size_t(s.op)].output).name;
+  return n.substr(n.rfind('.') + 1);
 }
 
 void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream,
-                             const PrefillBases& b, int pos0, int rows, bool last) const {
+                             const PrefillBases& b, int pos0, int rows, bool last,
+                             const std::function<void(const PrefillStep&)>& after) const {
   MPK_ICHECK(rows >= 1 && rows <= max_rows_) << "prefill chunk of " << rows << " rows";
   using K = PrefillKernels;
   std::vector<uint64_t> view(g_.tensors.size(), 0);  // last_row outputs
@@ -195,7 +275,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         c.grid.x = unsigned(nrows(s.output));
         c.block.x = 256;
         cuda::launch_args(k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
-                          cols(s.output), float(op.attrs.eps));
+                          cols(s.output), float(op.attrs.eps), int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::HeadRmsNorm: {
@@ -220,33 +300,47 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         const uint64_t layer_bytes = uint64_t(mem_.kv_layer_elems) * 4;
         const uint64_t kc = b.kv + uint64_t(op.layer) * layer_bytes;
         const uint64_t vc = b.kv + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes;
-        cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d), stream, ptr(s.inputs[1]),
-                          ptr(s.inputs[2]), kc, vc, rows, hkv, d, cap, pos0);
+        const uint64_t kc16 = b.kv16 + uint64_t(op.layer) * layer_bytes / 2;
+        const uint64_t vc16 = b.kv16 + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes / 2;
+        cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
+                          ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
         const int dp = padded_head_dim(d);
         const K::Id id = dp == 16 ? K::Attention16 : dp == 32 ? K::Attention32 : dp == 64 ? K::Attention64 : K::Attention128;
         cuda::LaunchConfig c;
         c.grid.x = unsigned((rows + 63) / 64);
         c.grid.y = unsigned(hq);
         c.block.x = 128;
-        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), kc, vc, out, rows, hq, hkv, d, cap, pos0,
-                          float(op.attrs.scale));
+        c.dynamic_shared = unsigned(PrefillKernels::attention_smem(dp));
+        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
+                          float(op.attrs.scale), int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::Linear: {
         const int m = nrows(s.output), n = cols(s.output);
         const int kk = int(g_.weight(op.weight).shape.at(1));
+        const GemmLaunch gl = gemm_launch(m, n, kk, num_sms_);
+        const uint64_t res = s.residual >= 0 ? ptr(s.residual) : 0, bias = cnst(op.bias);
+        const uint64_t ws = b.scratch + uint64_t(workspace_offset_);
+        MPK_ICHECK(gl.splits == 1 || int64_t(gl.splits) * m * n * 4 <= gemm_workspace_bytes(num_sms_))
+            << "prefill: K-split workspace";
         cuda::LaunchConfig c;
-        c.grid.x = unsigned((n + 127) / 128);
-        c.grid.y = unsigned((m + 127) / 128);
-        c.block.x = 256;
-        const uint64_t res = s.residual >= 0 ? ptr(s.residual) : 0;
-        cuda::launch_args(k[K::Gemm], c, stream, ptr(s.inputs[0]), weight(op.weight), cnst(op.bias), res, out,
-                          m, n, kk);
+        c.grid.x = unsigned(gl.grid_n);
+        c.grid.y = unsigned(gl.grid_m);
+        c.grid.z = unsigned(gl.splits);
+        c.block.x = gl.large ? 256 : 128;
+        const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
+        c.dynamic_shared = unsigned(PrefillKernels::gemm_smem(id));
+        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(op.weight), bias, res, out, ws, m, n, kk,
+                          gl.ksteps);
+        if (gl.splits > 1)
+          cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res, out,
+                            m, n);
         break;
       }
       case ir::OpKind::SiluMul: {
         const long long n = (long long)nrows(s.output) * cols(s.output);
-        cuda::launch_args(k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
+        cuda::launch_args(k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
+                          int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::Add: {
@@ -271,6 +365,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         break;
       }
     }
+    if (after) after(s);
   }
 }
 

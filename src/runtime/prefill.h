@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,21 +35,40 @@ cuda::CompileResult compile_prefill(const std::string& arch);
 // The kernels of the compiled prefill module.
 class PrefillKernels {
  public:
-  enum Id { Embed, RmsNorm, HeadRmsNorm, Rope, KvStore, SiluMul, Add, Argmax, Gemm,
-            Attention16, Attention32, Attention64, Attention128, kCount };
+  enum Id { Embed, RmsNorm, HeadRmsNorm, Rope, KvStore, KvShadow, SiluMul, Add, Argmax, GemmLarge,
+            GemmSmall, GemmReduce, Attention16, Attention32, Attention64, Attention128, kCount };
   PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
+  static int gemm_smem(Id id);       // dynamic shared memory of GemmLarge or GemmSmall
+  static int attention_smem(int dp);  // of the attention entry for padded head dim dp
 
  private:
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
 };
 
+// The tensors projections read, which their producers store in bf16 (the operand the tensor
+// cores take, rounded once): true for outputs read by projections only.
+std::vector<bool> prefill_bf16_tensors(const ir::Graph& graph);
+
+// A projection's launch: large tiles (128 x 256, K steps of 64) when they make three quarters
+// of a wave or more, else small ones (64 x 128, K steps of 32) with K split in `splits` parts
+// of `ksteps` steps when the tiles alone would leave SMs idle (partials added in order by
+// pf_gemm_reduce). A large tile takes all of K (ksteps counts small steps, more than enough).
+struct GemmLaunch {
+  bool large = false;
+  int grid_m = 1, grid_n = 1, splits = 1, ksteps = 1;
+};
+GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms);
+// The K-split partials' workspace for a device of num_sms SMs (any gemm_launch fits).
+int64_t gemm_workspace_bytes(int num_sms);
+
 // Where a prefill reads and writes on the device.
 struct PrefillBases {
   uint64_t scratch = 0;    // PrefillProgram::scratch_bytes() of activations
   uint64_t tokens = 0;     // the chunk's token ids, int32
   uint64_t weights = 0, consts = 0, kv = 0;  // the decode kernels' segments (MemoryPlan)
+  uint64_t kv16 = 0;       // the KV cache's bf16 shadow, laid out as kv (half the bytes)
   uint64_t logits = 0;     // last chunk: the logits, fp32 [V]
   uint64_t embed_out = 0;  // last chunk: the argmax token's embedding, fp32 [H]
   uint64_t result = 0;     // last chunk: int32 {argmax, 1 if a logit is NaN or Inf}
@@ -67,8 +87,8 @@ struct PrefillStep {
 class PrefillProgram {
  public:
   // `graph` must pass prefill_unsupported; `mem` is the decode kernels' memory plan (weights,
-  // consts, RoPE tables and the KV cache are shared).
-  PrefillProgram(const ir::Graph& graph, const MemoryPlan& mem, int64_t max_rows);
+  // consts, RoPE tables and the KV cache are shared); num_sms sizes the projections' grids.
+  PrefillProgram(const ir::Graph& graph, const MemoryPlan& mem, int64_t max_rows, int num_sms);
 
   int64_t max_rows() const { return max_rows_; }
   int64_t scratch_bytes() const { return scratch_bytes_; }
@@ -77,15 +97,26 @@ class PrefillProgram {
   int64_t slot_offset(int id) const { return slot_[size_t(id)]; }
 
   // Enqueues tokens [pos0, pos0 + rows) of a prompt (their ids already at bases.tokens) on
-  // `stream`; `last`: also the ops after last_row.
+  // `stream`; `last`: also the ops after last_row. `after`, when set, is called after each
+  // step's launches are enqueued (e.g. to record an event).
   void enqueue(const PrefillKernels& k, const cuda::Stream& stream, const PrefillBases& bases,
-               int pos0, int rows, bool last) const;
+               int pos0, int rows, bool last,
+               const std::function<void(const PrefillStep&)>& after = {}) const;
+  // Enqueues the bf16 shadow of KV positions [from, to) (written by decode steps).
+  void enqueue_shadow(const PrefillKernels& k, const cuda::Stream& stream, const PrefillBases& bases,
+                      int from, int to) const;
+  // What a step is, for profiles: "attention", "rms_norm", ..., a projection by its output's
+  // name within the layer ("q", "gate", "mlp_out", "logits").
+  std::string step_label(const PrefillStep& s) const;
 
  private:
   const ir::Graph& g_;
   const MemoryPlan& mem_;
   int64_t max_rows_;
+  int num_sms_;
   std::vector<PrefillStep> steps_;
+  std::vector<bool> bf16_;     // per tensor: stored in bf16
+  int64_t workspace_offset_ = 0;
   std::vector<int64_t> slot_;  // per tensor
   int64_t scratch_bytes_ = 0;
 };

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <unistd.h>
 
@@ -94,6 +95,15 @@ TEST_P(PrefillGpu, MatchesTheReferenceAndHandsOffToDecode) {
   const double e_dec = rel_l2(tc.logits(), r.logits());
   std::printf("[prefill] %s: after 6 decode steps relative L2 %.3e\n", GetParam().c_str(), e_dec);
   EXPECT_LE(e_dec, kTolerance);
+  // A second prompt after them attends to positions only the decode step wrote (the bf16
+  // shadow is brought up to date first).
+  const std::vector<int32_t> more = prompt_ids(20, m->config().vocab_size, 3);
+  tc.prefill(more.data(), more.size());
+  r.forward(more.data(), more.size());
+  const double e_more = rel_l2(tc.logits(), r.logits());
+  std::printf("[prefill] %s: second prompt after decoding relative L2 %.3e\n", GetParam().c_str(), e_more);
+  EXPECT_LE(e_more, kTolerance);
+  EXPECT_EQ(tc.position(), prompt.size() + 6 + more.size());
 
   // A prompt in two prefills: the second attends to the first's cached keys.
   Session two(m, opts(capacity, true));
@@ -136,6 +146,80 @@ TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
   }
   std::vector<int32_t> out;
   EXPECT_THROW(s.decode(2, out), Error);
+}
+
+// Both tile shapes, with and without a K split, on shapes with partial tiles in M, N and K:
+// against a double-precision sum of the same bf16 operands, plus bias and residual.
+TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const cuda::CompileResult cr = compile_prefill(ctx.props().arch());
+  const PrefillKernels k(ctx, cr.cubin);
+  cuda::Stream stream(ctx);
+  const int M = 200, N = 520, K = 136;  // 2 x 3 large tiles, 4 x 5 small; K = 4.25 steps
+  auto bf16 = [](float f) {  // round to nearest even
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  };
+  auto widen = [](uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
+  std::vector<float> bias(N), res(size_t(M) * N);
+  uint32_t state = 12345;
+  auto rnd = [&] {  // xorshift32 in [-1, 1)
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return float(state % 20000) / 10000.f - 1.f;
+  };
+  for (auto& x : a) x = bf16(rnd());
+  for (auto& x : w) x = bf16(rnd());
+  for (auto& x : bias) x = rnd();
+  for (auto& x : res) x = rnd();
+  std::vector<double> want(size_t(M) * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int t = 0; t < K; ++t) acc += double(widen(a[size_t(i) * K + t])) * widen(w[size_t(j) * K + t]);
+      want[size_t(i) * N + j] = acc + bias[size_t(j)] + res[size_t(i) * N + j];
+    }
+  cuda::DeviceBuffer da(ctx, a.size() * 2), dw(ctx, w.size() * 2), db(ctx, N * 4), dr(ctx, res.size() * 4),
+      dc(ctx, res.size() * 4), ws(ctx, size_t(4) * M * N * 4);
+  da.upload(a.data(), a.size() * 2);
+  dw.upload(w.data(), w.size() * 2);
+  db.upload(bias.data(), N * 4);
+  dr.upload(res.data(), res.size() * 4);
+  struct Case { PrefillKernels::Id id; int bm, bn, threads, splits; };
+  for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 256, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 128, 1},
+                       Case{PrefillKernels::GemmSmall, 64, 128, 128, 3}}) {
+    dc.fill_bytes(0xff);  // NaN: an element left unwritten fails
+    const int ktiles = (K + 31) / 32, ksteps = (ktiles + c.splits - 1) / c.splits;
+    cuda::LaunchConfig cfg;
+    cfg.grid = {unsigned((N + c.bn - 1) / c.bn), unsigned((M + c.bm - 1) / c.bm), unsigned(c.splits)};
+    cfg.block.x = unsigned(c.threads);
+    cfg.dynamic_shared = unsigned(PrefillKernels::gemm_smem(c.id));
+    cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K, ksteps);
+    if (c.splits > 1) {
+      cuda::LaunchConfig rc;
+      rc.grid.x = 64;
+      rc.block.x = 256;
+      cuda::launch_args(k[PrefillKernels::GemmReduce], rc, stream, ws.ptr(), c.splits, db.ptr(), dr.ptr(), dc.ptr(), M, N);
+    }
+    stream.synchronize();
+    std::vector<float> got(res.size());
+    dc.download(got.data(), got.size() * 4);
+    double worst = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_TRUE(std::isfinite(got[i])) << "element " << i << " tile " << c.bm << "x" << c.bn;
+      worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+    }
+    // fp32 accumulation of 136 products of magnitude <= 1: far below 1e-3.
+    EXPECT_LT(worst, 1e-3) << c.bm << "x" << c.bn << " splits " << c.splits;
+    std::printf("[prefill gemm] %dx%d, %d split(s): max abs error %.2e\n", c.bm, c.bn, c.splits, worst);
+  }
 }
 
 }  // namespace

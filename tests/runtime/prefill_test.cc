@@ -39,7 +39,7 @@ TEST(Prefill, TakesBf16ModelsOnly) {
   }
   const Loaded f = load("qwen3-f32");
   EXPECT_NE(prefill_unsupported(f.g, DType::F32).find("bf16"), std::string::npos);
-  EXPECT_THROW(PrefillProgram(f.g, f.mem, 16), Error);
+  EXPECT_THROW(PrefillProgram(f.g, f.mem, 16, 132), Error);
   model::Config c = f.model->config;
   c.head_dim = 256;
   const ir::Graph wide = ir::build(c, DType::BF16);
@@ -51,7 +51,7 @@ class PrefillPrograms : public ::testing::TestWithParam<std::string> {};
 TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   const Loaded l = load(GetParam());
   const int64_t rows = 96;
-  const PrefillProgram p(l.g, l.mem, rows);
+  const PrefillProgram p(l.g, l.mem, rows, 132);
   // Every op once: a step is one op, or a linear with the add that is its only reader.
   std::set<int> ops;
   int fused = 0, tails = 0;
@@ -93,9 +93,10 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
     ASSERT_GE(first[i], 0) << t[i].name;
     placed.push_back(int(i));
   }
+  const std::vector<bool> bf16 = prefill_bf16_tensors(l.g);
   auto bytes = [&](int i) {
     const auto& s = t[size_t(i)].shape;
-    return (s[0] == ir::kTokens ? rows : s[0]) * s.back() * 4;
+    return (s[0] == ir::kTokens ? rows : s[0]) * s.back() * (bf16[size_t(i)] ? 2 : 4);
   };
   int64_t unshared = 0;
   for (int a : placed) {
@@ -109,7 +110,13 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
       EXPECT_FALSE(overlap_time && overlap_bytes) << t[size_t(a)].name << " and " << t[size_t(b)].name;
     }
   }
-  EXPECT_LT(p.scratch_bytes(), unshared * 2 / 3);  // slots are reused across layers
+  EXPECT_LT(p.scratch_bytes() - gemm_workspace_bytes(132), unshared * 2 / 3);  // slots are reused
+  // The projections' operands are the bf16 outputs of the norms, the gating and attention.
+  for (const ir::Op& op : l.g.ops)
+    if (op.kind == ir::OpKind::Linear) EXPECT_TRUE(bf16[size_t(op.inputs[0])]) << t[size_t(op.output)].name;
+  int n_bf16 = 0;
+  for (bool b : bf16) n_bf16 += b;
+  EXPECT_EQ(n_bf16, 4 * l.g.config.num_layers + 1);  // attn/mlp norms, attention, gating; final norm
   // The logits and the argmax are not in the scratch; last_row is a view.
   EXPECT_LT(p.slot_offset(l.g.logits), 0);
   EXPECT_LT(p.slot_offset(l.g.next_token), 0);
@@ -117,6 +124,28 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefillPrograms,
                          ::testing::Values("qwen3-bf16", "qwen2-bf16", "llama-bf16-sharded"));
+
+// Every K step in exactly one split, none empty, grids covering the output, the workspace
+// bound held, large tiles only for about a wave or more.
+TEST(Prefill, GemmLaunchesCoverTheirShapes) {
+  for (int sms : {1, 8, 132})
+    for (int64_t m : {1, 39, 64, 150, 1024, 4096})
+      for (int64_t n : {24, 1024, 4096, 12288, 151936})
+        for (int64_t k : {8, 48, 1024, 3072, 12288}) {
+          const GemmLaunch g = gemm_launch(m, n, k, sms);
+          const int64_t bm = g.large ? 128 : 64, bn = g.large ? 256 : 128, ktiles = (k + 31) / 32;
+          ASSERT_GE(int64_t(g.grid_m) * bm, m);
+          ASSERT_GE(int64_t(g.grid_n) * bn, n);
+          ASSERT_LT(int64_t(g.grid_m - 1) * bm, m);
+          ASSERT_GE(int64_t(g.splits) * g.ksteps, ktiles) << m << " " << n << " " << k;
+          ASSERT_LT(int64_t(g.splits - 1) * g.ksteps, ktiles) << "an empty split";
+          if (g.splits > 1) {
+            EXPECT_FALSE(g.large);
+            EXPECT_LE(int64_t(g.splits) * m * n * 4, gemm_workspace_bytes(sms)) << m << " " << n << " " << k;
+          }
+          if (g.large) EXPECT_GE(int64_t(g.grid_m) * g.grid_n * 4, int64_t(sms) * 3);
+        }
+}
 
 TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
   cuda::CompileRequest r;
@@ -127,8 +156,9 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
   r.options.push_back("--ptxas-options=-v");
   const cuda::CompileResult c = cuda::compile(r);
   ASSERT_FALSE(c.cubin.empty());
-  for (const char* e : {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store",
-                        "pf_silu_mul", "pf_add", "pf_argmax", "pf_gemm", "pf_attention_16",
+  for (const char* e : {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_kv_shadow",
+                        "pf_silu_mul", "pf_add", "pf_argmax", "pf_gemm_128x256", "pf_gemm_64x128",
+                        "pf_gemm_reduce", "pf_attention_16",
                         "pf_attention_32", "pf_attention_64", "pf_attention_128"}) {
     const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e);
     EXPECT_GT(info.registers, 0) << e << "\n" << c.log;

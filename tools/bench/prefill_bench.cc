@@ -7,7 +7,9 @@
 // relative L2 between the two paths' logits.
 //
 //   prefill_bench --model DIR --prompts FILE [--repeat 10] [--warmup 2] [--steps-max-tokens 1024]
-//                 [--logits-dir DIR] [--out FILE]
+//                 [--logits-dir DIR] [--out FILE] [--profile]
+// --profile: one more prefill per prompt with an event after each step: device ms by step
+// (projections by output, attention, norms, ...), printed and kept as "profile_ms".
 // FILE: a JSON object {"<name>": [ids...], ...}.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -76,6 +78,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps-max-tokens", steps_max, "also run prompts up to this long through the decode step");
   app.add_option("--logits-dir", logits_dir, "write <name>.f32 (the last position's logits) here");
   app.add_option("--out", out, "JSON results");
+  bool profile = false;
+  app.add_flag("--profile", profile, "device time by step kind, from one more prefill");
   CLI11_PARSE(app, argc, argv);
   try {
     std::ifstream pf(prompts_file);
@@ -117,6 +121,20 @@ int main(int argc, char** argv) {
         f.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * 4));
         if (!f) throw std::runtime_error("cannot write " + path);
         e["logits"] = path;
+      }
+      if (profile) {
+        rt::SessionOptions po = so;
+        po.profile = true;
+        rt::GpuSession ps(m->gpu(), po, m->stats());
+        ps.prefill(ids.data(), ids.size());
+        nlohmann::json pj = nlohmann::json::object();
+        std::printf("%s: device ms by step:", name.c_str());
+        for (const auto& [label, ms] : ps.prefill_profile()) {
+          pj[label] = ms;
+          std::printf(" %s %.3f", label.c_str(), ms);
+        }
+        std::printf("\n");
+        e["profile_ms"] = pj;
       }
       if (ids.size() <= steps_max) {
         try {  // a failure here keeps the timings above

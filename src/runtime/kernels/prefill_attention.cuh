@@ -1,17 +1,21 @@
 // Prefill attention: the chunk's query rows attend causally to the layer's KV cache, which
 // already holds the cached prefix and the chunk's own keys and values (pf_kv_store). Query row
 // t sits at position pos0 + t and sees keys [0, pos0 + t]; query head h reads KV head
-// h / (Hq / Hkv). q and out are [T, Hq * D] fp32; the caches [Hkv][cap][D] fp32.
+// h / (Hq / Hkv). q is [T, Hq * D] fp32; keys and values are read from the cache's bf16
+// shadow [Hkv][cap][D] (the operands the tensor cores take; pf_kv_store and pf_kv_shadow
+// keep it equal to the fp32 cache rounded).
 //
-// A CTA takes 64 query rows of one head, 16 per warp, and walks the keys in blocks of 64:
-// S = Q K^T and O += P V on the tensor cores, the online softmax in fp32 registers (base 2,
-// the scale folded in), P reused from S's accumulators as the A operand. Head dimensions up to
-// DP are zero-padded in shared memory, which adds nothing to a dot product.
+// A CTA takes 64 query rows of one head, 16 per warp, and walks the keys in blocks of 64,
+// double buffered: block j+1 arrives by cp.async while block j is multiplied. S = Q K^T and
+// O += P V on the tensor cores, the online softmax in fp32 registers (base 2, the scale folded
+// in), P reused from S's accumulators as the A operand. Head dimensions up to DP are
+// zero-padded in shared memory, which adds nothing to a dot product. out is bf16 when `bf16`
+// (the o_proj's operand).
 
 #define PF_ATT_THREADS 128
 
-// rows x DP bf16 at row stride `ld` from fp32 rows of `src` at stride `stride`: columns
-// [0, D) of the first `rows` rows, zeros elsewhere.
+// 64 x DP bf16 at row stride `ld` from fp32 rows of `src` at stride `stride`: columns [0, D)
+// of the first `rows` rows, zeros elsewhere.
 template <int DP>
 __device__ __forceinline__ void pf_stage_rows(pf_bf16* dst, int ld, const float* src, long long stride,
                                               int rows, int D) {
@@ -23,14 +27,33 @@ __device__ __forceinline__ void pf_stage_rows(pf_bf16* dst, int ld, const float*
   }
 }
 
+// The same from bf16 rows at stride D: by cp.async when rows are 16-byte multiples (D % 8 ==
+// 0; zero-filled outside), else by 4-byte loads now (D is even).
 template <int DP>
-__device__ void pf_attention(const float* __restrict__ q, const float* __restrict__ kc,
-                             const float* __restrict__ vc, float* __restrict__ out, int T, int Hq,
-                             int Hkv, int D, int cap, int pos0, float scale) {
+__device__ __forceinline__ void pf_fetch_rows(pf_bf16* dst, int ld, const pf_bf16* src, int rows, int D) {
+  if (D % 8 == 0) {
+    for (int i = threadIdx.x; i < 64 * (DP / 8); i += PF_ATT_THREADS) {
+      const int r = i / (DP / 8), c = (i % (DP / 8)) * 8;
+      const bool ok = r < rows && c < D;
+      pf_cp_async16(dst + r * ld + c, ok ? src + (long long)r * D + c : src, ok);
+    }
+  } else {
+    for (int i = threadIdx.x; i < 64 * (DP / 2); i += PF_ATT_THREADS) {
+      const int r = i / (DP / 2), c = (i % (DP / 2)) * 2;
+      *(unsigned*)&dst[r * ld + c] = r < rows && c < D ? *(const unsigned*)(src + (long long)r * D + c) : 0u;
+    }
+  }
+}
+
+template <int DP>
+__device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restrict__ kc,
+                             const pf_bf16* __restrict__ vc, void* __restrict__ out, int T, int Hq,
+                             int Hkv, int D, int cap, int pos0, float scale, int bf16) {
   constexpr int LD = DP + 8;  // (DP + 8) * 2 bytes: ldmatrix's 8 rows on distinct banks
   const float kNegInf = -__int_as_float(0x7f800000);
-  __shared__ __align__(16) pf_bf16 sk[64 * LD];
-  __shared__ __align__(16) pf_bf16 sv[64 * LD];
+  extern __shared__ __align__(16) unsigned char pf_att_smem[];
+  pf_bf16* sk = (pf_bf16*)pf_att_smem;  // [2][64 * LD], then sv [2][64 * LD]
+  pf_bf16* sv = sk + 2 * 64 * LD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * 64;  // the longest blocks start first
   const int h = blockIdx.y, kvh = h / (Hq / Hkv);
@@ -53,12 +76,21 @@ __device__ void pf_attention(const float* __restrict__ q, const float* __restric
   const float sl2 = scale * 1.4426950408889634f;  // softmax in base 2
   const int row0 = warp * 16 + (lane >> 2);       // this thread's rows: row0, row0 + 8
   const long long kvbase = (long long)kvh * cap * D;
+  auto fetch = [&](int k0, int buf) {
+    pf_fetch_rows<DP>(sk + buf * 64 * LD, LD, kc + kvbase + (long long)k0 * D, min(64, nkv - k0), D);
+    pf_fetch_rows<DP>(sv + buf * 64 * LD, LD, vc + kvbase + (long long)k0 * D, min(64, nkv - k0), D);
+    pf_cp_async_commit();
+  };
+  __syncthreads();  // Q's fragments are read from sk
+  fetch(0, 0);
 
-  for (int k0 = 0; k0 < nkv; k0 += 64) {
-    __syncthreads();  // the previous block's (or Q's) reads of sk, sv are done
-    pf_stage_rows<DP>(sk, LD, kc + kvbase + (long long)k0 * D, D, min(64, nkv - k0), D);
-    pf_stage_rows<DP>(sv, LD, vc + kvbase + (long long)k0 * D, D, min(64, nkv - k0), D);
-    __syncthreads();
+  for (int k0 = 0, buf = 0; k0 < nkv; k0 += 64, buf ^= 1) {
+    if (k0 + 64 < nkv) fetch(k0 + 64, buf ^ 1);
+    else pf_cp_async_commit();
+    pf_cp_async_wait<1>();
+    __syncthreads();  // block k0 has landed for everyone
+    const pf_bf16* kb = sk + buf * 64 * LD;
+    const pf_bf16* vb = sv + buf * 64 * LD;
     float s[8][4];
 #pragma unroll
     for (int i = 0; i < 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.f;
@@ -67,7 +99,7 @@ __device__ void pf_attention(const float* __restrict__ q, const float* __restric
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
         unsigned b[4];
-        pf_ldmatrix_x4(b, &sk[(nj * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8]);
+        pf_ldmatrix_x4(b, &kb[(nj * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8]);
         pf_mma(s[2 * nj], qf[kk], b[0], b[1]);
         pf_mma(s[2 * nj + 1], qf[kk], b[2], b[3]);
       }
@@ -120,11 +152,12 @@ __device__ void pf_attention(const float* __restrict__ q, const float* __restric
 #pragma unroll
       for (int dj = 0; dj < DP / 16; ++dj) {
         unsigned b[4];
-        pf_ldmatrix_x4_trans(b, &sv[(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dj * 16 + (lane >> 4) * 8]);
+        pf_ldmatrix_x4_trans(b, &vb[(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dj * 16 + (lane >> 4) * 8]);
         pf_mma(o[2 * dj], a, b[0], b[1]);
         pf_mma(o[2 * dj + 1], a, b[2], b[3]);
       }
     }
+    __syncthreads();  // block k0's buffer is refilled next
   }
 
 #pragma unroll
@@ -132,13 +165,13 @@ __device__ void pf_attention(const float* __restrict__ q, const float* __restric
     const int r = row0 + hr * 8;
     if (r >= qrows) continue;
     const float inv = 1.f / lrow[hr];
-    float* dst = out + (q0 + r) * qstride + (long long)h * D;
+    const long long row = (q0 + r) * qstride + (long long)h * D;
 #pragma unroll
     for (int dn = 0; dn < DP / 8; ++dn)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int d = dn * 8 + (lane & 3) * 2 + e;
-        if (d < D) dst[d] = o[dn][hr * 2 + e] * inv;
+        if (d < D) pf_store(out, row + d, o[dn][hr * 2 + e] * inv, bf16);
       }
   }
 }
@@ -146,9 +179,9 @@ __device__ void pf_attention(const float* __restrict__ q, const float* __restric
 // One entry per padded head dimension; the host picks the smallest DP >= D.
 #define PF_ATTENTION_ENTRY(DP)                                                                     \
   extern "C" __global__ void __launch_bounds__(PF_ATT_THREADS, 2)                                  \
-      pf_attention_##DP(const float* q, const float* kc, const float* vc, float* out, int T, int Hq, \
-                        int Hkv, int D, int cap, int pos0, float scale) {                          \
-    pf_attention<DP>(q, kc, vc, out, T, Hq, Hkv, D, cap, pos0, scale);                             \
+      pf_attention_##DP(const float* q, const pf_bf16* kc, const pf_bf16* vc, void* out, int T, int Hq, \
+                        int Hkv, int D, int cap, int pos0, float scale, int bf16) {                \
+    pf_attention<DP>(q, kc, vc, out, T, Hq, Hkv, D, cap, pos0, scale, bf16);                       \
   }
 PF_ATTENTION_ENTRY(16)
 PF_ATTENTION_ENTRY(32)

@@ -18,6 +18,17 @@ __device__ __forceinline__ unsigned pf_pack_bf16(float lo, float hi) {
   return r;
 }
 
+// out[i] = v as fp32, or rounded to bf16 when `bf16` (the input of a projection only).
+__device__ __forceinline__ void pf_store(void* out, long long i, float v, int bf16) {
+  if (bf16) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    ((pf_bf16*)out)[i] = h;
+  } else {
+    ((float*)out)[i] = v;
+  }
+}
+
 __device__ __forceinline__ float pf_bf16_to_f32(pf_bf16 h) { return __uint_as_float(((unsigned)h) << 16); }
 
 __device__ __forceinline__ unsigned pf_smem(const void* p) {

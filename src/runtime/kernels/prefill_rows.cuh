@@ -27,14 +27,16 @@ __device__ float pf_block_sum(float v) {
   return s;
 }
 
-// out[t] = w * (x[t] * rsqrt(mean(x[t]^2) + eps)), one CTA of PF_ROW_THREADS per row.
+// out[t] = w * (x[t] * rsqrt(mean(x[t]^2) + eps)), one CTA of PF_ROW_THREADS per row; out in
+// bf16 when `bf16`.
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
-pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int H, float eps) {
+pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, void* __restrict__ out, int H, float eps,
+            int bf16) {
   const float* xr = x + (long long)blockIdx.x * H;
   float ss = 0.f;
   for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) ss += xr[i] * xr[i];
   const float r = 1.0f / sqrtf(pf_block_sum(ss) / float(H) + eps);
-  for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) out[(long long)blockIdx.x * H + i] = w[i] * (xr[i] * r);
+  for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) pf_store(out, (long long)blockIdx.x * H + i, w[i] * (xr[i] * r), bf16);
 }
 
 // The same over each head's D-slice: one warp per (row, head), `units` = rows * heads.
@@ -70,24 +72,43 @@ extern "C" __global__ void pf_rope(const float* __restrict__ x, const float* __r
   }
 }
 
-// Rows [0, T) of k and v ([T, Hkv * D]) into the caches [Hkv][cap][D] at positions pos0 + t.
+// Rows [0, T) of k and v ([T, Hkv * D]) into the caches [Hkv][cap][D] at positions pos0 + t,
+// fp32 and the bf16 shadow attention reads.
 extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float* __restrict__ v,
-                                       float* __restrict__ kc, float* __restrict__ vc, int T, int Hkv,
-                                       int D, int cap, int pos0) {
-  const long long n = (long long)T * Hkv * D;
+                                       float* __restrict__ kc, float* __restrict__ vc, pf_bf16* __restrict__ kc16,
+                                       pf_bf16* __restrict__ vc16, int T, int Hkv, int D, int cap, int pos0) {
+  const long long n = (long long)T * Hkv * D / 2;  // pairs: D is even
   for (long long i = pf_gid(); i < n; i += pf_gstride()) {
-    const int d = int(i % D);
-    const long long th = i / D;
+    const long long e = 2 * i;
+    const int d = int(e % D);
+    const long long th = e / D;
     const int t = int(th / Hkv), hk = int(th % Hkv);
     const long long dst = ((long long)hk * cap + pos0 + t) * D + d;
-    kc[dst] = k[i];
-    vc[dst] = v[i];
+    const float2 kv = *(const float2*)(k + e), vv = *(const float2*)(v + e);
+    *(float2*)(kc + dst) = kv;
+    *(float2*)(vc + dst) = vv;
+    *(unsigned*)(kc16 + dst) = pf_pack_bf16(kv.x, kv.y);
+    *(unsigned*)(vc16 + dst) = pf_pack_bf16(vv.x, vv.y);
+  }
+}
+
+// The bf16 shadow of positions [from, to) of every plane ([cap][D] of one layer, KV head, and
+// keys or values), from the fp32 cache: positions the decode step wrote since the last prefill.
+extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* __restrict__ kv16, int planes,
+                                        int cap, int D, int from, int to) {
+  const long long per_plane = (long long)(to - from) * D / 2;
+  const long long n = per_plane * planes;
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) {
+    const long long p = i / per_plane, e = (long long)from * D + 2 * (i % per_plane);
+    const long long o = p * cap * D + e;
+    const float2 x = *(const float2*)(kv + o);
+    *(unsigned*)(kv16 + o) = pf_pack_bf16(x.x, x.y);
   }
 }
 
 extern "C" __global__ void pf_silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
-                                       float* __restrict__ out, long long n) {
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) out[i] = gate[i] / (1.0f + expf(-gate[i])) * up[i];
+                                       void* __restrict__ out, long long n, int bf16) {
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) pf_store(out, i, gate[i] / (1.0f + expf(-gate[i])) * up[i], bf16);
 }
 
 extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) {

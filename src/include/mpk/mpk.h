@@ -212,8 +212,10 @@ typedef struct mpk_session_config {
                               every step. N > 1 is the multi-step mode: the device feeds each
                               argmax to the next step and stops at an EOS id, so
                               mpk_session_decode(s, k, ...) needs about k / N launches; logits are
-                              those of the last step either way. Prefill always runs the prompt
-                              in launches of up to 4096 tokens. (Since 0.2; a caller whose
+                              those of the last step either way. A prompt of 4 tokens or more
+                              on a bf16 model is prefilled on the tensor cores in chunks of up
+                              to 4096 tokens; others run as decode steps, in launches of up to
+                              4096 tokens. (Since 0.2; a caller whose
                               struct_size ends before this field gets the defaults.) */
   int profile;         /* GPU: nonzero records per-task device timers (mpk_session_profile) */
 } mpk_session_config;
@@ -245,7 +247,7 @@ MPK_API mpk_status mpk_session_position(const mpk_session* s, size_t* position);
 MPK_API mpk_status mpk_session_reset(mpk_session* s);
 /// GPU: the duration in ms of each step of the last prefill or decode call, on the device clock
 /// (globaltimer: a step ends when its argmax is written; the first step of a launch starts when
-/// the first worker starts). Owned by the session, valid until the next call on it.
+/// the first worker starts); for a prefill on the tensor cores, of each chunk (CUDA events). Owned by the session, valid until the next call on it.
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** ms, size_t* n);
 /// GPU sessions created with cfg.profile: per-task device timers of the last step summed by

@@ -26,17 +26,7 @@ constexpr double kTolerance = 2e-2;
 
 using mpk::testing::have_device;
 
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    const double d = double(a[i]) - double(b[i]);
-    num += d * d;
-    den += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(num / den);
-}
+using mpk::testing::rel_l2;
 
 int32_t argmax(const std::vector<float>& v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
 

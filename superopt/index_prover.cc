@@ -221,6 +221,109 @@ ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int6
   return rec;
 }
 
+ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t warps_m, int64_t warps_n,
+                           unsigned timeout_ms) {
+  MPK_CHECK(warps_m >= 1 && warps_n >= 1 && bm % (16 * warps_m) == 0 && bn % (8 * warps_n) == 0, InvalidArgument)
+      << "mma tile " << bm << " x " << bn << " over " << warps_m << " x " << warps_n << " warps";
+  const int64_t wtm = bm / warps_m, wtn = bn / warps_n;
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const std::map<std::string, z3::expr> consts = {
+      {"wn", ctx.int_val(warps_n)}, {"wtm", ctx.int_val(wtm)}, {"wtn", ctx.int_val(wtn)}};
+  auto bind = [&](std::map<std::string, z3::expr> v) {
+    v.insert(consts.begin(), consts.end());
+    return v;
+  };
+  const z3::expr warp = ctx.int_const("warp"), mi = ctx.int_const("mi"), ni = ctx.int_const("ni"),
+                 lane = ctx.int_const("lane"), h = ctx.int_const("h"), e = ctx.int_const("e");
+  const z3::expr holder = warp >= 0 && warp < ctx.int_val(warps_m * warps_n) && mi >= 0 &&
+                          mi < ctx.int_val(wtm / 16) && ni >= 0 && ni < ctx.int_val(wtn / 8) && lane >= 0 &&
+                          lane < 32 && h >= 0 && h < 2 && e >= 0 && e < 2;
+  auto element = [&](const z3::expr& w, const z3::expr& m, const z3::expr& n, const z3::expr& l,
+                     const z3::expr& hh, const z3::expr& ee) {
+    return std::pair{enc.encode(f.row, bind({{"warp", w}, {"mi", m}, {"lane", l}, {"h", hh}})),
+                     enc.encode(f.col, bind({{"warp", w}, {"ni", n}, {"lane", l}, {"e", ee}}))};
+  };
+  const auto [row, col] = element(warp, mi, ni, lane, h, e);
+  ProofRecord r;
+  r.subject = "mma tile " + std::to_string(bm) + " x " + std::to_string(bn) + " over " + std::to_string(warps_m) +
+              " x " + std::to_string(warps_n) + " warps: row = " + ir::to_string(f.row) +
+              ", col = " + ir::to_string(f.col);
+  r.z3_version = Z3_get_full_version();
+  const std::vector<z3::expr> shown = {warp, mi, ni, lane, h, e};
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", holder,
+                                row.defined && col.defined, shown, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (inside the tile)", holder && row.defined && col.defined,
+                                row.value >= 0 && row.value < ctx.int_val(bm) && col.value >= 0 &&
+                                    col.value < ctx.int_val(bn),
+                                shown, timeout_ms));
+  const bool counts = warps_m * warps_n * (wtm / 16) * (wtn / 8) * 32 * 4 == bm * bn;
+  r.obligations.push_back({"exactly once: as many holders as elements", counts ? "proved" : "refuted", 0,
+                           counts ? "" : "holders != elements"});
+  const z3::expr rr = ctx.int_const("row"), cc = ctx.int_const("col");
+  const std::map<std::string, z3::expr> at = bind({{"row", rr}, {"col", cc}});
+  const Term iw = enc.encode(f.warp_of, at), im = enc.encode(f.mi_of, at), in = enc.encode(f.ni_of, at),
+             il = enc.encode(f.lane_of, at), ih = enc.encode(f.h_of, at), ie = enc.encode(f.e_of, at);
+  const auto [back_row, back_col] = element(iw.value, im.value, in.value, il.value, ih.value, ie.value);
+  const z3::expr inv_defined = iw.defined && im.defined && in.defined && il.defined && ih.defined && ie.defined;
+  const z3::expr in_range = iw.value >= 0 && iw.value < ctx.int_val(warps_m * warps_n) && im.value >= 0 &&
+                            im.value < ctx.int_val(wtm / 16) && in.value >= 0 && in.value < ctx.int_val(wtn / 8) &&
+                            il.value >= 0 && il.value < 32 && ih.value >= 0 && ih.value < 2 && ie.value >= 0 &&
+                            ie.value < 2;
+  r.obligations.push_back(check(ctx, "exactly once: each element from the holder the inverse names",
+                                rr >= 0 && rr < ctx.int_val(bm) && cc >= 0 && cc < ctx.int_val(bn),
+                                inv_defined && in_range && back_row.defined && back_col.defined &&
+                                    back_row.value == rr && back_col.value == cc,
+                                {rr, cc}, timeout_ms));
+  return r;
+}
+
+ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
+                             unsigned timeout_ms) {
+  MPK_CHECK(rows >= 1 && ch >= 1 && threads >= 1 && (rows * ch) % threads == 0 && ld >= ch * 8, InvalidArgument)
+      << "chunk load of " << rows << " x " << ch << " chunks by " << threads << " threads";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const std::map<std::string, z3::expr> consts = {{"threads", ctx.int_val(threads)}, {"ch", ctx.int_val(ch)}};
+  auto bind = [&](std::map<std::string, z3::expr> v) {
+    v.insert(consts.begin(), consts.end());
+    return v;
+  };
+  const int64_t rounds = rows * ch / threads;
+  const z3::expr tid = ctx.int_const("tid"), i = ctx.int_const("i");
+  const z3::expr holder = tid >= 0 && tid < ctx.int_val(threads) && i >= 0 && i < ctx.int_val(rounds);
+  auto chunk = [&](const z3::expr& t, const z3::expr& k) {
+    const auto v = bind({{"tid", t}, {"i", k}});
+    return std::pair{enc.encode(f.row, v), enc.encode(f.col, v)};
+  };
+  const auto [row, col] = chunk(tid, i);
+  ProofRecord r;
+  r.subject = "chunk load of " + std::to_string(rows) + " rows x " + std::to_string(ch) + " chunks by " +
+              std::to_string(threads) + " threads into rows of " + std::to_string(ld) +
+              " bf16: row = " + ir::to_string(f.row) + ", col = " + ir::to_string(f.col);
+  r.z3_version = Z3_get_full_version();
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", holder,
+                                row.defined && col.defined, {tid, i}, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (whole chunks inside the tile's shared rows)",
+                                holder && row.defined && col.defined,
+                                row.value >= 0 && row.value < ctx.int_val(rows) && col.value >= 0 &&
+                                    col.value % 8 == 0 && col.value + 8 <= ctx.int_val(ch * 8) &&
+                                    row.value * ctx.int_val(ld) + col.value + 8 <= ctx.int_val(rows * ld),
+                                {tid, i}, timeout_ms));
+  const z3::expr rr = ctx.int_const("r"), cc = ctx.int_const("c");
+  const auto at = bind({{"r", rr}, {"c", cc}});
+  const Term it = enc.encode(f.tid_of, at), ii = enc.encode(f.i_of, at);
+  const auto [back_row, back_col] = chunk(it.value, ii.value);
+  r.obligations.push_back(check(ctx, "exactly once: each chunk from the thread and round the inverse names",
+                                rr >= 0 && rr < ctx.int_val(rows) && cc >= 0 && cc < ctx.int_val(ch * 8) &&
+                                    cc % 8 == 0,
+                                it.defined && ii.defined && it.value >= 0 && it.value < ctx.int_val(threads) &&
+                                    ii.value >= 0 && ii.value < ctx.int_val(rounds) && back_row.defined &&
+                                    back_col.defined && back_row.value == rr && back_col.value == cc,
+                                {rr, cc}, timeout_ms));
+  return r;
+}
+
 std::vector<IndexExpr> mutants(const IndexExpr& e) {
   std::set<std::string> names;
   collect(e, [&](const IndexExpr& x) {

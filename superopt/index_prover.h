@@ -49,6 +49,25 @@ ProofRecord prove_even_split(const ir::EvenSplit& f, int64_t max_len, int64_t pa
 ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int64_t rows,
                                int64_t max_total, int64_t slots, unsigned timeout_ms = 10000);
 
+// A warp-tiled mma.sync output tile (ir::MmaTile, or a mutant) of bm x bn elements computed by
+// warps_m x warps_n warps (warp tiles of wtm = bm / warps_m by wtn = bn / warps_n, multiples of
+// 16 and 8: constants, one proof per tile shape), in int arithmetic over every warp, fragment
+// (mi < wtm / 16, ni < wtn / 8), lane, half and element, all symbolic:
+//   defined        no division by zero, no int overflow;
+//   bounds         every element inside the tile;
+//   exactly once   the description's inverse maps each tile element to a holder in range that
+//                  holds it; as holders and elements are equally many (checked), a bijection.
+ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t warps_m, int64_t warps_n,
+                           unsigned timeout_ms = 10000);
+
+// A tile of `rows` rows of ch 16-byte chunks loaded by `threads` threads in rows * ch / threads
+// rounds (ir::ChunkLoad, or a mutant) into shared-memory rows of `ld` bf16 (constants):
+//   defined; bounds (row < rows, column a multiple of 8 with column + 8 <= ch * 8, so the
+//   chunk lies inside its shared row and the tile's rows * ld elements); exactly once through
+//   the inverse, as above.
+ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
+                             unsigned timeout_ms = 10000);
+
 // Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
 // by each other variable of the expression, every + - * / replaced by the others.
 std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);

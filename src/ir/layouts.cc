@@ -26,6 +26,53 @@ const LinearItems& linear_items_formula() {
   return f;
 }
 
+const MmaTile& mma_tile_formula() {
+  static const MmaTile f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr warp = v("warp"), mi = v("mi"), ni = v("ni"), lane = v("lane"), h = v("h"), e = v("e");
+    const IndexExpr wn = v("wn"), wtm = v("wtm"), wtn = v("wtn"), row = v("row"), col = v("col");
+    return MmaTile{warp / wn * wtm + mi * 16 + lane / 4 + h * 8,
+                   warp % wn * wtn + ni * 8 + lane % 4 * 2 + e,
+                   row / wtm * wn + col / wtn,
+                   row % wtm / 16,
+                   col % wtn / 8,
+                   row % 8 * 4 + col % 8 / 2,
+                   row % 16 / 8,
+                   col % 2};
+  }();
+  return f;
+}
+
+const ChunkLoad& chunk_load_formula() {
+  static const ChunkLoad f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr tid = v("tid"), i = v("i"), threads = v("threads"), ch = v("ch"), r = v("r"), c = v("c");
+    return ChunkLoad{(tid + i * threads) / ch, (tid + i * threads) % ch * 8,
+                     (r * ch + c / 8) % threads, (r * ch + c / 8) / threads};
+  }();
+  return f;
+}
+
+std::string prefill_layout_device_functions() {
+  const EvenSplit& f = even_split_formula();
+  const MmaTile& t = mma_tile_formula();
+  const ChunkLoad& l = chunk_load_formula();
+  std::string s = "// Printed from src/ir/layouts.cc (proved by superopt/): do not edit.\n";
+  s += "__device__ __forceinline__ long long pf_even_split_begin(long long c, long long len, long long parts) "
+       "{ return " + to_c(f.begin) + "; }\n";
+  s += "__device__ __forceinline__ long long pf_even_split_end(long long c, long long len, long long parts) "
+       "{ return " + to_c(f.end) + "; }\n";
+  s += "template <int wn, int wtm> __device__ __forceinline__ int pf_frag_row(int warp, int mi, int lane, int h) "
+       "{ return " + to_c(t.row, CType::Int) + "; }\n";
+  s += "template <int wn, int wtn> __device__ __forceinline__ int pf_frag_col(int warp, int ni, int lane, int e) "
+       "{ return " + to_c(t.col, CType::Int) + "; }\n";
+  s += "template <int threads, int ch> __device__ __forceinline__ int pf_chunk_row(int tid, int i) { return " +
+       to_c(l.row, CType::Int) + "; }\n";
+  s += "template <int threads, int ch> __device__ __forceinline__ int pf_chunk_col(int tid, int i) { return " +
+       to_c(l.col, CType::Int) + "; }\n";
+  return s;
+}
+
 std::string layout_device_functions() {
   const EvenSplit& f = even_split_formula();
   std::string s = "// Printed from src/ir/layouts.cc (proved by superopt/): do not edit.\n";

@@ -33,9 +33,37 @@ struct LinearItems {
 };
 const LinearItems& linear_items_formula();
 
+// The output tile of warps computing mma.sync m16n8 fragments (the prefill's GEMM and attention
+// tiles): element e (0, 1) of half h (0, 1) of fragment (mi, ni) held by lane `lane` of warp
+// `warp` sits at row = (warp / wn) * wtm + mi * 16 + lane / 4 + 8 * h and col = (warp % wn) * wtn
+// + ni * 8 + lane % 4 * 2 + e of the tile (wn warps across, each a wtm x wtn warp tile).
+// Variables: warp, mi, ni, lane, h, e; wn, wtm, wtn. The inverse the prover checks (not
+// printed), from row and col: warp_of, mi_of, ni_of, lane_of, h_of, e_of.
+struct MmaTile {
+  IndexExpr row, col;
+  IndexExpr warp_of, mi_of, ni_of, lane_of, h_of, e_of;
+};
+const MmaTile& mma_tile_formula();
+
+// 16-byte chunks of a row-major bf16 tile with `ch` chunks per row, loaded by `threads`
+// threads: chunk i of thread tid is j = tid + i * threads, at row j / ch and bf16 column
+// j % ch * 8. Variables: tid, i; threads, ch. The inverse (not printed), from row r and column
+// c: tid_of, i_of.
+struct ChunkLoad {
+  IndexExpr row, col;
+  IndexExpr tid_of, i_of;
+};
+const ChunkLoad& chunk_load_formula();
+
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
 // mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int.
 std::string layout_device_functions();
+
+// For the prefill's source (kernels/prefill_gemm.cuh, prefill_attention.cuh): the even split as
+// above (pf_even_split_begin, pf_even_split_end, long long), and templates over the tile
+// constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
+// pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i), int.
+std::string prefill_layout_device_functions();
 
 }  // namespace mpk::ir

@@ -1,0 +1,112 @@
+// The prefill kernels' tile formulas (ir/layouts.h): the mma output tile and the chunked loads,
+// proved for every tile shape the kernels use; every generated mutant of the printed formulas is
+// judged like a brute-force enumeration of the tile (a mutant the prover accepts breaks nothing
+// there; one it refutes does), so a wrong formula cannot pass.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+#include <utility>
+
+#include "base/error.h"
+#include "superopt/index_prover.h"
+
+namespace mpk::superopt {
+namespace {
+
+using ir::IndexExpr;
+
+std::string failed(const ProofRecord& r) {
+  for (const Obligation& o : r.obligations)
+    if (o.result != "proved") return o.name + ": " + o.result + " (" + o.counterexample + ")";
+  return "";
+}
+
+// Every holder's element inside the tile and all of them distinct (with as many holders as
+// elements: a bijection).
+bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, int64_t wn) {
+  const int64_t wtm = bm / wm, wtn = bn / wn;
+  std::set<std::pair<int64_t, int64_t>> seen;
+  try {
+    for (int64_t warp = 0; warp < wm * wn; ++warp)
+      for (int64_t mi = 0; mi < wtm / 16; ++mi)
+        for (int64_t ni = 0; ni < wtn / 8; ++ni)
+          for (int64_t lane = 0; lane < 32; ++lane)
+            for (int64_t h = 0; h < 2; ++h)
+              for (int64_t e = 0; e < 2; ++e) {
+                const ir::IndexEnv env = {{"warp", warp}, {"mi", mi}, {"ni", ni}, {"lane", lane}, {"h", h},
+                                          {"e", e}, {"wn", wn}, {"wtm", wtm}, {"wtn", wtn}};
+                const int64_t r = ir::eval(f.row, env), c = ir::eval(f.col, env);
+                if (r < 0 || r >= bm || c < 0 || c >= bn || !seen.insert({r, c}).second) return false;
+              }
+  } catch (const Error&) {
+    return false;
+  }
+  return int64_t(seen.size()) == bm * bn;
+}
+
+bool brute_force_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld) {
+  std::set<std::pair<int64_t, int64_t>> seen;
+  try {
+    for (int64_t tid = 0; tid < threads; ++tid)
+      for (int64_t i = 0; i < rows * ch / threads; ++i) {
+        const ir::IndexEnv env = {{"tid", tid}, {"i", i}, {"threads", threads}, {"ch", ch}};
+        const int64_t r = ir::eval(f.row, env), c = ir::eval(f.col, env);
+        if (r < 0 || r >= rows || c < 0 || c % 8 != 0 || c + 8 > ch * 8 || r * ld + c + 8 > rows * ld ||
+            !seen.insert({r, c}).second)
+          return false;
+      }
+  } catch (const Error&) {
+    return false;
+  }
+  return int64_t(seen.size()) == rows * ch;
+}
+
+TEST(TileProofs, TheKernelsTileShapesAreProved) {
+  // GEMM 128 x 256 over 2 x 4 warps and 64 x 128 over 1 x 4; attention's S and O tiles of 64
+  // rows over 4 x 1 warps (64 keys; head dims 16 .. 128).
+  for (auto [bm, bn, wm, wn] : {std::tuple{128, 256, 2, 4}, {64, 128, 1, 4}, {64, 64, 4, 1}, {64, 16, 4, 1},
+                                {64, 32, 4, 1}, {64, 128, 4, 1}}) {
+    const ProofRecord r = prove_mma_tile(ir::mma_tile_formula(), bm, bn, wm, wn);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  // GEMM operands (K steps of 64 and 32) and attention's key/value blocks.
+  for (auto [rows, ch, threads, ld] : {std::tuple{128, 8, 256, 72}, {256, 8, 256, 72}, {64, 4, 128, 40},
+                                       {128, 4, 128, 40}, {64, 2, 128, 24}, {64, 16, 128, 136}}) {
+    const ProofRecord r = prove_chunk_load(ir::chunk_load_formula(), rows, ch, threads, ld);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  EXPECT_TRUE(brute_force_tile(ir::mma_tile_formula(), 64, 128, 1, 4));
+  EXPECT_TRUE(brute_force_load(ir::chunk_load_formula(), 64, 4, 128, 40));
+}
+
+TEST(TileProofs, MutantsAgreeWithBruteForce) {
+  const ir::MmaTile& t = ir::mma_tile_formula();
+  std::vector<ir::MmaTile> tiles;
+  for (const IndexExpr& m : mutants(t.row)) tiles.push_back({m, t.col, t.warp_of, t.mi_of, t.ni_of, t.lane_of, t.h_of, t.e_of});
+  for (const IndexExpr& m : mutants(t.col)) tiles.push_back({t.row, m, t.warp_of, t.mi_of, t.ni_of, t.lane_of, t.h_of, t.e_of});
+  int refuted = 0;
+  for (const ir::MmaTile& m : tiles) {
+    const bool proved = prove_mma_tile(m, 32, 32, 2, 1, 2000).proved();
+    const bool ok = brute_force_tile(m, 32, 32, 2, 1);
+    EXPECT_FALSE(proved && !ok) << "accepted a wrong tile: row " << ir::to_string(m.row) << ", col " << ir::to_string(m.col);
+    refuted += !proved;
+  }
+  EXPECT_GT(refuted, int(tiles.size()) / 2);
+  const ir::ChunkLoad& l = ir::chunk_load_formula();
+  std::vector<ir::ChunkLoad> loads;
+  for (const IndexExpr& m : mutants(l.row)) loads.push_back({m, l.col, l.tid_of, l.i_of});
+  for (const IndexExpr& m : mutants(l.col)) loads.push_back({l.row, m, l.tid_of, l.i_of});
+  refuted = 0;
+  for (const ir::ChunkLoad& m : loads) {
+    const bool proved = prove_chunk_load(m, 16, 4, 32, 40, 2000).proved();
+    EXPECT_FALSE(proved && !brute_force_load(m, 16, 4, 32, 40))
+        << "accepted a wrong load: row " << ir::to_string(m.row) << ", col " << ir::to_string(m.col);
+    refuted += !proved;
+  }
+  EXPECT_GT(refuted, int(loads.size()) / 2);
+  std::printf("tile mutants: %zu, load mutants: %zu\n", tiles.size(), loads.size());
+}
+
+}  // namespace
+}  // namespace mpk::superopt

@@ -283,7 +283,7 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   out.host_fallback_ops = st.host_fallback_ops;
   out.num_tasks = st.num_tasks;
   out.num_workers = st.num_workers;
-  out.num_kernels = model->impl->backend() == mpk::rt::Backend::Gpu ? 1 : 0;
+  out.num_kernels = st.num_kernels;
   out.cache_hits = st.cache_hits;
   out.cache_misses = st.cache_misses;
   out.proved = st.proved;

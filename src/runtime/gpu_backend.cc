@@ -127,6 +127,16 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const std::string proofs = verification_record(plan_proved);
   for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
+  // The prefill kernels' formulas, for every K split its launches can choose on this device.
+  prefill_why_ = prefill_unsupported(graph, dtype_);
+  std::string prefill_proof_record;
+  if (prefill_why_.empty()) {
+    const std::vector<PlanProof> pf = prefill_proofs(
+        prefill_split_counts(graph, int64_t(GpuSession::kPrefillChunk), num_workers_), prefill_padded_head_dim(graph));
+    prefill_proof_record = verification_record(pf);
+    for (const PlanProof& p : pf) stats.proof_obligations += p.record.obligations.size();
+    ++stats.proved;
+  }
   stats.prove_ms = ms_since(t);
   report(options, "prove", 1, 1);
   t = Clock::now();
@@ -153,8 +163,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   cache::Entry entry = through_cache(options, key, build);
   if (built) ++stats.cache_misses; else ++stats.cache_hits;
   module_ = std::make_unique<cuda::Module>(*ctx_, entry.cubin);
+  ++stats.num_kernels;
   fn_ = std::make_unique<cuda::Function>(module_->function(megakernel_entry(dtype_)));
-  prefill_why_ = prefill_unsupported(graph, dtype_);
   if (prefill_why_.empty()) {
     bool pf_built = false;
     const cache::Entry pf = through_cache(options, prefill_key(arch), [&] {
@@ -164,11 +174,12 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       cache::Entry e;
       e.cubin = std::move(r.cubin);
       e.params_json = "{}";
-      e.verification_json = "{}";
+      e.verification_json = prefill_proof_record;
       return e;
     });
     if (pf_built) ++stats.cache_misses; else ++stats.cache_hits;
     prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin);
+    ++stats.num_kernels;
   } else {
     log(LogLevel::Info, "prompts prefill through the decode step: {}", prefill_why_);
   }

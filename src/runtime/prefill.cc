@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "base/error.h"
+#include "ir/layouts.h"
 #include "runtime/embedded_kernels.h"
 
 namespace mpk::rt {
@@ -77,9 +79,8 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
 }
 
 std::string prefill_source() {
-  std::string s;
-  for (const char* f : {"prefill_common.cuh", "prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"})
-    s += kernel_text(f);
+  std::string s = kernel_text("prefill_common.cuh") + ir::prefill_layout_device_functions();
+  for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += kernel_text(f);
   return s;
 }
 
@@ -123,7 +124,6 @@ GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
     g.large = true;
     g.grid_m = int((m + 127) / 128);
     g.grid_n = int((n + 255) / 256);
-    g.ksteps = int(ktiles);
     return g;
   }
   g.grid_m = int((m + 63) / 64);
@@ -132,10 +132,21 @@ GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
   int64_t splits = 1;
   if (tiles < num_sms)  // up to two CTAs per SM (one wave), each with four K steps or more
     splits = std::clamp<int64_t>(2 * int64_t(num_sms) / tiles, 1, std::max<int64_t>(ktiles / 4, 1));
-  g.ksteps = int((ktiles + splits - 1) / splits);
-  g.splits = int((ktiles + g.ksteps - 1) / g.ksteps);
+  g.splits = int(splits);
   return g;
 }
+
+std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, int num_sms) {
+  std::set<std::pair<int64_t, int64_t>> shapes;  // (n, k) of every projection
+  for (const ir::Op& op : g.ops)
+    if (op.kind == ir::OpKind::Linear) shapes.insert({g.weight(op.weight).shape.at(0), g.weight(op.weight).shape.at(1)});
+  std::set<int64_t> counts;
+  for (const auto& [n, k] : shapes)
+    for (int64_t m = 1; m <= max_rows; ++m) counts.insert(gemm_launch(m, n, k, num_sms).splits);
+  return {counts.begin(), counts.end()};
+}
+
+int prefill_padded_head_dim(const ir::Graph& g) { return padded_head_dim(g.kv_cache.head_dim); }
 
 int64_t gemm_workspace_bytes(int num_sms) { return 3LL * num_sms * 64 * 128 * 4; }
 
@@ -330,8 +341,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         c.block.x = gl.large ? 256 : 128;
         const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
         c.dynamic_shared = unsigned(PrefillKernels::gemm_smem(id));
-        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(op.weight), bias, res, out, ws, m, n, kk,
-                          gl.ksteps);
+        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(op.weight), bias, res, out, ws, m, n, kk);
         if (gl.splits > 1)
           cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res, out,
                             m, n);

@@ -52,14 +52,19 @@ class PrefillKernels {
 std::vector<bool> prefill_bf16_tensors(const ir::Graph& graph);
 
 // A projection's launch: large tiles (128 x 256, K steps of 64) when they make three quarters
-// of a wave or more, else small ones (64 x 128, K steps of 32) with K split in `splits` parts
-// of `ksteps` steps when the tiles alone would leave SMs idle (partials added in order by
-// pf_gemm_reduce). A large tile takes all of K (ksteps counts small steps, more than enough).
+// of a wave or more, else small ones (64 x 128, K steps of 32) with K's steps split evenly
+// (ir/layouts.h) in `splits` parts of four steps or more when the tiles alone would leave SMs
+// idle (partials added in order by pf_gemm_reduce).
 struct GemmLaunch {
   bool large = false;
-  int grid_m = 1, grid_n = 1, splits = 1, ksteps = 1;
+  int grid_m = 1, grid_n = 1, splits = 1;
 };
 GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms);
+// Every split count gemm_launch gives the graph's projections for 1 .. max_rows rows (what the
+// even split's proofs must cover), in increasing order.
+std::vector<int64_t> prefill_split_counts(const ir::Graph& graph, int64_t max_rows, int num_sms);
+// The attention entry's padded head dimension for the graph (16, 32, 64 or 128; -1: none).
+int prefill_padded_head_dim(const ir::Graph& graph);
 // The K-split partials' workspace for a device of num_sms SMs (any gemm_launch fits).
 int64_t gemm_workspace_bytes(int num_sms);
 

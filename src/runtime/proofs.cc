@@ -102,6 +102,40 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   return out;
 }
 
+std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp) {
+  std::vector<Needed> needed;
+  for (int64_t parts : split_counts)
+    needed.push_back({"prefill GEMM: K steps over " + std::to_string(parts) + " part" + (parts == 1 ? "" : "s"),
+                      "even split " + std::to_string(parts), [parts] {
+                        return superopt::prove_even_split(ir::even_split_formula(), kMaxLen, parts);
+                      }});
+  // Tiles (rows, cols, warps down, warps across) and chunked loads (rows, chunks per row,
+  // threads, shared row stride) as kernels/prefill_gemm.cuh and prefill_attention.cuh use them.
+  struct Tile { const char* use; int64_t bm, bn, wm, wn; };
+  struct Load { const char* use; int64_t rows, ch, threads, ld; };
+  const std::vector<Tile> tiles = {{"prefill GEMM 128x256: output tile", 128, 256, 2, 4},
+                                   {"prefill GEMM 64x128: output tile", 64, 128, 1, 4},
+                                   {"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1},
+                                   {"prefill attention: output of 64 queries", 64, dp, 4, 1}};
+  const std::vector<Load> loads = {{"prefill GEMM 128x256: activation chunks", 128, 8, 256, 72},
+                                   {"prefill GEMM 128x256: weight chunks", 256, 8, 256, 72},
+                                   {"prefill GEMM 64x128: activation chunks", 64, 4, 128, 40},
+                                   {"prefill GEMM 64x128: weight chunks", 128, 4, 128, 40},
+                                   {"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8}};
+  for (const Tile& t : tiles)
+    needed.push_back({t.use, "mma tile " + std::to_string(t.bm) + " " + std::to_string(t.bn) + " " +
+                                 std::to_string(t.wm) + " " + std::to_string(t.wn),
+                      [t] { return superopt::prove_mma_tile(ir::mma_tile_formula(), t.bm, t.bn, t.wm, t.wn); }});
+  for (const Load& l : loads)
+    needed.push_back({l.use, "chunk load " + std::to_string(l.rows) + " " + std::to_string(l.ch) + " " +
+                                 std::to_string(l.threads) + " " + std::to_string(l.ld),
+                      [l] { return superopt::prove_chunk_load(ir::chunk_load_formula(), l.rows, l.ch, l.threads, l.ld); }});
+  const std::vector<superopt::ProofRecord> records = proved(needed);
+  std::vector<PlanProof> out;
+  for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});
+  return out;
+}
+
 std::string verification_record(const std::vector<PlanProof>& proofs) {
   nlohmann::json j = {{"passed", true}, {"method", "Z3 proofs of the plan's formulas"},
                       {"records", nlohmann::json::array()}};

@@ -28,6 +28,13 @@ struct PlanProof {
 // every length up to 2^31 and every tile up to 2^20 rows).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
+// The proofs the prefill kernels rest on (runtime/prefill.h): the even split for every K-split
+// count in split_counts (prefill_split_counts), the mma output tiles and chunked loads of both
+// GEMM tiles and of attention for padded head dimension dp (16 .. 128), memoised as above.
+// Not covered: the ldmatrix addresses and the online-softmax update written in the attention
+// kernel (the decode kernels' formulas are not printed there).
+std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp);
+
 // The cache entry's verification record of `proofs`: {"passed": true, "method": ...,
 // "records": [{the record's fields, "use": ...}, ...]} (cache/entry.h: a verified entry).
 // Throws Error(Internal) naming the use, the obligation, its result and the counterexample

@@ -65,7 +65,8 @@ struct Stats {
   uint64_t num_workers = 0;        // worker CTAs of the megakernel (GPU backend)
   uint64_t cache_hits = 0;         // kernel-cache lookups at load
   uint64_t cache_misses = 0;
-  uint64_t proved = 0;             // kernels whose plan's proofs all hold (GPU backend: 1)
+  uint64_t num_kernels = 0;        // compiled kernel modules (GPU: the megakernel, the prefill's)
+  uint64_t proved = 0;             // of them, those whose proofs all hold
   uint64_t proof_obligations = 0;  // obligations proved for them
   std::atomic<uint64_t> device_bytes{0};  // GPU memory held: weights + every live session
   // Wall time of the load's phases (see ProgressFn), ms; load_ms is all of mpk_model_load.

@@ -186,12 +186,11 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
   for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 256, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 128, 1},
                        Case{PrefillKernels::GemmSmall, 64, 128, 128, 3}}) {
     dc.fill_bytes(0xff);  // NaN: an element left unwritten fails
-    const int ktiles = (K + 31) / 32, ksteps = (ktiles + c.splits - 1) / c.splits;
     cuda::LaunchConfig cfg;
     cfg.grid = {unsigned((N + c.bn - 1) / c.bn), unsigned((M + c.bm - 1) / c.bm), unsigned(c.splits)};
     cfg.block.x = unsigned(c.threads);
     cfg.dynamic_shared = unsigned(PrefillKernels::gemm_smem(c.id));
-    cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K, ksteps);
+    cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K);
     if (c.splits > 1) {
       cuda::LaunchConfig rc;
       rc.grid.x = 64;

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -12,6 +14,7 @@
 #include "ir/builder.h"
 #include "model/model.h"
 #include "runtime/megakernel.h"
+#include "runtime/proofs.h"
 
 namespace mpk::rt {
 namespace {
@@ -125,8 +128,9 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefillPrograms,
                          ::testing::Values("qwen3-bf16", "qwen2-bf16", "llama-bf16-sharded"));
 
-// Every K step in exactly one split, none empty, grids covering the output, the workspace
-// bound held, large tiles only for about a wave or more.
+// Grids covering the output, K parts of four steps or more (the even split's proofs cover
+// every step once), the workspace bound held, large tiles only for about a wave or more; the
+// split counts the proofs must cover.
 TEST(Prefill, GemmLaunchesCoverTheirShapes) {
   for (int sms : {1, 8, 132})
     for (int64_t m : {1, 39, 64, 150, 1024, 4096})
@@ -137,14 +141,51 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
           ASSERT_GE(int64_t(g.grid_m) * bm, m);
           ASSERT_GE(int64_t(g.grid_n) * bn, n);
           ASSERT_LT(int64_t(g.grid_m - 1) * bm, m);
-          ASSERT_GE(int64_t(g.splits) * g.ksteps, ktiles) << m << " " << n << " " << k;
-          ASSERT_LT(int64_t(g.splits - 1) * g.ksteps, ktiles) << "an empty split";
+          ASSERT_GE(g.splits, 1);
+          ASSERT_LE(int64_t(g.splits), std::max<int64_t>(ktiles / 4, 1)) << "four K steps or more per part";
           if (g.splits > 1) {
             EXPECT_FALSE(g.large);
             EXPECT_LE(int64_t(g.splits) * m * n * 4, gemm_workspace_bytes(sms)) << m << " " << n << " " << k;
           }
           if (g.large) EXPECT_GE(int64_t(g.grid_m) * g.grid_n * 4, int64_t(sms) * 3);
         }
+  const Loaded l = load("qwen3-bf16");
+  const std::vector<int64_t> counts = prefill_split_counts(l.g, 4096, 132);
+  ASSERT_FALSE(counts.empty());
+  EXPECT_EQ(counts.front(), 1);
+  for (int64_t m : {1, 39, 150, 4096})
+    for (const ir::Op& op : l.g.ops)
+      if (op.kind == ir::OpKind::Linear) {
+        const auto& w = l.g.weight(op.weight).shape;
+        const int64_t s = gemm_launch(m, w.at(0), w.at(1), 132).splits;
+        EXPECT_TRUE(std::binary_search(counts.begin(), counts.end(), s)) << s;
+      }
+}
+
+// What a load proves before the prefill kernels may run (runtime/proofs.h), on a real shape's
+// split counts: every record proved, and the record a cache entry keeps.
+TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
+  const model::Config c = [] {
+    model::Config q = load("qwen3-bf16").model->config;  // Qwen3-0.6B's projection shapes
+    q.hidden_size = 1024, q.intermediate_size = 3072, q.num_heads = 16, q.num_kv_heads = 8, q.head_dim = 128;
+    q.vocab_size = 151936;
+    return q;
+  }();
+  const ir::Graph g = ir::build(c, DType::BF16);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::vector<int64_t> counts = prefill_split_counts(g, 4096, 132);
+  const std::vector<PlanProof> proofs = prefill_proofs(counts, prefill_padded_head_dim(g));
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  size_t obligations = 0;
+  for (const PlanProof& p : proofs) {
+    EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
+    obligations += p.record.obligations.size();
+  }
+  EXPECT_EQ(proofs.size(), counts.size() + 9);
+  const std::string record = verification_record(proofs);
+  EXPECT_NE(record.find("prefill GEMM 128x256: output tile"), std::string::npos);
+  std::printf("%zu split counts (%lld..%lld), %zu proofs, %zu obligations in %.0f ms\n", counts.size(),
+              (long long)counts.front(), (long long)counts.back(), proofs.size(), obligations, ms);
 }
 
 TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {

@@ -180,11 +180,13 @@ typedef struct mpk_stats {
   mpk_backend backend;      /* the backend in use */
   uint64_t num_tasks;       /* tasks in the decode step (0 on the reference backend) */
   uint64_t num_workers;     /* worker CTAs of the megakernel (one per SM; 0 on the reference) */
-  uint64_t num_kernels;     /* distinct compiled kernels (the megakernel: 1) */
+  uint64_t num_kernels;     /* compiled kernel modules: the megakernel, and the prefill
+                               kernels for bf16 models */
   uint64_t cache_hits;      /* kernels loaded from the kernel cache */
   uint64_t cache_misses;    /* kernels compiled at load */
-  uint64_t proved;          /* kernels whose plan's proofs all hold (Z3, before they run;
-                               a kernel with a failed proof never loads): 1 on the GPU */
+  uint64_t proved;          /* kernel modules whose proofs all hold (Z3, before they run;
+                               a kernel with a failed proof never loads): num_kernels on
+                               the GPU */
   uint64_t host_fallback_ops;   /* ops run on the host per step (all of them on the reference) */
   uint64_t host_fallback_bytes; /* bytes moved for host fallback per step */
   double compile_ms;        /* time spent compiling at load */

@@ -32,8 +32,10 @@ __device__ __forceinline__ void pf_stage_rows(pf_bf16* dst, int ld, const float*
 template <int DP>
 __device__ __forceinline__ void pf_fetch_rows(pf_bf16* dst, int ld, const pf_bf16* src, int rows, int D) {
   if (D % 8 == 0) {
-    for (int i = threadIdx.x; i < 64 * (DP / 8); i += PF_ATT_THREADS) {
-      const int r = i / (DP / 8), c = (i % (DP / 8)) * 8;
+#pragma unroll
+    for (int i = 0; i < 64 * (DP / 8) / PF_ATT_THREADS; ++i) {
+      const int r = pf_chunk_row<PF_ATT_THREADS, DP / 8>(threadIdx.x, i);
+      const int c = pf_chunk_col<PF_ATT_THREADS, DP / 8>(threadIdx.x, i);
       const bool ok = r < rows && c < D;
       pf_cp_async16(dst + r * ld + c, ok ? src + (long long)r * D + c : src, ok);
     }
@@ -74,7 +76,8 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
   for (int i = 0; i < DP / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
   float mrow[2] = {kNegInf, kNegInf}, lrow[2] = {0.f, 0.f};
   const float sl2 = scale * 1.4426950408889634f;  // softmax in base 2
-  const int row0 = warp * 16 + (lane >> 2);       // this thread's rows: row0, row0 + 8
+  // This thread's rows of S and O (warp tiles of 16 rows: ir::MmaTile, wn = 1).
+  const int row0 = pf_frag_row<1, 16>(warp, 0, lane, 0), row1 = pf_frag_row<1, 16>(warp, 0, lane, 1);
   const long long kvbase = (long long)kvh * cap * D;
   auto fetch = [&](int k0, int buf) {
     pf_fetch_rows<DP>(sk + buf * 64 * LD, LD, kc + kvbase + (long long)k0 * D, min(64, nkv - k0), D);
@@ -106,13 +109,13 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
     // Causal mask, scale, and the online-softmax update of each of the thread's two rows.
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {
-      const int qpos = pos0 + q0 + row0 + hr * 8;
+      const int qpos = pos0 + q0 + (hr ? row1 : row0);
       float mx = kNegInf;
 #pragma unroll
       for (int ni = 0; ni < 8; ++ni)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int key = k0 + ni * 8 + (lane & 3) * 2 + e;
+          const int key = k0 + pf_frag_col<1, 64>(warp, ni, lane, e);
           float& v = s[ni][hr * 2 + e];
           v = key <= qpos ? v * sl2 : kNegInf;
           mx = fmaxf(mx, v);
@@ -162,7 +165,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
 
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
-    const int r = row0 + hr * 8;
+    const int r = hr ? row1 : row0;
     if (r >= qrows) continue;
     const float inv = 1.f / lrow[hr];
     const long long row = (q0 + r) * qstride + (long long)h * D;
@@ -170,7 +173,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
     for (int dn = 0; dn < DP / 8; ++dn)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int d = dn * 8 + (lane & 3) * 2 + e;
+        const int d = pf_frag_col<1, DP>(warp, dn, lane, e);
         if (d < D) pf_store(out, row + d, o[dn][hr * 2 + e] * inv, bf16);
       }
   }

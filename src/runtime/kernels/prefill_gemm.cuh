@@ -5,7 +5,8 @@
 // A CTA computes a BM x BN tile with WARPS_M x WARPS_N warps over K in steps of 32, both
 // operands streamed by cp.async through a ring of STAGES buffers: while step k is multiplied,
 // steps k+1 .. k+STAGES-1 are in flight; one barrier per step separates the refill of a buffer
-// from the reads of its previous use. With gridDim.z > 1 the K steps are split among z; each
+// from the reads of its previous use. Fragment, load and split indices come from the printed
+// formulas of ir/layouts.h (proved at load). With gridDim.z > 1 the K steps are split among z; each
 // writes its fp32 partial tile to `partial` ([z][M][N]) and pf_gemm_reduce adds them in order
 // (deterministic), then the bias and the residual.
 
@@ -13,7 +14,7 @@
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
                                              const float* __restrict__ bias, const float* R, float* C,
-                                             float* __restrict__ partial, int M, int N, int K, int ksteps) {
+                                             float* __restrict__ partial, int M, int N, int K) {
   constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;  // warp tile
   constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -27,7 +28,10 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
   const int wm = (warp / WARPS_N) * WTM, wn = (warp % WARPS_N) * WTN;
   const int ktiles = (K + BK - 1) / BK;
-  const int kt0 = blockIdx.z * ksteps, kt1 = min(ktiles, kt0 + ksteps);
+  // This CTA's part of the K steps: the even split (ir/layouts.h), none empty as the host keeps
+  // gridDim.z <= ktiles.
+  const int kt0 = int(pf_even_split_begin(blockIdx.z, ktiles, gridDim.z));
+  const int kt1 = int(pf_even_split_end(blockIdx.z, ktiles, gridDim.z));
 
   float acc[MI][NI][4];
 #pragma unroll
@@ -44,13 +48,13 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
     pf_bf16* db = sb + slot * BN * PF_LDS;
 #pragma unroll
     for (int i = 0; i < BM * CH / THREADS; ++i) {
-      const int j = tid + i * THREADS, r = j / CH, c = (j % CH) * 8, k = kt * PF_BK + c;
+      const int r = pf_chunk_row<THREADS, CH>(tid, i), c = pf_chunk_col<THREADS, CH>(tid, i), k = kt * PF_BK + c;
       const bool ok = m0 + r < M && k < K;
       pf_cp_async16(da + r * PF_LDS + c, ok ? A + (long long)(m0 + r) * K + k : A, ok);
     }
 #pragma unroll
     for (int i = 0; i < BN * CH / THREADS; ++i) {
-      const int j = tid + i * THREADS, r = j / CH, c = (j % CH) * 8, k = kt * PF_BK + c;
+      const int r = pf_chunk_row<THREADS, CH>(tid, i), c = pf_chunk_col<THREADS, CH>(tid, i), k = kt * PF_BK + c;
       const bool ok = n0 + r < N && k < K;
       pf_cp_async16(db + r * PF_LDS + c, ok ? W + (long long)(n0 + r) * K + k : W, ok);
     }
@@ -95,16 +99,16 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = m0 + wm + mi * 16 + (lane >> 2) + h * 8;
-        const int c = n0 + wn + ni * 8 + (lane & 3) * 2;
+        const int r = m0 + pf_frag_row<WARPS_N, WTM>(warp, mi, lane, h);
         if (r >= M) continue;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          if (c + e >= N) continue;
+          const int c = n0 + pf_frag_col<WARPS_N, WTN>(warp, ni, lane, e);
+          if (c >= N) continue;
           float v = acc[mi][ni][h * 2 + e];
-          const long long o = (long long)r * N + c + e;
+          const long long o = (long long)r * N + c;
           if (!split) {  // the reference's order: (x . w + b) + residual
-            if (bias) v += bias[c + e];
+            if (bias) v += bias[c];
             if (R) v += R[o];
           }
           out[o] = v;
@@ -117,8 +121,8 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
 #define PF_GEMM_ENTRY(NAME, BM, BN, BK, WM, WN, STAGES)                                                    \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
       NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
-           int M, int N, int K, int ksteps) {                                                              \
-    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K, ksteps);                 \
+           int M, int N, int K) {                                                                          \
+    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K);                         \
   }
 // Enough bytes in flight to cover a global load's latency (~1 us) at the rate the tensor cores
 // consume steps. Measured on an H200 (Qwen3-8B shapes, 1,024 and 4,096 rows): the large tile

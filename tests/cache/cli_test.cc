@@ -394,6 +394,19 @@ TEST_F(CliTest, ProveAFixturesPlan) {
   Outcome table = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/llama-f32", "--workers", "8"});
   EXPECT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("all proved"), std::string::npos) << table.out;
+  EXPECT_NE(table.out.find("prefill: decode step"), std::string::npos) << table.out;
+  // A bf16 model also proves the tensor-core prefill's formulas.
+  Outcome bf = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/qwen2-bf16", "--workers", "8", "--json"});
+  ASSERT_EQ(bf.status, 0) << bf.out << bf.err;
+  const auto jb = nlohmann::json::parse(bf.out);
+  EXPECT_EQ(jb.at("prefill"), "tensor cores");
+  bool tile = false, split = false;
+  for (const auto& rec : jb.at("records")) {
+    const std::string use = rec.at("use");
+    tile |= use.find("prefill GEMM 128x256: output tile") != std::string::npos;
+    split |= use.find("prefill GEMM: K steps over") != std::string::npos;
+  }
+  EXPECT_TRUE(tile && split) << bf.out;
 }
 
 // mpk-tune coverage: which variant runs each op, from config.json alone; an op no variant runs

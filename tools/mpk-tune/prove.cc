@@ -1,4 +1,5 @@
-// mpk-tune prove: the proofs a model's megakernel plan rests on, without a GPU or weights.
+// mpk-tune prove: the proofs a model's megakernel plan and, for bf16 models, the tensor-core
+// prefill rest on, without a GPU or weights.
 #include "prove.h"
 
 #include <fmt/format.h>
@@ -7,7 +8,9 @@
 #include <ostream>
 
 #include "config_plan.h"
+#include "runtime/gpu_backend.h"
 #include "runtime/megakernel.h"
+#include "runtime/prefill.h"
 #include "runtime/proofs.h"
 
 namespace mpk::tune {
@@ -17,14 +20,23 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   const ConfigPlan p = plan_from_config(model_dir, workers, kv_capacity);
   const int64_t cap = p.kv_capacity;
   const auto tasks = rt::build_tables(p.graph, p.plan, p.mem, rt::SegmentBases{}, p.params).device_tasks();
-  const std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, p.params);
+  std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, p.params);
+  // The tensor-core prefill's formulas, when the model takes it (bf16 weights).
+  const std::string prefill_why = rt::prefill_unsupported(p.graph, p.graph.weight_dtype);
+  if (prefill_why.empty()) {
+    const auto pf = rt::prefill_proofs(
+        rt::prefill_split_counts(p.graph, int64_t(rt::GpuSession::kPrefillChunk), workers),
+        rt::prefill_padded_head_dim(p.graph));
+    records.insert(records.end(), pf.begin(), pf.end());
+  }
   bool all = !records.empty();
   double total = 0;
   nlohmann::json j = {{"model", model_dir.string()}, {"workers", workers}, {"kv_capacity", cap},
                       {"tasks", tasks.size()}, {"records", nlohmann::json::array()}};
+  j["prefill"] = prefill_why.empty() ? "tensor cores" : "decode step: " + prefill_why;
   if (!json)
-    out << fmt::format("{}: {} tasks on {} workers, KV capacity {}\n", model_dir.string(),
-                       tasks.size(), workers, cap);
+    out << fmt::format("{}: {} tasks on {} workers, KV capacity {}; prefill: {}\n", model_dir.string(),
+                       tasks.size(), workers, cap, j["prefill"].get<std::string>());
   for (const rt::PlanProof& p : records) {
     const superopt::ProofRecord& r = p.record;
     all &= r.proved();

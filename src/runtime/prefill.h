@@ -36,7 +36,8 @@ cuda::CompileResult compile_prefill(const std::string& arch);
 class PrefillKernels {
  public:
   enum Id { Embed, RmsNorm, HeadRmsNorm, Rope, KvStore, KvShadow, SiluMul, Add, Argmax, GemmLarge,
-            GemmSmall, GemmReduce, Attention16, Attention32, Attention64, Attention128, kCount };
+            GemmSmall, GemmReduce, Attention16, Attention32, Attention64, Attention128, GemmLargeGroup,
+            GemmSmallGroup, kCount };
   PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
   static int gemm_smem(Id id);       // dynamic shared memory of GemmLarge or GemmSmall
@@ -87,6 +88,9 @@ struct PrefillStep {
   int output = -1;          // tensor id (the add's output for a fused linear)
   int residual = -1;        // linear: the tensor its fused add adds
   bool tail = false;        // after last_row: the prompt's last chunk only
+  // linear: further projections of the same input, run in the same grid when their grids are
+  // short (q with k and v, gate with up), and their outputs
+  std::vector<int> group_ops, group_outputs;
 };
 
 class PrefillProgram {

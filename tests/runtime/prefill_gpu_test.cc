@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 #include <unistd.h>
 
 #include "gpu_device.h"
@@ -208,6 +209,45 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
     // fp32 accumulation of 136 products of magnitude <= 1: far below 1e-3.
     EXPECT_LT(worst, 1e-3) << c.bm << "x" << c.bn << " splits " << c.splits;
     std::printf("[prefill gemm] %dx%d, %d split(s): max abs error %.2e\n", c.bm, c.bn, c.splits, worst);
+  }
+  // Grouped: the output columns as two projections of the same input ([0, 264) and [264, 520)
+  // of W) in one grid, bias added, no residual.
+  struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
+    uint64_t w[3], bias[3], c[3];
+    int32_t n[3], tiles[3];
+    int32_t count;
+  };
+  const int n0 = 264;
+  cuda::DeviceBuffer c0(ctx, size_t(M) * n0 * 4), c1(ctx, size_t(M) * (N - n0) * 4);
+  for (auto [id, bm, bn, threads] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, 256},
+                                     std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, 128}}) {
+    c0.fill_bytes(0xff);
+    c1.fill_bytes(0xff);
+    Group g{};
+    g.w[0] = dw.ptr(), g.w[1] = dw.ptr() + uint64_t(n0) * K * 2;
+    g.bias[0] = db.ptr(), g.bias[1] = db.ptr() + uint64_t(n0) * 4;
+    g.c[0] = c0.ptr(), g.c[1] = c1.ptr();
+    g.n[0] = n0, g.n[1] = N - n0;
+    g.tiles[0] = (n0 + bn - 1) / bn, g.tiles[1] = (N - n0 + bn - 1) / bn;
+    g.count = 2;
+    cuda::LaunchConfig cfg;
+    cfg.grid = {unsigned(g.tiles[0] + g.tiles[1]), unsigned((M + bm - 1) / bm), 1};
+    cfg.block.x = unsigned(threads);
+    cfg.dynamic_shared = unsigned(PrefillKernels::gemm_smem(id));
+    cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K);
+    stream.synchronize();
+    std::vector<float> g0(size_t(M) * n0), g1(size_t(M) * (N - n0));
+    c0.download(g0.data(), g0.size() * 4);
+    c1.download(g1.data(), g1.size() * 4);
+    double worst = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        const float got = j < n0 ? g0[size_t(i) * n0 + j] : g1[size_t(i) * (N - n0) + j - n0];
+        ASSERT_TRUE(std::isfinite(got)) << i << " " << j;
+        worst = std::max(worst, std::abs(double(got) - (want[size_t(i) * N + j] - res[size_t(i) * N + j])));
+      }
+    EXPECT_LT(worst, 1e-3) << bm << "x" << bn << " group";
+    std::printf("[prefill gemm] %dx%d group of 2: max abs error %.2e\n", bm, bn, worst);
   }
 }
 

@@ -57,7 +57,7 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   const PrefillProgram p(l.g, l.mem, rows, 132);
   // Every op once: a step is one op, or a linear with the add that is its only reader.
   std::set<int> ops;
-  int fused = 0, tails = 0;
+  int fused = 0, tails = 0, grouped = 0;
   for (const PrefillStep& s : p.steps()) {
     EXPECT_TRUE(ops.insert(s.op).second);
     if (s.residual >= 0) {
@@ -67,9 +67,18 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
       EXPECT_TRUE(ops.insert(s.op + 1).second);
       EXPECT_EQ(s.output, l.g.ops[size_t(s.op) + 1].output);
     }
+    for (size_t j = 0; j < s.group_ops.size(); ++j) {  // projections of the same input
+      const ir::Op& o = l.g.ops[size_t(s.group_ops[j])];
+      EXPECT_TRUE(ops.insert(s.group_ops[j]).second);
+      EXPECT_EQ(o.kind, ir::OpKind::Linear);
+      EXPECT_EQ(o.inputs[0], s.inputs[0]);
+      EXPECT_EQ(o.output, s.group_outputs[j]);
+      ++grouped;
+    }
     tails += s.tail;
   }
   EXPECT_EQ(ops.size(), l.g.ops.size());
+  EXPECT_EQ(grouped, 3 * l.g.config.num_layers);  // k, v with q; up with gate
   EXPECT_EQ(fused, 2 * l.g.config.num_layers);  // o_proj and down_proj
   EXPECT_EQ(tails, 4);                          // last_row, final norm, LM head, argmax
   // Liveness from the steps, independently of the allocator: a tensor lives from the step
@@ -79,6 +88,7 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   for (size_t s = 0; s < p.steps().size(); ++s) {
     const PrefillStep& st = p.steps()[s];
     first[size_t(st.output)] = int(s);
+    for (int o : st.group_outputs) first[size_t(o)] = int(s);
     std::vector<int> in = st.inputs;
     if (st.residual >= 0) in.push_back(st.residual);
     for (int i : in) {
@@ -199,6 +209,7 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
   ASSERT_FALSE(c.cubin.empty());
   for (const char* e : {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_kv_shadow",
                         "pf_silu_mul", "pf_add", "pf_argmax", "pf_gemm_128x256", "pf_gemm_64x128",
+                        "pf_gemm_128x256_group", "pf_gemm_64x128_group",
                         "pf_gemm_reduce", "pf_attention_16",
                         "pf_attention_32", "pf_attention_64", "pf_attention_128"}) {
     const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e);

@@ -14,7 +14,7 @@
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
                                              const float* __restrict__ bias, const float* R, float* C,
-                                             float* __restrict__ partial, int M, int N, int K) {
+                                             float* __restrict__ partial, int M, int N, int K, int n_tile) {
   constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;  // warp tile
   constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -25,7 +25,7 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   pf_bf16* sa = (pf_bf16*)pf_smem_raw;               // [STAGES][BM * PF_LDS]
   pf_bf16* sb = sa + STAGES * BM * PF_LDS;           // [STAGES][BN * PF_LDS]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+  const int m0 = blockIdx.y * BM, n0 = n_tile * BN;
   const int wm = (warp / WARPS_N) * WTM, wn = (warp % WARPS_N) * WTN;
   const int ktiles = (K + BK - 1) / BK;
   // This CTA's part of the K steps: the even split (ir/layouts.h), none empty as the host keeps
@@ -116,13 +116,33 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
       }
 }
 
+// Up to PF_GROUP_MAX projections of one input: weights, biases (or null), outputs, widths and
+// column tiles of each (the host's PfGemmGroup has the same layout).
+#define PF_GROUP_MAX 3
+struct PfGemmGroup {
+  const pf_bf16* w[PF_GROUP_MAX];
+  const float* bias[PF_GROUP_MAX];
+  float* c[PF_GROUP_MAX];
+  int n[PF_GROUP_MAX];
+  int tiles[PF_GROUP_MAX];
+  int count;
+};
+
 // Tile shapes, named by the host (runtime/prefill.cc): large for grids of a wave or more, small
 // (with a K split) for short prompts and narrow outputs.
 #define PF_GEMM_ENTRY(NAME, BM, BN, BK, WM, WN, STAGES)                                                    \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
       NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
            int M, int N, int K) {                                                                          \
-    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K);                         \
+    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K, blockIdx.x);             \
+  }                                                                                                        \
+  /* Projections of one input in one grid (q, k, v; gate, up): blockIdx.x runs over the members' */       \
+  /* column tiles in order. No K split, no residual. */                                                   \
+  extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
+      NAME##_group(const pf_bf16* A, PfGemmGroup g, int M, int K) {                                        \
+    int t = blockIdx.x, j = 0;                                                                             \
+    while (j + 1 < g.count && t >= g.tiles[j]) t -= g.tiles[j++];                                          \
+    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, g.w[j], g.bias[j], nullptr, g.c[j], nullptr, M, g.n[j], K, t); \
   }
 // Enough bytes in flight to cover a global load's latency (~1 us) at the rate the tensor cores
 // consume steps. Measured on an H200 (Qwen3-8B shapes, 1,024 and 4,096 rows): the large tile

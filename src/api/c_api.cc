@@ -326,6 +326,7 @@ mpk_status mpk_session_create(mpk_model* model, const mpk_session_config* cfg,
   o.kv_capacity = c.kv_capacity;
   o.steps_per_launch = c.steps_per_launch;  // checked by the session
   o.profile = c.profile != 0;
+  o.tensor_core_prefill = c.exact_prefill == 0;
   auto s = std::make_unique<mpk_session>();
   s->impl = std::make_unique<mpk::rt::Session>(model->impl, o);
   *out = s.release();

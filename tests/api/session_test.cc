@@ -102,6 +102,7 @@ TEST(ApiSession, MultiStepOptionsAndGpuReportsOnTheReference) {
   mpk_session_config_init(&sc);
   EXPECT_EQ(sc.steps_per_launch, 1u);
   EXPECT_EQ(sc.profile, 0);
+  EXPECT_EQ(sc.exact_prefill, 0);  // the tensor-core prefill where the model takes it
   sc.kv_capacity = 32;
   sc.steps_per_launch = 0;
   mpk_session* s = reinterpret_cast<mpk_session*>(1);
@@ -111,6 +112,7 @@ TEST(ApiSession, MultiStepOptionsAndGpuReportsOnTheReference) {
 
   sc.steps_per_launch = 8;  // ignored by the reference: same tokens as one step at a time
   sc.profile = 1;
+  sc.exact_prefill = 1;     // the reference is exact either way
   ASSERT_EQ(mpk_session_create(l.model, &sc, &s), MPK_OK) << mpk_last_error();
   const int32_t prompt[] = {11, 5, 3};
   ASSERT_EQ(mpk_session_prefill(s, prompt, 3), MPK_OK);

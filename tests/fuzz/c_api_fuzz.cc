@@ -99,6 +99,7 @@ void op_session_create(FuzzedDataProvider& in, Sessions& ss) {
   if (in.ConsumeBool()) c.kv_capacity = pick_size(in);
   if (in.ConsumeBool()) c.steps_per_launch = in.ConsumeBool() ? pick_size(in) : 1;
   if (in.ConsumeBool()) c.profile = in.ConsumeIntegral<int>();
+  if (in.ConsumeBool()) c.exact_prefill = in.ConsumeIntegral<int>();
   auto buf = sized_struct(c, pick_struct_size(in, sizeof c));
   const bool null_cfg = in.ConsumeIntegralInRange<int>(0, 15) == 0;
   const bool null_model = in.ConsumeIntegralInRange<int>(0, 15) == 0;

@@ -141,6 +141,9 @@ int run_cli(int argc, char** argv) {
       ->check(CLI::Range(1e-6, 1.0));
   app.add_option("--seed", seed, "sampling seed (the same seed gives the same tokens)");
   app.add_flag("--check", check, "scan every weight for NaN/Inf at load");
+  bool exact_prefill = false;
+  app.add_flag("--exact-prefill", exact_prefill,
+               "GPU: prefill through the decode step (fp32 activations) instead of the tensor cores");
   std::string profile_out;
   app.add_option("--steps-per-launch", steps_arg,
                  "GPU: decode steps per megakernel launch (1: one launch per token)")
@@ -280,6 +283,7 @@ int run_cli(int argc, char** argv) {
     sc.kv_capacity = kv_capacity;
     sc.steps_per_launch = steps_per_launch;
     sc.profile = profile_out.empty() ? 0 : 1;
+    sc.exact_prefill = exact_prefill ? 1 : 0;
     if (mpk_status s = mpk_session_create(model, &sc, &sess); s != MPK_OK)
       return die("session create", s);
     mpk_sampling_config samp;

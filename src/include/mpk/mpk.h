@@ -220,6 +220,11 @@ typedef struct mpk_session_config {
                               4096 tokens. (Since 0.2; a caller whose
                               struct_size ends before this field gets the defaults.) */
   int profile;         /* GPU: nonzero records per-task device timers (mpk_session_profile) */
+  int exact_prefill;   /* GPU: nonzero runs every prompt through the decode step (fp32
+                          activations, the reference's arithmetic; about 1 ms per token on
+                          Qwen3-0.6B) instead of the tensor-core prefill of bf16 models (bf16
+                          operands; docs/PERFORMANCE.md has its accuracy). Default 0. (Since
+                          0.4; a caller whose struct_size ends before it gets the default.) */
 } mpk_session_config;
 
 /// A session is one sequence with its KV cache. Not thread-safe: use one thread at a time.

@@ -417,6 +417,9 @@ TEST_F(CliTest, CoverageOfAFixtureAndOfAModelTheKernelDoesNotRun) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j.at("uncovered_ops"), 0);
   EXPECT_EQ(j.at("host_fallback_ops"), 0);
+  EXPECT_EQ(j.at("prefill"), "tensor cores");  // a bf16 model's prompts
+  for (const auto& op : j.at("ops"))
+    if (op.at("op") == "attention") EXPECT_EQ(op.at("prefill"), "pf_kv_store, pf_attention_32");
   std::map<std::string, std::string> runs;
   for (const auto& op : j.at("ops")) {
     EXPECT_EQ(op.at("status"), "megakernel") << op.dump();

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "config_plan.h"
 #include "runtime/megakernel.h"
+#include "runtime/prefill.h"
 #include "runtime/variants.h"
 
 namespace mpk::tune {
@@ -34,8 +35,10 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
 
   std::map<std::string, Row> rows;  // by op kind name, in the graph's order of first use
   std::vector<std::string> order;
+  std::map<std::string, ir::OpKind> kind_of;
   for (const ir::Op& op : g.ops) {
     const std::string name = ir::op_name(op.kind);
+    kind_of.emplace(name, op.kind);
     if (!rows.count(name)) order.push_back(name);
     ++rows[name].ops;
   }
@@ -61,12 +64,16 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
   }
 
   int uncovered = 0;
+  // Prompts: the tensor-core prefill's kernels, or the decode step (and why).
+  const std::string prefill_why = rt::prefill_unsupported(g, cfg.torch_dtype);
+  const std::string prefill = prefill_why.empty() ? "tensor cores" : "decode step: " + prefill_why;
   nlohmann::json j = {{"model", model_dir.string()}, {"dtype", dtype_name(cfg.torch_dtype)},
                       {"arch", arch}, {"workers", workers}, {"kernel", compiled},
-                      {"host_fallback_ops", 0}, {"ops", nlohmann::json::array()}};
+                      {"host_fallback_ops", 0}, {"prefill", prefill}, {"ops", nlohmann::json::array()}};
   if (!json)
-    out << fmt::format("{}: {} ops, weights {}, arch {}, {} workers; kernel {}\n", model_dir.string(),
-                       g.ops.size(), dtype_name(cfg.torch_dtype), arch, workers, compiled);
+    out << fmt::format("{}: {} ops, weights {}, arch {}, {} workers; kernel {}; prefill: {}\n",
+                       model_dir.string(), g.ops.size(), dtype_name(cfg.torch_dtype), arch, workers, compiled,
+                       prefill);
   for (const std::string& name : order) {
     const Row& r = rows[name];
     std::string runs;
@@ -76,12 +83,14 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     const bool ok = r.unsupported.empty() && !r.runs_as.empty();
     uncovered += ok ? 0 : r.ops;
     const std::string status = ok ? "megakernel" : !r.unsupported.empty() ? "unsupported" : "blocked";
+    const std::string pf = prefill_why.empty() ? rt::prefill_kernels_for(g, kind_of.at(name)) : "decode step";
     j["ops"].push_back({{"op", name}, {"count", r.ops}, {"status", status}, {"runs_as", r.runs_as},
-                        {"why", r.unsupported}});
+                        {"why", r.unsupported}, {"prefill", pf}});
     if (!json)
-      out << fmt::format("  {:<16} {:>5}  {:<11}  {}\n", name, r.ops, status,
+      out << fmt::format("  {:<16} {:>5}  {:<11}  {:<44}  prefill: {}\n", name, r.ops, status,
                          ok ? runs : !r.unsupported.empty() ? r.unsupported
-                                   : refused.empty() ? "in no task" : "the kernel is not built");
+                                   : refused.empty() ? "in no task" : "the kernel is not built",
+                         pf);
   }
   j["uncovered_ops"] = uncovered;
   if (json)

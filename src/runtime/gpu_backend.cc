@@ -129,6 +129,10 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   stats.proved = 1;
   // The prefill kernels' formulas, for every K split its launches can choose on this device.
   prefill_why_ = prefill_unsupported(graph, dtype_);
+  if (prefill_why_.empty() && props.max_shared_per_block_optin < PrefillKernels::gemm_smem(PrefillKernels::GemmLarge))
+    prefill_why_ = "the device allows " + std::to_string(props.max_shared_per_block_optin) +
+                   " bytes of shared memory per block, the prefill's large GEMM tile needs " +
+                   std::to_string(PrefillKernels::gemm_smem(PrefillKernels::GemmLarge));
   std::string prefill_proof_record;
   if (prefill_why_.empty()) {
     const std::vector<PlanProof> pf = prefill_proofs(
@@ -349,17 +353,24 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
   const cuda::Context& ctx = m_->context();
   const size_t rows = std::min(n, kPrefillChunk);
   if (!pf_ || size_t(pf_->max_rows()) < rows) {
-    // Sized for this prompt (in steps of 128 rows), grown by a longer one.
+    // Sized for this prompt (in steps of 128 rows), grown by a longer one. The old program and
+    // buffers go first (a lower peak); if an allocation below fails, there is no program and
+    // the next prefill builds one again (never one with freed buffers).
     const int64_t r = std::min<int64_t>((int64_t(rows) + 127) / 128 * 128, int64_t(kPrefillChunk));
-    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers());
-    stats_.device_bytes -= pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
-    device_bytes_ -= pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
+    const uint64_t old_bytes = pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
+    pf_.reset();
     pf_scratch_ = cuda::DeviceBuffer();
-    pf_scratch_ = cuda::DeviceBuffer(ctx, size_t(prog->scratch_bytes()));
-    pf_tokens_ = cuda::DeviceBuffer(ctx, size_t(r) * 4);
-    pf_result_ = cuda::DeviceBuffer(ctx, 256);
-    pf_scratch_.fill_bytes(0xff);  // NaN: a read before a write shows up
-    const uint64_t bytes = pf_scratch_.size() + pf_tokens_.size() + pf_result_.size();
+    pf_tokens_ = cuda::DeviceBuffer();
+    pf_result_ = cuda::DeviceBuffer();
+    stats_.device_bytes -= old_bytes;
+    device_bytes_ -= old_bytes;
+    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers());
+    cuda::DeviceBuffer scratch(ctx, size_t(prog->scratch_bytes())), toks(ctx, size_t(r) * 4), result(ctx, 256);
+    scratch.fill_bytes(0xff);  // NaN: a read before a write shows up
+    const uint64_t bytes = scratch.size() + toks.size() + result.size();
+    pf_scratch_ = std::move(scratch);
+    pf_tokens_ = std::move(toks);
+    pf_result_ = std::move(result);
     stats_.device_bytes += bytes;
     device_bytes_ += bytes;
     pf_ = std::move(prog);

@@ -49,6 +49,53 @@ TEST(Prefill, TakesBf16ModelsOnly) {
   EXPECT_NE(prefill_unsupported(wide, DType::BF16).find("head_dim 256"), std::string::npos);
 }
 
+// Liveness from the steps, independently of the allocator: a tensor lives from the step writing
+// it to its last reader; two live tensors' byte ranges never overlap, and every slot lies in the
+// scratch. Returns the bytes a slot per tensor would take.
+int64_t expect_disjoint_live_slots(const ir::Graph& g, const PrefillProgram& p, int64_t rows) {
+  const auto& t = g.tensors;
+  std::vector<int> first(t.size(), -1), last(t.size(), -1);
+  for (size_t s = 0; s < p.steps().size(); ++s) {
+    const PrefillStep& st = p.steps()[s];
+    first[size_t(st.output)] = int(s);
+    for (int o : st.group_outputs) first[size_t(o)] = int(s);
+    std::vector<int> in = st.inputs;
+    if (st.residual >= 0) in.push_back(st.residual);
+    for (int i : in) {
+      // last_row's output is a view: reading it reads its base.
+      int base = i;
+      for (const PrefillStep& v : p.steps())
+        if (v.kind == ir::OpKind::LastRow && v.output == i) base = v.inputs[0];
+      last[size_t(base)] = std::max(last[size_t(base)], int(s));
+      last[size_t(i)] = std::max(last[size_t(i)], int(s));
+    }
+  }
+  std::vector<int> placed;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (p.slot_offset(int(i)) < 0) continue;
+    EXPECT_GE(first[i], 0) << t[i].name;
+    placed.push_back(int(i));
+  }
+  const std::vector<bool> bf16 = prefill_bf16_tensors(g);
+  auto bytes = [&](int i) {
+    const auto& s = t[size_t(i)].shape;
+    return (s[0] == ir::kTokens ? rows : s[0]) * s.back() * (bf16[size_t(i)] ? 2 : 4);
+  };
+  int64_t unshared = 0;
+  for (int a : placed) {
+    unshared += bytes(a);
+    EXPECT_LE(p.slot_offset(a) + bytes(a), p.scratch_bytes()) << t[size_t(a)].name;
+    for (int b : placed) {
+      if (a >= b) continue;
+      const bool overlap_time = first[size_t(a)] <= last[size_t(b)] && first[size_t(b)] <= last[size_t(a)];
+      const bool overlap_bytes = p.slot_offset(a) < p.slot_offset(b) + bytes(b) &&
+                                 p.slot_offset(b) < p.slot_offset(a) + bytes(a);
+      EXPECT_FALSE(overlap_time && overlap_bytes) << t[size_t(a)].name << " and " << t[size_t(b)].name;
+    }
+  }
+  return unshared;
+}
+
 class PrefillPrograms : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
@@ -81,48 +128,9 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   EXPECT_EQ(grouped, 3 * l.g.config.num_layers);  // k, v with q; up with gate
   EXPECT_EQ(fused, 2 * l.g.config.num_layers);  // o_proj and down_proj
   EXPECT_EQ(tails, 4);                          // last_row, final norm, LM head, argmax
-  // Liveness from the steps, independently of the allocator: a tensor lives from the step
-  // writing it to its last reader; two live tensors' byte ranges never overlap.
-  const auto& t = l.g.tensors;
-  std::vector<int> first(t.size(), -1), last(t.size(), -1);
-  for (size_t s = 0; s < p.steps().size(); ++s) {
-    const PrefillStep& st = p.steps()[s];
-    first[size_t(st.output)] = int(s);
-    for (int o : st.group_outputs) first[size_t(o)] = int(s);
-    std::vector<int> in = st.inputs;
-    if (st.residual >= 0) in.push_back(st.residual);
-    for (int i : in) {
-      // last_row's output is a view: reading it reads its base.
-      int base = i;
-      for (const PrefillStep& v : p.steps())
-        if (v.kind == ir::OpKind::LastRow && v.output == i) base = v.inputs[0];
-      last[size_t(base)] = std::max(last[size_t(base)], int(s));
-      last[size_t(i)] = std::max(last[size_t(i)], int(s));
-    }
-  }
-  std::vector<int> placed;
-  for (size_t i = 0; i < t.size(); ++i) {
-    if (p.slot_offset(int(i)) < 0) continue;
-    ASSERT_GE(first[i], 0) << t[i].name;
-    placed.push_back(int(i));
-  }
+  const int64_t unshared = expect_disjoint_live_slots(l.g, p, rows);
   const std::vector<bool> bf16 = prefill_bf16_tensors(l.g);
-  auto bytes = [&](int i) {
-    const auto& s = t[size_t(i)].shape;
-    return (s[0] == ir::kTokens ? rows : s[0]) * s.back() * (bf16[size_t(i)] ? 2 : 4);
-  };
-  int64_t unshared = 0;
-  for (int a : placed) {
-    unshared += bytes(a);
-    EXPECT_LE(p.slot_offset(a) + bytes(a), p.scratch_bytes()) << t[size_t(a)].name;
-    for (int b : placed) {
-      if (a >= b) continue;
-      const bool overlap_time = first[size_t(a)] <= last[size_t(b)] && first[size_t(b)] <= last[size_t(a)];
-      const bool overlap_bytes = p.slot_offset(a) < p.slot_offset(b) + bytes(b) &&
-                                 p.slot_offset(b) < p.slot_offset(a) + bytes(a);
-      EXPECT_FALSE(overlap_time && overlap_bytes) << t[size_t(a)].name << " and " << t[size_t(b)].name;
-    }
-  }
+  const auto& t = l.g.tensors;
   EXPECT_LT(p.scratch_bytes() - gemm_workspace_bytes(132), unshared * 2 / 3);  // slots are reused
   // The projections' operands are the bf16 outputs of the norms, the gating and attention.
   for (const ir::Op& op : l.g.ops)
@@ -133,6 +141,49 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   // The logits and the argmax are not in the scratch; last_row is a view.
   EXPECT_LT(p.slot_offset(l.g.logits), 0);
   EXPECT_LT(p.slot_offset(l.g.next_token), 0);
+}
+
+// The same over random shapes (layers, widths, heads, grouped-query ratios, head dims, q/k norms,
+// biases, tied embeddings) and chunk sizes: every op in one step, slots never shared while live.
+TEST(Prefill, RandomShapesKeepLiveSlotsDisjoint) {
+  uint32_t state = 2026;
+  auto pick = [&](uint32_t n) {  // xorshift32 in [0, n)
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return int(state % n);
+  };
+  const model::Config base = load("qwen3-bf16").model->config;
+  for (int trial = 0; trial < 40; ++trial) {
+    model::Config c = base;
+    c.num_layers = 1 + pick(4);
+    c.num_kv_heads = 1 + pick(4);
+    c.num_heads = c.num_kv_heads * (1 + pick(4));
+    c.head_dim = 8 * (1 + pick(16));  // q_dim a multiple of 8: o_proj's K
+    c.hidden_size = 8 * (2 + pick(40));
+    c.intermediate_size = 8 * (2 + pick(60));
+    c.vocab_size = 50 + pick(500);
+    c.qk_norm = pick(2) == 0;
+    c.attention_bias = pick(2) == 0;
+    c.tie_word_embeddings = pick(2) == 0;
+    const ir::Graph g = ir::build(c, DType::BF16);
+    ASSERT_EQ(prefill_unsupported(g, DType::BF16), "");
+    MemoryPlan mem;  // the constructor reads the weight dtype only
+    mem.weight_dtype = DType::BF16;
+    const int64_t rows = std::vector<int64_t>{1, 7, 64, 200}[size_t(pick(4))];
+    const PrefillProgram p(g, mem, rows, 8 + pick(130));
+    std::set<int> ops;
+    for (const PrefillStep& s : p.steps()) {
+      ops.insert(s.op);
+      if (s.residual >= 0) ops.insert(s.op + 1);
+      ops.insert(s.group_ops.begin(), s.group_ops.end());
+    }
+    EXPECT_EQ(ops.size(), g.ops.size()) << "trial " << trial;
+    expect_disjoint_live_slots(g, p, rows);
+    if (::testing::Test::HasFailure()) {
+      ADD_FAILURE() << "trial " << trial << ": layers " << c.num_layers << ", heads " << c.num_heads << "/"
+                    << c.num_kv_heads << " x " << c.head_dim << ", hidden " << c.hidden_size << ", rows " << rows;
+      break;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefillPrograms,

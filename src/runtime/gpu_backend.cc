@@ -419,6 +419,7 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
     end.record(stream_);
     end.synchronize();
     step_ms_.push_back(double(cuda::elapsed_ms(start, end)));
+    if (a + r < n) report(m_->options(), "prefill", a + r, n);  // Session reports the start and end
     for (size_t i = 0; i < marks.size(); ++i) {
       const double ms = cuda::elapsed_ms(i ? marks[i - 1] : start, marks[i]);
       auto it = std::find_if(pf_profile_.begin(), pf_profile_.end(), [&](auto& p) { return p.first == labels[i]; });

@@ -20,8 +20,8 @@ GPU and saved with save_pretrained; then, batch 1, a fixed 39-token prompt, deco
 Also measured with mpk-run, each in a run of its own:
   TTFT             prompts of 39 and 1024 tokens (--ttft-prompts; the same pseudo-random ids),
                    --max-new-tokens 1, KV capacity max(512, prompt + 2): mpk-run's prefill_ms
-                   (host time of the whole prefill, run token by token through the decode path)
-                   is the time to first token
+                   (host time of the whole prefill: the tensor-core prefill for bf16 models;
+                   prefill_bench.py measures it against the peers) is the time to first token
   profile          the single-step setting with --profile-out: per-kind device timers of the
                    last decode step (tasks, bytes streamed, span, GB/s, busy and wait per task),
                    printed as a table and kept in the JSON (profiling perturbs the timing, so no
@@ -334,7 +334,7 @@ def phase_mpk_decode(args, result, model_dir, prompt, deadline, name):
 
 def phase_ttft(args, result, model_dir, vocab, deadline, est_s):
     """Time to first token for each --ttft-prompts length: mpk-run's prefill_ms (the whole
-    prefill, run token by token through the decode path), one new token, a run each."""
+    prefill), one new token, a run each."""
     for n in args.ttft_prompts:
         if not deadline.allows(est_s):
             result["skipped"].append(f"ttft {n}: {deadline.left():.0f} s left")

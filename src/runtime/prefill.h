@@ -28,6 +28,19 @@ inline constexpr const char* kPrefillCodegenVersion = "pf-v0.1.0";
 // a model prefills through the decode step, one token at a time).
 std::string prefill_unsupported(const ir::Graph& graph, DType weight_dtype);
 
+// A GEMM tile shape of kernels/prefill_gemm.cuh: its kernel entries (`entry` and
+// `entry`_group) are printed from this table by prefill_source, and the launches, the
+// shared-memory sizes and the proofs read the same numbers.
+struct GemmTile {
+  const char* entry;  // "pf_gemm_128x256"
+  int bm, bn, bk, warps_m, warps_n, stages;
+  int threads() const { return 32 * warps_m * warps_n; }
+  int smem_bytes() const { return stages * (bm + bn) * (bk + 8) * 2; }  // rows of bk + 8 bf16
+};
+// Large: 128 x 256, K steps of 64 in 3 stages, 8 warps; small: 64 x 128, steps of 32 in 6
+// stages, 4 warps.
+const GemmTile& gemm_tile(bool large);
+
 std::string prefill_source();
 std::vector<std::string> prefill_compile_options();
 cuda::CompileResult compile_prefill(const std::string& arch);

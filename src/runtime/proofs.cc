@@ -12,6 +12,7 @@
 #include "base/log.h"
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
+#include "runtime/prefill.h"
 #include "runtime/variants.h"
 #include "superopt/algebra_prover.h"
 #include "superopt/index_prover.h"
@@ -111,17 +112,20 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                       }});
   // Tiles (rows, cols, warps down, warps across) and chunked loads (rows, chunks per row,
   // threads, shared row stride) as kernels/prefill_gemm.cuh and prefill_attention.cuh use them.
-  struct Tile { const char* use; int64_t bm, bn, wm, wn; };
-  struct Load { const char* use; int64_t rows, ch, threads, ld; };
-  const std::vector<Tile> tiles = {{"prefill GEMM 128x256: output tile", 128, 256, 2, 4},
-                                   {"prefill GEMM 64x128: output tile", 64, 128, 1, 4},
-                                   {"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1},
-                                   {"prefill attention: output of 64 queries", 64, dp, 4, 1}};
-  const std::vector<Load> loads = {{"prefill GEMM 128x256: activation chunks", 128, 8, 256, 72},
-                                   {"prefill GEMM 128x256: weight chunks", 256, 8, 256, 72},
-                                   {"prefill GEMM 64x128: activation chunks", 64, 4, 128, 40},
-                                   {"prefill GEMM 64x128: weight chunks", 128, 4, 128, 40},
-                                   {"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8}};
+  struct Tile { std::string use; int64_t bm, bn, wm, wn; };
+  struct Load { std::string use; int64_t rows, ch, threads, ld; };
+  std::vector<Tile> tiles;
+  std::vector<Load> loads;
+  for (bool large : {true, false}) {  // the GEMM tiles, from the table the kernels are printed from
+    const GemmTile& t = gemm_tile(large);
+    const std::string name = std::string("prefill GEMM ") + (t.entry + 8);  // "128x256"
+    tiles.push_back({name + ": output tile", t.bm, t.bn, t.warps_m, t.warps_n});
+    loads.push_back({name + ": activation chunks", t.bm, t.bk / 8, t.threads(), t.bk + 8});
+    loads.push_back({name + ": weight chunks", t.bn, t.bk / 8, t.threads(), t.bk + 8});
+  }
+  tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
+  tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});
+  loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});
   for (const Tile& t : tiles)
     needed.push_back({t.use, "mma tile " + std::to_string(t.bm) + " " + std::to_string(t.bn) + " " +
                                  std::to_string(t.wm) + " " + std::to_string(t.wn),

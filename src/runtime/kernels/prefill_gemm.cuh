@@ -128,8 +128,8 @@ struct PfGemmGroup {
   int count;
 };
 
-// Tile shapes, named by the host (runtime/prefill.cc): large for grids of a wave or more, small
-// (with a K split) for short prompts and narrow outputs.
+// A tile shape's entries: large for grids of a wave or more, small (with a K split) for short
+// prompts and narrow outputs.
 #define PF_GEMM_ENTRY(NAME, BM, BN, BK, WM, WN, STAGES)                                                    \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
       NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
@@ -144,12 +144,8 @@ struct PfGemmGroup {
     while (j + 1 < g.count && t >= g.tiles[j]) t -= g.tiles[j++];                                          \
     pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, g.w[j], g.bias[j], nullptr, g.c[j], nullptr, M, g.n[j], K, t); \
   }
-// Enough bytes in flight to cover a global load's latency (~1 us) at the rate the tensor cores
-// consume steps. Measured on an H200 (Qwen3-8B shapes, 1,024 and 4,096 rows): the large tile
-// with K steps of 64 in 3 stages 300-310 TFLOP/s, of 32 in 5 stages about 250, and a 128 x 128
-// tile of 4 warps with steps of 64 about 250.
-PF_GEMM_ENTRY(pf_gemm_128x256, 128, 256, 64, 2, 4, 3)
-PF_GEMM_ENTRY(pf_gemm_64x128, 64, 128, 32, 1, 4, 6)
+// The entries (PF_GEMM_ENTRY lines) are printed after these files from the host's tile table
+// (runtime/prefill.cc: gemm_tile), which its launches and proofs read too.
 
 // C = sum over z of partial[z] (in z order) (+ bias) (+ R).
 extern "C" __global__ void pf_gemm_reduce(const float* __restrict__ partial, int splits, const float* __restrict__ bias,

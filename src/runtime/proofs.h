@@ -32,10 +32,10 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // count in split_counts (prefill_split_counts), the mma output tiles and chunked loads of both
 // GEMM tiles and of attention for padded head dimension dp (16 .. 128), memoised as above.
 // Not covered: the ldmatrix addresses, attention's staging of Q and its 4-byte key/value loads
-// for head dims that are not a multiple of 8 (hand-written element-pair loops), the
-// shared-memory sizes the host passes (PrefillKernels::gemm_smem, attention_smem), and the
-// online-softmax update written in the attention kernel (the decode kernels' formulas are not
-// printed there).
+// for head dims that are not a multiple of 8 (hand-written element-pair loops), attention's
+// shared-memory size (PrefillKernels::attention_smem; the GEMMs' is derived from the tile table
+// their entries are printed from), and the online-softmax update written in the attention
+// kernel (the decode kernels' formulas are not printed there).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp);
 
 // The cache entry's verification record of `proofs`: {"passed": true, "method": ...,

@@ -419,12 +419,6 @@ std::vector<MkTask> MegakernelTables::device_tasks() const {
 
 namespace {
 
-std::string kernel_file(const char* name) {
-  for (int i = 0; i < kNumEmbeddedKernels; ++i)
-    if (std::string(kEmbeddedKernels[i].name) == name) return kEmbeddedKernels[i].text;
-  MPK_THROW(Internal) << "kernel source " << name << " is not embedded";
-}
-
 // The entry point's suffix and the kernel source's name of a weight dtype.
 struct DtypeNames {
   const char* suffix;
@@ -444,10 +438,10 @@ DtypeNames dtype_names(DType weight_dtype) {
 }  // namespace
 
 std::string megakernel_source(const MegakernelParams& params, DType weight_dtype) {
-  std::string s = to_defines(params) + kernel_file("task_desc.h") + "\n" + ir::layout_device_functions();
-  s += kernel_file("common.cuh") + ir::online_softmax_device_functions();
-  for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += kernel_file(f);
-  s += dispatch_source(kernel_variants(params)) + kernel_file("protocol.cuh");
+  std::string s = to_defines(params) + embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions();
+  s += embedded_kernel("common.cuh") + ir::online_softmax_device_functions();
+  for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
+  s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
              "__launch_bounds__(MK_LAUNCH_THREADS) " + megakernel_entry(weight_dtype) +
          "(MkParams p) { mk_run<" + dtype_names(weight_dtype).macro + ">(p); }\n";

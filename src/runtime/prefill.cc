@@ -22,12 +22,6 @@ struct PfGemmGroup {
 };
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
-std::string kernel_text(const char* name) {
-  for (int i = 0; i < kNumEmbeddedKernels; ++i)
-    if (std::string(kEmbeddedKernels[i].name) == name) return kEmbeddedKernels[i].text;
-  MPK_THROW(Internal) << "prefill: kernel file " << name << " is not embedded";
-}
-
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
 constexpr int kHeadDims[] = {16, 32, 64, 128};
 
@@ -95,8 +89,8 @@ constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6};
 const GemmTile& gemm_tile(bool large) { return large ? kLargeTile : kSmallTile; }
 
 std::string prefill_source() {
-  std::string s = kernel_text("prefill_common.cuh") + ir::prefill_layout_device_functions();
-  for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += kernel_text(f);
+  std::string s = embedded_kernel("prefill_common.cuh") + ir::prefill_layout_device_functions();
+  for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   s += "// The GEMM tiles (runtime/prefill.cc: gemm_tile).\n";
   for (const GemmTile* t : {&kLargeTile, &kSmallTile})
     s += "PF_GEMM_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bm) + ", " + std::to_string(t->bn) +

@@ -22,23 +22,32 @@ namespace {
 
 constexpr long long kWaitTimeoutNs = 5'000'000'000LL;  // a wait this long is a deadlock
 
+// A key's compile side: target, toolchain, code generator, options and the source's hash (the
+// caller fills in what the kernel computes).
+cache::CacheKey compile_key(const std::string& arch, const char* codegen, std::vector<std::string> options,
+                            const std::string& source) {
+  auto [maj, min] = cuda::nvrtc_version();
+  cache::CacheKey k;
+  k.arch = arch;
+  k.nvrtc_version = std::to_string(maj) + "." + std::to_string(min);
+  k.driver_version = std::to_string(cuda::driver_version());
+  k.codegen_version = codegen;
+  k.compile_options = std::move(options);
+  k.source_hash = cache::sha256_hex(source);
+  return k;
+}
+
 cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, const std::string& arch,
                                const MegakernelParams& params) {
   const auto& c = g.config;
-  auto [maj, min] = cuda::nvrtc_version();
-  cache::CacheKey k;
+  cache::CacheKey k = compile_key(arch, kMegakernelCodegenVersion, megakernel_compile_options(),
+                                  megakernel_source(params, dtype));
   k.task.op_kind = "megakernel";
   k.task.fused_ops = {c.architecture};
   k.task.shapes = {{c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
                     c.num_heads, c.num_kv_heads, c.head_dim}};
   k.task.dtypes = {dtype_name(dtype)};
   k.task.layout = "workers=" + std::to_string(workers) + " params=" + to_json(params);
-  k.arch = arch;
-  k.nvrtc_version = std::to_string(maj) + "." + std::to_string(min);
-  k.driver_version = std::to_string(cuda::driver_version());
-  k.codegen_version = kMegakernelCodegenVersion;
-  k.compile_options = megakernel_compile_options();
-  k.source_hash = cache::sha256_hex(megakernel_source(params, dtype));
   return k;
 }
 
@@ -62,16 +71,9 @@ cache::Entry through_cache(const RuntimeOptions& options, const cache::CacheKey&
 }
 
 cache::CacheKey prefill_key(const std::string& arch) {
-  auto [maj, min] = cuda::nvrtc_version();
-  cache::CacheKey k;
+  cache::CacheKey k = compile_key(arch, kPrefillCodegenVersion, prefill_compile_options(), prefill_source());
   k.task.op_kind = "prefill";
   k.task.dtypes = {"bf16"};
-  k.arch = arch;
-  k.nvrtc_version = std::to_string(maj) + "." + std::to_string(min);
-  k.driver_version = std::to_string(cuda::driver_version());
-  k.codegen_version = kPrefillCodegenVersion;
-  k.compile_options = prefill_compile_options();
-  k.source_hash = cache::sha256_hex(prefill_source());
   return k;
 }
 

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "base/percentile.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/runtime.h"
 
@@ -28,13 +29,6 @@ using namespace mpk;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Nearest rank, the rule of mpk-run and tools/bench/bench_common.py.
-double percentile(std::vector<double> v, double p) {
-  std::sort(v.begin(), v.end());
-  const size_t rank = size_t(std::ceil(p / 100 * double(v.size())));
-  return v[std::min(v.size() - 1, std::max<size_t>(rank, 1) - 1)];
-}
 
 nlohmann::json summary(const std::vector<double>& v) {
   double sum = 0;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/percentile.h"
 #include "ir/builder.h"
 #include "ir/graph.h"
 #include "model/model.h"
@@ -24,6 +25,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using mpk::percentile;
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::vector<int32_t> ids;
@@ -45,13 +47,6 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     pos = comma + 1;
   }
   return ids;
-}
-
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  size_t rank = size_t(std::ceil(p / 100.0 * double(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
 }
 
 const char* backend_str(mpk_backend b) {

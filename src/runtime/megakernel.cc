@@ -439,7 +439,7 @@ DtypeNames dtype_names(DType weight_dtype) {
 
 std::string megakernel_source(const MegakernelParams& params, DType weight_dtype) {
   std::string s = to_defines(params) + embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions();
-  s += embedded_kernel("common.cuh") + ir::online_softmax_device_functions();
+  s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + ir::online_softmax_device_functions();
   for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "

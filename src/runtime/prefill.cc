@@ -89,7 +89,8 @@ constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6};
 const GemmTile& gemm_tile(bool large) { return large ? kLargeTile : kSmallTile; }
 
 std::string prefill_source() {
-  std::string s = embedded_kernel("prefill_common.cuh") + ir::prefill_layout_device_functions();
+  std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
+                  ir::prefill_layout_device_functions();
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   s += "// The GEMM tiles (runtime/prefill.cc: gemm_tile).\n";
   for (const GemmTile* t : {&kLargeTile, &kSmallTile})

@@ -1,7 +1,8 @@
 // The megakernel's source is assembled by the code generator (runtime/megakernel.cc) from
 // these files, in this order: the code parameters as #defines (MK_BLOCK_THREADS,
 // MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ... and the derived MK_RING_BYTES:
-// runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), common.cuh, the
+// runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), scalar.cuh (rules
+// shared with the prefill's source), common.cuh, the
 // online-softmax formulas (ir/online_softmax.h), one file per task kind (linear, merge,
 // attention, argmax), the generated dispatch over the linear variants the kernel is built with
 // (runtime/variants.h), protocol.cuh (the worker loop), and the entry point of the model's
@@ -43,10 +44,6 @@ __device__ __forceinline__ unsigned long long mk_globaltimer() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-__device__ __forceinline__ float mk_bf16_to_f32(unsigned short h) {
-  return __uint_as_float(((unsigned)h) << 16);
 }
 
 __device__ __forceinline__ float mk_f16_to_f32(unsigned short h) {
@@ -98,17 +95,6 @@ __device__ __forceinline__ float mk_warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
-}
-
-// Argmax pairs: the first maximum wins; a NaN counts as the maximum (first NaN wins).
-__device__ __forceinline__ void mk_better(float& v, int& i, float v2, int i2) {
-  const bool n1 = v != v, n2 = v2 != v2;
-  bool take;
-  if (n1 || n2)
-    take = (n1 && n2) ? i2 < i : n2;
-  else
-    take = v2 > v || (v2 == v && i2 < i);
-  if (take) { v = v2; i = i2; }
 }
 
 __device__ void mk_block_argmax(float& v, int& i, float* redv, int* redi) {

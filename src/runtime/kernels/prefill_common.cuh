@@ -1,5 +1,6 @@
 // The prefill kernels run a chunk of T prompt tokens through the graph one op at a time
-// (runtime/prefill.h launches them). Their source is assembled from prefill_common.cuh,
+// (runtime/prefill.h launches them). Their source is assembled from scalar.cuh (the bf16
+// widening and argmax order the megakernel uses too), prefill_common.cuh,
 // prefill_rows.cuh, prefill_gemm.cuh and prefill_attention.cuh, without headers.
 //
 // Numerics: bf16 weights; fp32 activations, residuals, norms, RoPE, softmax statistics and KV
@@ -28,8 +29,6 @@ __device__ __forceinline__ void pf_store(void* out, long long i, float v, int bf
     ((float*)out)[i] = v;
   }
 }
-
-__device__ __forceinline__ float pf_bf16_to_f32(pf_bf16 h) { return __uint_as_float(((unsigned)h) << 16); }
 
 __device__ __forceinline__ unsigned pf_smem(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);

@@ -10,7 +10,7 @@ __device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x 
 extern "C" __global__ void pf_embed(const pf_bf16* __restrict__ table, const int* __restrict__ tokens,
                                     float* __restrict__ out, int H) {
   const pf_bf16* row = table + (long long)tokens[blockIdx.x] * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) out[(long long)blockIdx.x * H + i] = pf_bf16_to_f32(row[i]);
+  for (int i = threadIdx.x; i < H; i += blockDim.x) out[(long long)blockIdx.x * H + i] = mk_bf16_to_f32(row[i]);
 }
 
 // Sum over a CTA of PF_ROW_THREADS threads; every thread gets it.
@@ -115,14 +115,7 @@ extern "C" __global__ void pf_add(const float* a, const float* b, float* out, lo
   for (long long i = pf_gid(); i < n; i += pf_gstride()) out[i] = a[i] + b[i];
 }
 
-// The decode kernels' rule: the first maximum wins; a NaN counts as the maximum (first NaN).
-__device__ __forceinline__ void pf_better(float& v, int& i, float v2, int i2) {
-  const bool n1 = v != v, n2 = v2 != v2;
-  const bool take = (n1 || n2) ? ((n1 && n2) ? i2 < i : n2) : (v2 > v || (v2 == v && i2 < i));
-  if (take) { v = v2; i = i2; }
-}
-
-// One CTA of 1024 threads: result[0] = argmax(logits[0, V)), result[1] = 1 when a logit is NaN
+// One CTA of 1024 threads (the decode kernels' order, mk_better): result[0] = argmax(logits[0, V)), result[1] = 1 when a logit is NaN
 // or Inf, else 0.
 extern "C" __global__ void __launch_bounds__(1024) pf_argmax(const float* __restrict__ logits, int V,
                                                              int* __restrict__ result) {
@@ -133,11 +126,11 @@ extern "C" __global__ void __launch_bounds__(1024) pf_argmax(const float* __rest
   for (int i = threadIdx.x; i < V; i += blockDim.x) {
     const float x = logits[i];
     nonfinite |= !(fabsf(x) <= 3.402823466e38f);
-    pf_better(v, idx, x, i);
+    mk_better(v, idx, x, i);
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    pf_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
+    mk_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));
     nonfinite |= __shfl_xor_sync(0xffffffffu, nonfinite, o);
   }
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -145,7 +138,7 @@ extern "C" __global__ void __launch_bounds__(1024) pf_argmax(const float* __rest
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < int(blockDim.x >> 5); ++w) {
-      pf_better(v, idx, bv[w], bi[w]);
+      mk_better(v, idx, bv[w], bi[w]);
       nonfinite |= bad[w];
     }
     result[0] = idx;

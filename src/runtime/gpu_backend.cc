@@ -137,8 +137,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
                    std::to_string(PrefillKernels::gemm_smem(PrefillKernels::GemmLarge));
   std::string prefill_proof_record;
   if (prefill_why_.empty()) {
-    const std::vector<PlanProof> pf = prefill_proofs(
-        prefill_split_counts(graph, int64_t(GpuSession::kPrefillChunk), num_workers_), prefill_padded_head_dim(graph));
+    const std::vector<PlanProof> pf = prefill_proofs(graph, num_workers_);
     prefill_proof_record = verification_record(pf);
     for (const PlanProof& p : pf) stats.proof_obligations += p.record.obligations.size();
     ++stats.proved;

@@ -74,9 +74,8 @@ class GpuSession {
   // Most steps one launch runs (a prefill through the decode step runs its prompt in launches
   // of this many steps).
   static constexpr size_t kMaxStepsPerLaunch = 4096;
-  // The tensor-core prefill: most tokens one chunk takes (its activations are sized for it),
-  // and the fewest a prompt needs to take that path (shorter ones run as decode steps).
-  static constexpr size_t kPrefillChunk = 4096;
+  // The fewest tokens a prompt needs to take the tensor-core prefill (shorter ones run as
+  // decode steps); it runs in chunks of up to kPrefillChunk (prefill.h).
   static constexpr size_t kPrefillMinTokens = 4;
 
   // options: kv_capacity, steps_per_launch (capped at kMaxStepsPerLaunch), profile,

@@ -7,6 +7,7 @@
 // continues exactly as after a decode step. The host part here needs no device.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -23,6 +24,8 @@
 namespace mpk::rt {
 
 inline constexpr const char* kPrefillCodegenVersion = "pf-v0.1.0";
+// Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
+inline constexpr size_t kPrefillChunk = 4096;
 
 // Empty when the prefill kernels run `graph` with weights of `dtype`; otherwise why not (such
 // a model prefills through the decode step, one token at a time).

@@ -140,6 +140,11 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   return out;
 }
 
+std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms) {
+  return prefill_proofs(prefill_split_counts(graph, int64_t(kPrefillChunk), num_sms),
+                        prefill_padded_head_dim(graph));
+}
+
 std::string verification_record(const std::vector<PlanProof>& proofs) {
   nlohmann::json j = {{"passed", true}, {"method", "Z3 proofs of the plan's formulas"},
                       {"records", nlohmann::json::array()}};

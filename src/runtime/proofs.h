@@ -37,6 +37,9 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // their entries are printed from), and the online-softmax update written in the attention
 // kernel (the decode kernels' formulas are not printed there).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp);
+// The same for `graph`'s prefill on a device of num_sms SMs: its split counts for chunks of up to
+// kPrefillChunk rows and its padded head dimension.
+std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 
 // The cache entry's verification record of `proofs`: {"passed": true, "method": ...,
 // "records": [{the record's fields, "use": ...}, ...]} (cache/entry.h: a verified entry).

@@ -8,7 +8,6 @@
 #include <ostream>
 
 #include "config_plan.h"
-#include "runtime/gpu_backend.h"
 #include "runtime/megakernel.h"
 #include "runtime/prefill.h"
 #include "runtime/proofs.h"
@@ -24,9 +23,7 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   // The tensor-core prefill's formulas, when the model takes it (bf16 weights).
   const std::string prefill_why = rt::prefill_unsupported(p.graph, p.graph.weight_dtype);
   if (prefill_why.empty()) {
-    const auto pf = rt::prefill_proofs(
-        rt::prefill_split_counts(p.graph, int64_t(rt::GpuSession::kPrefillChunk), workers),
-        rt::prefill_padded_head_dim(p.graph));
+    const auto pf = rt::prefill_proofs(p.graph, workers);
     records.insert(records.end(), pf.begin(), pf.end());
   }
   bool all = !records.empty();

@@ -226,7 +226,8 @@ class Fuser {
       t.ops.push_back(a->ops[0]);
       t.flops += double(t.row_end - t.row_begin);
     }
-    a->reads = {{value, 0, n}, {index, 0, n}};
+    // The logits stay a read: a sampled draw ranks them (the same tiles write both).
+    a->reads = normalize({{value, 0, n}, {index, 0, n}, a->reads[0]});
     a->flops = double(n);
   }
 

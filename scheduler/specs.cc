@@ -129,9 +129,14 @@ ArgmaxSpec argmax(const TaskGraph& tg, const Task& t) {
   s.op = t.ops[0].op;
   s.value = buffer_named(tg, "argmax.partial_value");
   s.index = buffer_named(tg, "argmax.partial_index");
-  bool reads_partials = t.reads.size() == 2;
-  for (const auto& r : t.reads) reads_partials &= r.buffer == s.value || r.buffer == s.index;
-  if (!reads_partials) throw NoSpec{"argmax without per-tile partials"};
+  // The reads: the partials, and the logits (whole).
+  int partials = 0;
+  for (const auto& r : t.reads) {
+    if (r.buffer == s.value || r.buffer == s.index) ++partials;
+    else if (s.logits < 0 && r.begin == 0 && r.end == tg.buffers[size_t(r.buffer)].numel) s.logits = r.buffer;
+    else s.logits = -2;
+  }
+  if (partials != 2 || s.logits < 0) throw NoSpec{"argmax without per-tile partials and the logits"};
   if (t.ops.size() == 2) s.embedding = t.ops[1].op;
   return s;
 }

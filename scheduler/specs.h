@@ -42,6 +42,7 @@ struct AttentionSpec {
 struct ArgmaxSpec {
   int op = -1;
   int value = -1, index = -1;  // buffers of the partials
+  int logits = -1;             // the logits' buffer (a sampled draw ranks them)
   int embedding = -1;          // the Embedding op, or -1
 };
 

@@ -38,16 +38,16 @@ cache::CacheKey compile_key(const std::string& arch, const char* codegen, std::v
 }
 
 cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, const std::string& arch,
-                               const MegakernelParams& params) {
+                               const MegakernelParams& params, bool draws) {
   const auto& c = g.config;
   cache::CacheKey k = compile_key(arch, kMegakernelCodegenVersion, megakernel_compile_options(),
-                                  megakernel_source(params, dtype));
+                                  megakernel_source(params, dtype, draws));
   k.task.op_kind = "megakernel";
   k.task.fused_ops = {c.architecture};
   k.task.shapes = {{c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
                     c.num_heads, c.num_kv_heads, c.head_dim}};
   k.task.dtypes = {dtype_name(dtype)};
-  k.task.layout = "workers=" + std::to_string(workers) + " params=" + to_json(params);
+  k.task.layout = "workers=" + std::to_string(workers) + " params=" + to_json(params) + (draws ? " draws" : "");
   return k;
 }
 
@@ -151,11 +151,13 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
 
   // The kernel, through the cache.
   const std::string arch = props.arch();
-  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_);
+  arch_ = arch;
+  proofs_ = proofs;
+  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_, false);
   double compile_ms = 0;
   bool built = false;
   auto build = [&] {
-    cuda::CompileResult r = compile_megakernel(arch, params_, dtype_);
+    cuda::CompileResult r = compile_megakernel(arch, params_, dtype_, false);
     compile_ms = r.compile_ms;
     built = true;
     if (!r.log.empty()) log(LogLevel::Debug, "megakernel NVRTC log: {}", r.log);
@@ -236,6 +238,29 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
 }
 
 GpuModel::~GpuModel() = default;
+
+const cuda::Function& GpuModel::draw_function(int dynamic_smem) const {
+  std::call_once(draws_once_, [&] {
+    const cache::Entry e = through_cache(options_, megakernel_key(graph_, dtype_, num_workers_, arch_, params_, true), [&] {
+      cuda::CompileResult r = compile_megakernel(arch_, params_, dtype_, true);
+      if (!r.log.empty()) log(LogLevel::Debug, "megakernel (draws) NVRTC log: {}", r.log);
+      cache::Entry c;
+      c.cubin = std::move(r.cubin);
+      c.params_json = to_json(params_);
+      c.verification_json = proofs_;
+      return c;
+    });
+    auto module = std::make_unique<cuda::Module>(*ctx_, e.cubin);
+    auto fn = std::make_unique<cuda::Function>(module->function(megakernel_entry(dtype_)));
+    if (max_dynamic_smem_ > 48 * 1024) fn->set_max_dynamic_shared(max_dynamic_smem_);
+    draws_module_ = std::move(module);
+    draws_fn_ = std::move(fn);
+  });
+  MPK_CHECK(draws_fn_->max_active_blocks_per_sm(block_threads(), size_t(dynamic_smem)) >= 1, Unsupported)
+      << "megakernel: the kernel that draws sampled tokens does not fit on an SM with " << dynamic_smem
+      << " bytes of shared memory";
+  return *draws_fn_;
+}
 
 std::vector<float> GpuModel::embedding_row(int32_t token) const {
   const size_t row_bytes = size_t(embed_cols_) * dtype_size(dtype_);
@@ -434,6 +459,7 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
   kv16_valid_ = position_;
   stats_.tokens += n;
   next_token_ = result[0];
+  next_chosen_by_ = {};
   next_nonfinite_ = result[1] != 0;
   has_logits_ = true;
   logits_valid_ = false;
@@ -442,10 +468,36 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
       << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
 }
 
+int GpuSession::sample_mode(const ref::SamplingConfig& c) const {
+  if (ref::is_greedy(c)) return MPK_MK_SAMPLE_GREEDY;
+  const int64_t vocab = plan_.tasks.buffers[size_t(logits_buffer_)].numel;
+  const bool all = c.top_k == 0 || c.top_k >= vocab;
+  if (all) return c.top_p < 1 ? -1 : MPK_MK_SAMPLE_GUMBEL;
+  return c.top_k <= MPK_MK_SAMPLE_KMAX ? MPK_MK_SAMPLE_TOPK : -1;
+}
+
+namespace {
+bool same_choice(const ref::SamplingConfig& a, const ref::SamplingConfig& b) {
+  if (ref::is_greedy(a) || ref::is_greedy(b)) return ref::is_greedy(a) == ref::is_greedy(b);
+  return a.temperature == b.temperature && a.top_k == b.top_k && a.top_p == b.top_p && a.seed == b.seed;
+}
+}  // namespace
+
 void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
-                        std::vector<int32_t>& out) {
+                        std::vector<int32_t>& out, const ref::SamplingConfig& sampling) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(has_logits_, BadState) << "decode before prefill: no logits yet";
+  MPK_ICHECK(draws_on_device(sampling)) << "the megakernel cannot draw under this sampling configuration";
+  if (max_tokens > 0 && !same_choice(sampling, next_chosen_by_)) {
+    // The last step chose its token another way (a prefill takes the argmax): the host draws
+    // it again from the same logits and writes its embedding where the next step reads it.
+    MPK_CHECK(!next_nonfinite_, Numerics)
+        << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
+    next_token_ = ref::sample_token(logits(), sampling, position_);
+    const std::vector<float> row = m_->embedding_row(next_token_);
+    act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
+    next_chosen_by_ = sampling;
+  }
   auto is_eos = [&](int32_t t) { return rt::is_eos(eos, t); };
   // The device checks at most MPK_MK_MAX_EOS ids; with more, the host checks every step.
   const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : steps_per_launch_;
@@ -462,7 +514,7 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
     const int32_t first = next_token_;
     size_t ns = std::min({max_tokens - done, capacity_ - position_, per_launch});
     if (is_eos(first)) ns = 1;
-    const size_t ran = launch(ns, nullptr, 0, eos);
+    const size_t ran = launch(ns, nullptr, 0, eos, sampling);
     // Fed: first, then the argmax of every step but the last (which is the next token), up to
     // a step whose logits were not finite (the device stops one step after it).
     out.push_back(first);
@@ -481,7 +533,7 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
 }
 
 size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_forced,
-                          const std::vector<int32_t>& eos) {
+                          const std::vector<int32_t>& eos, const ref::SamplingConfig& sampling) {
   MPK_ICHECK(num_steps >= 1 && num_steps <= kMaxStepsPerLaunch && position_ + num_steps <= capacity_)
       << "launch of " << num_steps << " steps at position " << position_;
   MkParams p{};
@@ -509,6 +561,14 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
     p.num_eos = int(eos.size());
     std::copy(eos.begin(), eos.end(), p.eos);
   }
+  p.sample_mode = sample_mode(sampling);
+  MPK_ICHECK(p.sample_mode >= 0) << "a launch under a sampling configuration the device cannot draw";
+  p.temperature = sampling.temperature;
+  p.top_k = sampling.top_k;
+  p.top_p = sampling.top_p;
+  p.seed = sampling.seed;
+  const cuda::Function& fn =
+      p.sample_mode == MPK_MK_SAMPLE_GREEDY ? m_->function() : m_->draw_function(tables_.dynamic_smem);
   cuda::LaunchConfig cfg;
   cfg.grid.x = unsigned(tables_.num_workers);
   cfg.block.x = unsigned(m_->block_threads());
@@ -519,7 +579,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   // (counters, KV cache, carried embedding) ahead of the host's: the session is unusable
   // until reset().
   broken_ = true;
-  cuda::launch(m_->function(), cfg, stream_, params);
+  cuda::launch(fn, cfg, stream_, params);
   ++stats_.launches;
   stream_.synchronize();
   const size_t workers = size_t(tables_.num_workers);
@@ -553,6 +613,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   position_ += ran;
   stats_.tokens += ran;
   next_token_ = r.token;
+  next_chosen_by_ = sampling;
   next_nonfinite_ = (r.flags & MPK_MK_STEP_NONFINITE) != 0;
   has_logits_ = true;
   logits_valid_ = false;
@@ -611,6 +672,7 @@ void GpuSession::reset() {
   has_logits_ = false;
   logits_valid_ = false;
   next_token_ = -1;
+  next_chosen_by_ = {};
   next_nonfinite_ = false;
   step_ms_.clear();
 }

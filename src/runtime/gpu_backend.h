@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <utility>
 #include <string>
@@ -31,6 +32,10 @@ class GpuModel {
 
   const cuda::Context& context() const { return *ctx_; }
   const cuda::Function& function() const { return *fn_; }
+  // The kernel that also draws sampled tokens (megakernel_source's `draws`), compiled through
+  // the cache when a session first draws on the device (thread-safe). Error(Unsupported) when
+  // it does not fit on an SM beside the launch's shared memory `dynamic_smem`.
+  const cuda::Function& draw_function(int dynamic_smem) const;
   const RuntimeOptions& options() const { return options_; }
   // The embedding row of `token` in fp32, read from the device copy of the weights (the host's
   // bytes are released after the upload).
@@ -63,6 +68,11 @@ class GpuModel {
   std::unique_ptr<cuda::Context> ctx_;
   std::unique_ptr<cuda::Module> module_;
   std::unique_ptr<cuda::Function> fn_;
+  std::string arch_;
+  std::string proofs_;  // the plan's proof record, stored with each kernel
+  mutable std::once_flag draws_once_;
+  mutable std::unique_ptr<cuda::Module> draws_module_;
+  mutable std::unique_ptr<cuda::Function> draws_fn_;
   cuda::DeviceBuffer weights_;
   cuda::DeviceBuffer consts_;
   std::unique_ptr<PrefillKernels> prefill_;
@@ -90,11 +100,16 @@ class GpuSession {
   // Error(Capacity) when the cache cannot hold them (the session is then unchanged),
   // Error(Numerics) when the last position's logits hold NaN or Inf.
   void prefill(const int32_t* tokens, size_t n);
-  // Greedy: feeds the chosen token, appends it to `out`, up to max_tokens times, stopping after
-  // an id in `eos`; up to steps_per_launch steps per launch. Error(Capacity) when the cache
-  // fills first, Error(Numerics) when a token would come from logits holding NaN or Inf (the
-  // tokens fed so far stay in `out` either way).
-  void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out);
+  // Feeds the chosen token (the argmax, or a draw under `sampling`, which draws_on_device must
+  // accept), appends it to `out`, up to max_tokens times, stopping after an id in `eos`; up to
+  // steps_per_launch steps per launch. Error(Capacity) when the cache fills first,
+  // Error(Numerics) when a token would come from logits holding NaN or Inf (the tokens fed so
+  // far stay in `out` either way).
+  void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out,
+              const ref::SamplingConfig& sampling = {});
+  // Whether the megakernel draws under `c` (greedy, top_k = 0 without top_p, or top_k up to
+  // MPK_MK_SAMPLE_KMAX); otherwise the host draws from each step's logits.
+  bool draws_on_device(const ref::SamplingConfig& c) const { return sample_mode(c) >= 0; }
   int32_t next_token() const { return next_token_; }
   // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk
   // for a tensor-core prefill).
@@ -121,7 +136,9 @@ class GpuSession {
   // Runs up to num_steps steps from the current position in one launch; returns the number
   // run (fewer when a fed token is an EOS id, see MkParams). forced: the fed tokens (prefill).
   size_t launch(size_t num_steps, const int32_t* forced, size_t num_forced,
-                const std::vector<int32_t>& eos);
+                const std::vector<int32_t>& eos, const ref::SamplingConfig& sampling = {});
+  // MPK_MK_SAMPLE_* for `c`, or -1 when the megakernel cannot draw under it.
+  int sample_mode(const ref::SamplingConfig& c) const;
   [[noreturn]] void throw_timeout(const uint32_t* status) const;
   // The tensor-core prefill of `n` checked tokens.
   void prefill_chunks(const int32_t* tokens, size_t n);
@@ -154,6 +171,7 @@ class GpuSession {
   bool next_nonfinite_ = false;       // the same for the last step (next_token_'s logits)
   std::vector<uint8_t> control_host_;
   int32_t next_token_ = -1;
+  ref::SamplingConfig next_chosen_by_;  // how next_token_ was chosen (greedy after a prefill)
   bool has_logits_ = false;
   bool broken_ = false;
   mutable bool logits_valid_ = false;

@@ -179,6 +179,7 @@ class TableBuilder {
           case sched::TaskKind::AttentionMerge: merge(t, d); break;
           case sched::TaskKind::Vector:
             vector(t, d);
+            smem = MPK_MK_SAMPLE_SMEM;
             out.argmax_event = t.trigger;
             break;
         }
@@ -364,6 +365,8 @@ class TableBuilder {
     d.part_idx = act(s.index);
     d.n = int(tg_.buffers[size_t(s.value)].numel);
     d.next_token = act(am.output);
+    d.x = act(s.logits);
+    d.num_logits = int(tg_.buffers[size_t(s.logits)].numel);
     if (s.embedding >= 0) {
       const ir::Op& e = g_.ops[size_t(s.embedding)];
       d.flags |= MPK_MK_F_EMBED;
@@ -437,10 +440,13 @@ DtypeNames dtype_names(DType weight_dtype) {
 
 }  // namespace
 
-std::string megakernel_source(const MegakernelParams& params, DType weight_dtype) {
-  std::string s = to_defines(params) + embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions();
-  s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + ir::online_softmax_device_functions();
-  for (const char* f : {"linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
+std::string megakernel_source(const MegakernelParams& params, DType weight_dtype, bool draws) {
+  std::string s = to_defines(params) + (draws ? "#define MK_DRAWS 1\n" : "#define MK_DRAWS 0\n") +
+                  embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions();
+  s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
+       ir::online_softmax_device_functions();
+  for (const char* f : {"sample.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})
+    s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
              "__launch_bounds__(MK_LAUNCH_THREADS) " + megakernel_entry(weight_dtype) +
@@ -454,9 +460,9 @@ std::string megakernel_entry(DType weight_dtype) {
 std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }
 
 cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
-                                       DType weight_dtype) {
+                                       DType weight_dtype, bool draws) {
   cuda::CompileRequest r;
-  r.source = megakernel_source(params, weight_dtype);
+  r.source = megakernel_source(params, weight_dtype, draws);
   r.name = "mpk_megakernel.cu";
   r.arch = arch;
   r.options = megakernel_compile_options();

@@ -96,13 +96,15 @@ std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, c
 // kernels/ files with the dispatch over kernel_variants(params): kernels/common.cuh) and its
 // kernel's name. Error(InvalidArgument) for parameters out of range, Error(Unsupported) for a
 // weight dtype the kernel does not read.
-std::string megakernel_source(const MegakernelParams& params, DType weight_dtype);
+// `draws`: the kernel also draws sampled tokens (MkParams::sample_mode, kernels/sample.cuh);
+// greedy sessions run the kernel without that code, which keeps its registers as they were.
+std::string megakernel_source(const MegakernelParams& params, DType weight_dtype, bool draws = false);
 std::string megakernel_entry(DType weight_dtype);  // "mpk_megakernel_bf16", ...
 // NVRTC options the megakernel is compiled with.
 std::vector<std::string> megakernel_compile_options();
 
 // Compiles the megakernel for `arch` (e.g. "sm_90a").
 cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
-                                       DType weight_dtype);
+                                       DType weight_dtype, bool draws = false);
 
 }  // namespace mpk::rt

@@ -191,13 +191,14 @@ void Session::set_sampling(const ref::SamplingConfig& c) {
 
 void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
   const bool greedy = ref::is_greedy(sampling_);
-  if (gpu_ && greedy) {
-    gpu_->decode(max_tokens, model_->config().eos_token_ids, out);  // counts tokens, launches
+  if (gpu_ && gpu_->draws_on_device(sampling_)) {
+    gpu_->decode(max_tokens, model_->config().eos_token_ids, out, sampling_);  // counts tokens, launches
     return;
   }
   // The host chooses: the reference's greedy token is the graph's argmax, computed in the step
-  // that made the logits; a draw needs the whole distribution, so on the GPU each step's logits
-  // come to the host and the token goes back as a one-token prefill (one forced step).
+  // that made the logits; on the GPU, a draw the megakernel does not make (top_p over more than
+  // MPK_MK_SAMPLE_KMAX candidates) brings each step's logits to the host, and the token goes
+  // back as a one-token prefill (one forced step).
   MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
       << "decode before prefill: no logits yet";
   const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();

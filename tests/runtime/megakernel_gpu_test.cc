@@ -175,25 +175,70 @@ TEST_P(MegakernelGpu, SharedActivationsGiveTheSameResults) {
 
 // Sampling: the same seed draws the same tokens on the GPU as on the reference (the draw is a
 // function of the logits, which agree to fp32 rounding, the seed and the position), and a
-// different seed other tokens.
+// different seed other tokens. Every kind of draw: the LM-head tiles' Gumbel keys (no top-k),
+// the argmax task's top-k (then top-p) selection, both inside multi-step launches, and the
+// host's (top-p over the whole vocabulary), one step per launch.
 TEST_P(MegakernelGpu, SamplingDrawsWhatTheReferenceDraws) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   const std::string dir = std::string(MPK_TEST_DATA) + "/" + GetParam();
   const Expected ex = read_expected(dir);
   auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
   auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
-  const ref::SamplingConfig c{.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 77};
-  std::vector<int32_t> gpu, cpu, other;
-  for (auto* out : {&gpu, &cpu, &other}) {
-    Session s(out == &cpu ? rm : m, opts(64));
-    ref::SamplingConfig sc = c;
-    if (out == &other) sc.seed = 78;
-    s.set_sampling(sc);
+  struct Case { ref::SamplingConfig c; bool on_device; };
+  const std::vector<Case> cases = {
+      {{.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 77}, true},
+      {{.temperature = 1.1f, .top_k = 0, .top_p = 1.f, .seed = 5}, true},
+      {{.temperature = 0.6f, .top_k = 7, .top_p = 1.f, .seed = 6}, true},
+      {{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .seed = 8}, false},
+  };
+  const size_t n = 20, per_launch = 8;
+  for (const Case& k : cases) {
+    SCOPED_TRACE("top_k " + std::to_string(k.c.top_k) + " top_p " + std::to_string(k.c.top_p));
+    std::vector<int32_t> gpu, cpu, other;
+    for (auto* out : {&gpu, &cpu, &other}) {
+      Session s(out == &cpu ? rm : m, opts(64, per_launch));
+      ref::SamplingConfig sc = k.c;
+      if (out == &other) sc.seed += 1000;
+      s.set_sampling(sc);
+      s.prefill(ex.prompt.data(), ex.prompt.size());
+      const uint64_t launches = m->stats().launches;
+      s.decode(n, *out);
+      if (out == &gpu && out->size() == n) {
+        // The device draws feed the next step inside a launch; the host's take one each.
+        const uint64_t used = m->stats().launches - launches;
+        if (k.on_device) EXPECT_LE(used, (n + per_launch - 1) / per_launch);
+        else EXPECT_EQ(used, n);
+      }
+    }
+    EXPECT_EQ(gpu, cpu);
+    EXPECT_NE(gpu, other);
+  }
+}
+
+// Changing the draw between decode calls: the token chosen under the old configuration (or
+// by the prefill's argmax) is drawn again under the new one, as the reference does.
+TEST_P(MegakernelGpu, SamplingChangesBetweenDecodeCalls) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/" + GetParam();
+  const Expected ex = read_expected(dir);
+  auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+  auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+  const std::vector<ref::SamplingConfig> seq = {
+      {.temperature = 0.8f, .top_k = 0, .top_p = 1.f, .seed = 1},
+      {},
+      {.temperature = 0.7f, .top_k = 30, .top_p = 0.8f, .seed = 2},
+      {.temperature = 0.7f, .top_k = 30, .top_p = 0.8f, .seed = 3},
+  };
+  std::vector<int32_t> gpu, cpu;
+  for (auto* out : {&gpu, &cpu}) {
+    Session s(out == &cpu ? rm : m, opts(64, 4));
     s.prefill(ex.prompt.data(), ex.prompt.size());
-    s.decode(20, *out);
+    for (const ref::SamplingConfig& c : seq) {
+      s.set_sampling(c);
+      s.decode(6, *out);
+    }
   }
   EXPECT_EQ(gpu, cpu);
-  EXPECT_NE(gpu, other);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MegakernelGpu, ::testing::ValuesIn(kFixtures),

@@ -610,6 +610,20 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   EXPECT_EQ(m[2].str(), "0") << after;
 }
 
+// The kernel that draws sampled tokens compiles for both thread layouts (with and without the
+// controller warp); the greedy kernel's source holds none of the draw code.
+TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
+  const MegakernelParams with_controller = default_params(128, 1'192'000'000, 28, 132);
+  ASSERT_EQ(with_controller.controller_warp, 1);
+  for (const MegakernelParams& p : {params_for_head_dim(128), with_controller}) {
+    const std::string src = megakernel_source(p, DType::BF16, true);
+    EXPECT_NE(src.find("#define MK_DRAWS 1\n"), std::string::npos);
+    const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16, true);
+    EXPECT_FALSE(r.cubin.empty());
+  }
+  EXPECT_NE(megakernel_source(MegakernelParams{}, DType::BF16).find("#define MK_DRAWS 0\n"), std::string::npos);
+}
+
 // Only the model's weight dtype is compiled: one entry point per build.
 TEST(Megakernel, CompilesForSm90aPerDtype) {
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {

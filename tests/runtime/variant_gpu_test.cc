@@ -5,7 +5,9 @@
 // printed and in every failure message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <cmath>
 #include <cstdio>
@@ -16,6 +18,7 @@
 #include "base/dtype.h"
 #include "cuda/driver.h"
 #include "gpu_device.h"
+#include "ref/sampling.h"
 #include "runtime/megakernel.h"
 #include "runtime/variants.h"
 
@@ -27,9 +30,10 @@ using mpk::testing::have_device;
 using Patch = std::function<std::string(std::string)>;
 
 // The bf16 megakernel for `p`, its source edited by `patch` (a mutant) when given.
-std::vector<uint8_t> build(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch) {
+std::vector<uint8_t> build(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch,
+                           bool draws) {
   cuda::CompileRequest r;
-  r.source = megakernel_source(p, DType::BF16);
+  r.source = megakernel_source(p, DType::BF16, draws);
   if (patch) {
     const std::string before = r.source;
     r.source = patch(r.source);
@@ -54,15 +58,20 @@ Patch replace_once(std::string from, std::string to) {
 // A compiled kernel and a bump allocator of device memory for one test's tasks.
 class Harness {
  public:
-  Harness(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch = {})
+  // `draws`: the kernel that draws sampled tokens (set_sampling chooses the draw).
+  Harness(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch = {}, bool draws = false)
       : ctx_(ctx), params_(p), variants_(kernel_variants(p)),
-        module_(ctx, build(ctx, p, patch)),
+        module_(ctx, build(ctx, p, patch, draws)),
         fn_(module_.function(megakernel_entry(DType::BF16))), stream_(ctx),
         arena_(ctx, size_t(64) << 20), control_(ctx, 4096) {
     fn_.set_max_dynamic_shared(ctx.props().max_shared_per_block_optin - fn_.static_shared_bytes());
   }
 
   const MegakernelParams& params() const { return params_; }
+  void set_sampling(int mode, const ref::SamplingConfig& c) {
+    sample_mode_ = mode;
+    sampling_ = c;
+  }
   int variant(const Variant& v) const { return variant_id(variants_, v); }
 
   // Device address of `n` floats (or halves) copied from the host; NaN-filled when null.
@@ -106,6 +115,11 @@ class Harness {
     p.timeout_ns = 5'000'000'000LL;
     p.prefetch_bytes = 32768;
     p.argmax_event = -1;
+    p.sample_mode = sample_mode_;
+    p.temperature = sampling_.temperature;
+    p.top_k = sampling_.top_k;
+    p.top_p = sampling_.top_p;
+    p.seed = sampling_.seed;
     cuda::LaunchConfig cfg;
     cfg.block.x = unsigned(params_.block_threads);
     cfg.dynamic_shared = unsigned(smem);
@@ -133,6 +147,8 @@ class Harness {
   cuda::DeviceBuffer arena_;
   cuda::DeviceBuffer control_;
   size_t used_ = 0;
+  int sample_mode_ = MPK_MK_SAMPLE_GREEDY;
+  ref::SamplingConfig sampling_;
 };
 
 uint64_t fresh_seed() {
@@ -459,6 +475,63 @@ TEST(VariantGpu, MutantKernelsAreCaught) {
     EXPECT_NE(check_linear(h, p.rows_per_warp, false,
                            LinearCase{MPK_MK_IN_PLAIN, 256, {5}, false, true, 1.f}, seed + 3), "")
         << "K parts overlapping by one vector were not caught";
+  }
+}
+
+// The argmax task's top-k (then top-p) draw over a vocabulary of Qwen3's size, against the
+// reference sampler: the same token for every configuration, seed and position. Logits cover
+// the radix select's cases: spread values (a few passes), few distinct values (every pass,
+// down to the ids of equal logits), signed zeros (equal), and a vocabulary that fits in shared
+// memory at once (no pass).
+TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  Harness h(ctx, params_for_head_dim(128), {}, true);
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  struct Logits { const char* what; int n; std::function<float()> draw; };
+  const std::vector<Logits> cases = {
+      {"spread", 151936, [&] { return 3.f * nd(rng); }},
+      {"few values", 151936, [&] { return std::round(2.f * nd(rng)) / 2.f; }},
+      {"signed zeros", 151936, [&] { const float v = nd(rng); return v > 1.5f ? v : (v > 0 ? 0.f : -0.f); }},
+      {"small", 1031, [&] { return nd(rng); }},
+  };
+  const std::vector<ref::SamplingConfig> configs = {
+      {.temperature = 0.7f, .top_k = 50, .top_p = 1.f, .seed = seed},
+      {.temperature = 1.0f, .top_k = 1024, .top_p = 0.9f, .seed = seed + 1},
+      {.temperature = 0.5f, .top_k = 1, .top_p = 1.f, .seed = seed + 2},
+      {.temperature = 1.3f, .top_k = 20, .top_p = 0.5f, .seed = seed + 3},
+      {.temperature = 2.0f, .top_k = 700, .top_p = 0.999f, .seed = seed + 4},
+  };
+  for (const Logits& c : cases) {
+    std::vector<float> logits(size_t(c.n));
+    for (float& v : logits) v = c.draw();
+    const uint64_t d_logits = h.put(logits);
+    // One partial: the largest logit (the task reduces the tiles' partials first).
+    const size_t top = size_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    MkTask t{};
+    t.kind = MPK_MK_ARGMAX;
+    t.n = 1;
+    t.part_val = h.put(std::vector<float>{logits[top]});
+    t.part_idx = h.put(std::vector<int>{int(top)});
+    t.next_token = h.put(std::vector<int>{-1});
+    t.x = d_logits;
+    t.num_logits = c.n;
+    for (const ref::SamplingConfig& sc : configs) {
+      for (int position : {3, 1000, 77777}) {
+        h.set_sampling(MPK_MK_SAMPLE_TOPK, sc);
+        ASSERT_EQ(h.run({t}, MPK_MK_SAMPLE_SMEM, position), "");
+        int got = -1;
+        const std::vector<float> raw = h.get(t.next_token, 1);
+        std::memcpy(&got, raw.data(), 4);
+        const int32_t want = ref::sample_token(logits, sc, uint64_t(position) + 1);
+        EXPECT_EQ(got, want) << c.what << ": top_k " << sc.top_k << " top_p " << sc.top_p
+                             << " temperature " << sc.temperature << " position " << position
+                             << " (seed " << seed << ")";
+      }
+    }
   }
 }
 

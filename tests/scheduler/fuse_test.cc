@@ -165,12 +165,23 @@ TEST(Fuse, ReadsAndWritesAfterFusion) {
   bool writes_embed = false;
   for (const Access& a : last.writes) writes_embed |= a.buffer == embed;
   EXPECT_TRUE(writes_embed);
-  // The argmax reduce reads one partial per LM-head tile.
+  // The argmax reduce reads one partial per LM-head tile (value and index), and the whole
+  // logits (which a sampled draw ranks).
   const Stage* head = find_stage(tg, "lm_head");
   ASSERT_NE(head, nullptr);
-  ASSERT_EQ(last.reads.size(), 2u);
-  EXPECT_EQ(last.reads[0].end, int64_t(head->tasks.size()));
-  EXPECT_EQ(tg.buffers[size_t(last.reads[1].buffer)].dtype, DType::I32);
+  ASSERT_EQ(last.reads.size(), 3u);
+  std::vector<DType> partials;
+  for (const Access& a : last.reads) {
+    if (a.buffer == g.logits) {
+      EXPECT_EQ(a.begin, 0);
+      EXPECT_EQ(a.end, tg.buffers[size_t(a.buffer)].numel);
+      continue;
+    }
+    EXPECT_EQ(a.begin, 0);
+    EXPECT_EQ(a.end, int64_t(head->tasks.size()));
+    partials.push_back(tg.buffers[size_t(a.buffer)].dtype);
+  }
+  EXPECT_EQ(partials, (std::vector<DType>{DType::F32, DType::I32}));
 }
 
 TEST(Fuse, NormWeightReadFromDramOnce) {

@@ -270,8 +270,10 @@ MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
  * logits (0: all), cut to the smallest set of them whose probability reaches top_p, with
  * Gumbel noise from Philox4x32-10 keyed by the seed and counted by the token's position and
  * id: the same logits, configuration and seed give the same token on every backend and
- * machine. temperature 0 (the default) is greedy. The draw is made on the host from each
- * step's logits; on the GPU a sampling session runs one step per launch. */
+ * machine. temperature 0 (the default) is greedy. On the GPU the megakernel draws inside its
+ * multi-step launches (the drawn token feeds the next step without a host round trip) when
+ * top_p is 1 or top_k is at most 1024; otherwise the host draws from each step's logits and
+ * the session runs one step per launch. */
 typedef struct mpk_sampling_config {
   size_t struct_size;  /* set by mpk_sampling_config_init */
   float temperature;   /* >= 0; 0: greedy */

@@ -1,12 +1,14 @@
-// Task kind argmax: the step's token from the LM-head tiles' partials, and the next step's
-// embedding row.
+// Task kind argmax: the step's token from the LM-head tiles' partials (or a draw), and the
+// next step's embedding row.
 
-// The argmax over the LM-head tiles' partials; writes the step's token, and the embedding of
-// the token the next step is fed: the next forced (prompt) token while there is one, else the
-// argmax.
+// The argmax over the LM-head tiles' partials (under MPK_MK_SAMPLE_GUMBEL their argmax of
+// the Gumbel keys, which is the draw; under MPK_MK_SAMPLE_TOPK the draw follows from the
+// logits: sample.cuh); writes the step's token, and the embedding of the token the next step
+// is fed: the next forced (prompt) token while there is one, else the step's token. A NaN
+// partial says a logit was not finite: no draw then.
 template <int DT>
 __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRecord* rec,
-                          float* red, int* redi) {
+                          float* red, int* redi, float* smem) {
   const float* pv = (const float*)t.part_val;
   const int* pi = (const int*)t.part_idx;
   float best = MK_NEG_INF;
@@ -16,6 +18,10 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
     if (!have) { best = pv[j]; bi = pi[j]; have = true; } else mk_better(best, bi, pv[j], pi[j]);
   }
   mk_block_argmax(best, bi, red, redi);
+#if MK_DRAWS
+  if (prm.sample_mode == MPK_MK_SAMPLE_TOPK && best == best)
+    bi = mk_sample_topk((const float*)t.x, t.num_logits, prm, (u64)(prm.position + i) + 1, smem, red, redi);
+#endif
   if (threadIdx.x == 0) {
     *(int*)t.next_token = bi;
     rec[i].token = bi;

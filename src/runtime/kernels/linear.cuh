@@ -440,7 +440,7 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 // start. Returns false when the wait aborted the launch.
 template <int DT, int kRows, class Wait>
 __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
-                          long long prefetch_bytes, Wait wait) {
+                          long long prefetch_bytes, MkDraw draw, Wait wait) {
   const int warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5;
   const int k = t.k;
   constexpr int V = MkW<DT>::kVec;
@@ -527,8 +527,13 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       for (int i = threadIdx.x; i < t.slices[s].rows; i += MK_COMPUTE_THREADS) {
         // A non-finite logit becomes NaN, which wins every comparison: the step's argmax value
         // then says whether any logit was non-finite, at no extra pass over the logits.
-        const float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);
         const int gi = (int)(t.out_index0 + base + i);
+        float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);
+        // Sampling over every id: the argmax of z + Gumbel noise draws the token (the draw
+        // of the token at the next position: ref/sampling.h).
+#if MK_DRAWS
+        if (draw.gumbel && v == v) v = mk_sample_gumbel(v, draw.temperature, draw.seed, draw.position, gi);
+#endif
         if (!have) { best = v; bi = gi; have = true; } else mk_better(best, bi, v, gi);
       }
       base += t.slices[s].rows;

@@ -161,7 +161,8 @@ __device__ void mk_run(const MkParams& prm) {
       if (controller) {
         ok = wait();
       } else if (t.kind == MPK_MK_LINEAR) {
-        ok = mk_linear_variant<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, wait);
+        const MkDraw draw{prm.sample_mode == MPK_MK_SAMPLE_GUMBEL, prm.temperature, prm.seed, (u64)position + 1};
+        ok = mk_linear_variant<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, draw, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
         const int n = position + 1;
         const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
@@ -178,7 +179,7 @@ __device__ void mk_run(const MkParams& prm) {
         if (ok) {
           switch (t.kind) {
             case MPK_MK_ATTN_MERGE: mk_attn_merge(t, (const float*)t.partial); break;
-            case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi); break;
+            case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi, mk_smem); break;
             default: break;
           }
         }

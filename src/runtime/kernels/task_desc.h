@@ -61,7 +61,7 @@ struct MkTask {
   int k;
   int num_slices;
   float eps;
-  unsigned long long x;       // f32 input (gate for silu_mul)
+  unsigned long long x;       // f32 input (gate for silu_mul; argmax: the logits)
   unsigned long long x2;      // f32 up for silu_mul
   unsigned long long norm_w;  // f32 rms_norm scale
   MkSlice slices[MPK_MK_MAX_SLICES];
@@ -103,11 +103,20 @@ struct MkTask {
   unsigned long long table;       // embedding table (kernel dtype), [vocab][hidden]
   unsigned long long embed_out;   // f32 hidden
   int vocab;
-  int pad2;
+  int num_logits;  // the logits (a draw reads them) are at x
 };
 
 // Per step of a launch, in the control block after the status words and the worker starts.
 #define MPK_MK_STEP_NONFINITE 1  // MkStepRecord::flags: a logit was NaN or infinite
+
+// How a step chooses its token (MkParams::sample_mode; the draw is ref/sampling.h's).
+#define MPK_MK_SAMPLE_GREEDY 0  // the argmax
+#define MPK_MK_SAMPLE_GUMBEL 1  // every id: the LM-head tiles add the Gumbel noise
+#define MPK_MK_SAMPLE_TOPK 2    // top_k <= MPK_MK_SAMPLE_KMAX, then top_p: the argmax task selects
+#define MPK_MK_SAMPLE_KMAX 1024
+#define MPK_MK_SAMPLE_GROUP 2048  // keys the draw sorts in shared memory (>= MPK_MK_SAMPLE_KMAX)
+// The argmax task's shared memory (for a draw): keys, nucleus weights, a histogram, scalars.
+#define MPK_MK_SAMPLE_SMEM (MPK_MK_SAMPLE_GROUP * 8 + MPK_MK_SAMPLE_KMAX * 4 + 256 * 4 + 64)
 
 struct MkStepRecord {
   int token;                 // the step's argmax
@@ -137,6 +146,12 @@ struct MkParams {
   int argmax_event;                 // event the argmax task triggers (EOS checks), or -1
   int num_eos;
   int eos[MPK_MK_MAX_EOS];
+  // Sampling (MPK_MK_SAMPLE_*): step i draws the token of position position + i + 1.
+  int sample_mode;
+  float temperature;
+  int top_k;
+  float top_p;
+  unsigned long long seed;
 };
 
 #endif  // MPK_RUNTIME_KERNELS_TASK_DESC_H_

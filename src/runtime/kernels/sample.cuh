@@ -1,0 +1,206 @@
+// Draws in the megakernel (kernels built with MK_DRAWS: the kernel of greedy sessions holds
+// none of this code). An LM-head tile under MPK_MK_SAMPLE_GUMBEL adds the Gumbel noise to its
+// logits (mk_sample_gumbel); under MPK_MK_SAMPLE_TOPK, the argmax task's draw follows, by one
+// CTA over the step's logits (mk_sample_topk). The draw is ref/sampling.h's, bit for bit:
+// the same candidates in the same order, the nucleus weights summed one after the other in
+// that order, the same Gumbel keys (sampling_math.h).
+//
+// Candidates are ranked by a 64-bit key, larger first: the logit's bits made monotone, then
+// the complement of the id (equal logits: the lower id first; -0 counts as +0, as the
+// reference's comparison does). The top_k-th key is found by radix select, 8 bits a pass over
+// global memory, until the keys still in question fit in shared memory; they are sorted there.
+// Then the top_k candidates are gathered and sorted, and the rest is the reference's loop.
+
+// What an LM-head tile needs for MPK_MK_SAMPLE_GUMBEL: its partial is then the argmax of the
+// Gumbel keys of the token at `position`.
+struct MkDraw {
+  bool gumbel;
+  float temperature;
+  u64 seed;
+  u64 position;
+};
+
+#if MK_DRAWS
+// The Gumbel key of logit v of id `id` under temperature t.
+__device__ __forceinline__ float mk_sample_gumbel(float v, float t, u64 seed, u64 position, int id) {
+  return mpk_gumbel_key(__fdiv_rn(v, t), seed, position, (unsigned)id);
+}
+__device__ __forceinline__ u64 mk_sample_key(float v, int id) {
+  unsigned u = __float_as_uint(v == 0.f ? 0.f : v);
+  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ((u64)u << 32) | (u64)(0xffffffffu - (unsigned)id);
+}
+__device__ __forceinline__ int mk_sample_id(u64 key) { return (int)(0xffffffffu - (unsigned)key); }
+// The logit a key holds (a -0 as +0: equal in every use below).
+__device__ __forceinline__ float mk_sample_logit(u64 key) {
+  const unsigned u = (unsigned)(key >> 32);
+  return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
+}
+
+// Whether `key` agrees with `prefix` above bit `shift` (every key does when shift is 64).
+__device__ __forceinline__ bool mk_sample_in(u64 key, u64 prefix, int shift) {
+  return shift >= 64 || ((key ^ prefix) >> shift) == 0;
+}
+
+// Sorts keys[0, n) in descending order (n <= MPK_MK_SAMPLE_GROUP): bitonic over the next power of
+// two, the padding zero keys (below every real key) last.
+__device__ void mk_sample_sort(u64* keys, int n) {
+  int m = 1;
+  while (m < n) m <<= 1;
+  for (int j = n + (int)threadIdx.x; j < m; j += MK_COMPUTE_THREADS) keys[j] = 0;
+  mk_sync();
+  for (int size = 2; size <= m; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      for (int j = threadIdx.x; j < m / 2; j += MK_COMPUTE_THREADS) {
+        const int a = 2 * j - (j & (stride - 1)), b = a + stride;
+        const bool desc = (a & size) == 0;
+        const u64 ka = keys[a], kb = keys[b];
+        if ((ka < kb) == desc) { keys[a] = kb; keys[b] = ka; }
+      }
+      mk_sync();
+    }
+  }
+}
+
+// Calls f(j, logits[j], true) for every j < n, in rounds that whole warps take together (f
+// may use warp collectives; a lane past the end calls f(j, 0, false)). 16-byte loads, several
+// in flight per thread: one CTA streams the logits from L2, so the loads' latency, not their
+// bytes, sets the pace.
+template <class F>
+__device__ __forceinline__ void mk_sample_scan(const float* logits, int n, F f) {
+  constexpr int U = 4;
+  const int n4 = n / 4, tid = (int)threadIdx.x;
+  const float4* l4 = (const float4*)logits;  // buffers are 256-byte aligned
+  for (int j0 = 0; j0 < n4; j0 += (int)MK_COMPUTE_THREADS * U) {
+    float4 v[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * (int)MK_COMPUTE_THREADS + tid;
+      v[u] = j < n4 ? __ldcg(l4 + j) : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int j = j0 + u * (int)MK_COMPUTE_THREADS + tid;
+      const bool in = j < n4;
+      f(4 * j, v[u].x, in);
+      f(4 * j + 1, v[u].y, in);
+      f(4 * j + 2, v[u].z, in);
+      f(4 * j + 3, v[u].w, in);
+    }
+  }
+  for (int j0 = 4 * n4; j0 < n; j0 += (int)MK_COMPUTE_THREADS) {
+    const int j = j0 + tid;
+    f(j, j < n ? __ldcg(logits + j) : 0.f, j < n);
+  }
+}
+
+// The sampled token of logits[0, n) (all finite; 0 < top_k <= MPK_MK_SAMPLE_KMAX, top_k < n)
+// for `position`; every compute thread returns it.
+__device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position,
+                              float* smem, float* redv, int* redi) {
+  u64* keys = (u64*)smem;
+  float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
+  unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
+  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need, group, count
+  const int k = prm.top_k, lane = threadIdx.x & 31;
+  u64 prefix = 0;  // the top_k-th key's bits above `shift`
+  int shift = 64, need = k, group = n;  // need: keys of the group (those agreeing with prefix) to take
+  while (group > MPK_MK_SAMPLE_GROUP) {
+    shift -= 8;
+    for (int b = threadIdx.x; b < 256; b += MK_COMPUTE_THREADS) hist[b] = 0;
+    mk_sync();
+    // Lanes of one bin add once (__match_any_sync).
+    mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+      int bin = -1;
+      if (in) {
+        const u64 key = mk_sample_key(v, j);
+        if (mk_sample_in(key, prefix, shift + 8)) bin = (int)((key >> shift) & 255);
+      }
+      const unsigned same = __match_any_sync(0xffffffffu, bin);
+      if (bin >= 0 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], (unsigned)__popc(same));
+    });
+    mk_sync();
+    if (threadIdx.x == 0) {
+      int b = 255, above = 0;
+      while (above + (int)hist[b] < need) above += (int)hist[b--];
+      sc[0] = prefix | ((u64)b << shift);
+      sc[1] = (u64)(need - above);
+      sc[2] = hist[b];
+    }
+    mk_sync();
+    prefix = sc[0];
+    need = (int)sc[1];
+    group = (int)sc[2];
+    mk_sync();
+  }
+  // The group in shared memory, sorted: its need-th key is the top_k-th.
+  if (threadIdx.x == 0) sc[3] = 0;
+  mk_sync();
+  mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+    const u64 key = mk_sample_key(v, j);
+    if (in && mk_sample_in(key, prefix, shift)) keys[atomicAdd((unsigned*)&sc[3], 1u)] = key;
+  });
+  mk_sync();
+  mk_sample_sort(keys, group);
+  const u64 kth = keys[need - 1];
+  mk_sync();
+  // The top_k candidates, sorted.
+  if (threadIdx.x == 0) sc[3] = 0;
+  mk_sync();
+  mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+    const u64 key = mk_sample_key(v, j);
+    if (in && key >= kth) keys[atomicAdd((unsigned*)&sc[3], 1u)] = key;
+  });
+  mk_sync();
+  mk_sample_sort(keys, k);
+  // The nucleus: the shortest prefix whose weights e^(z - z_max), summed in order, reach
+  // top_p times their total.
+  int cut = k;
+  if (prm.top_p < 1.f) {
+    const float zmax = __fdiv_rn(mk_sample_logit(keys[0]), prm.temperature);
+    for (int j = threadIdx.x; j < k; j += MK_COMPUTE_THREADS)
+      w[j] = mpk_det_exp(__fsub_rn(__fdiv_rn(mk_sample_logit(keys[j]), prm.temperature), zmax));
+    mk_sync();
+    if (threadIdx.x == 0) {
+      // Eight weights loaded at a time (the adds stay in order).
+      float total = 0.f;
+      for (int j0 = 0; j0 < k; j0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = j0 + u < k ? w[j0 + u] : 0.f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          if (j0 + u < k) total = __fadd_rn(total, v[u]);
+      }
+      const float target = __fmul_rn(prm.top_p, total);
+      float run = 0.f;
+      int c = k;
+      for (int j0 = 0; j0 < k && c == k; j0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = j0 + u < k ? w[j0 + u] : 0.f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          if (c == k && j0 + u < k) {
+            run = __fadd_rn(run, v[u]);
+            if (run >= target) c = j0 + u + 1;
+          }
+        }
+      }
+      sc[3] = (u64)c;
+    }
+    mk_sync();
+    cut = (int)sc[3];
+  }
+  // The argmax of z + Gumbel noise over the nucleus (ties: the lower id).
+  float best = MK_NEG_INF;
+  int bi = 0x7fffffff;
+  for (int j = threadIdx.x; j < cut; j += MK_COMPUTE_THREADS) {
+    const int id = mk_sample_id(keys[j]);
+    const float v = mk_sample_gumbel(mk_sample_logit(keys[j]), prm.temperature, prm.seed, position, id);
+    mk_better(best, bi, v, id);
+  }
+  mk_block_argmax(best, bi, redv, redi);
+  return bi;
+}
+#endif  // MK_DRAWS

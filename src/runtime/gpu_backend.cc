@@ -38,7 +38,7 @@ cache::CacheKey compile_key(const std::string& arch, const char* codegen, std::v
 }
 
 cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, const std::string& arch,
-                               const MegakernelParams& params, bool draws) {
+                               const MegakernelParams& params, int draws) {
   const auto& c = g.config;
   cache::CacheKey k = compile_key(arch, kMegakernelCodegenVersion, megakernel_compile_options(),
                                   megakernel_source(params, dtype, draws));
@@ -47,7 +47,8 @@ cache::CacheKey megakernel_key(const ir::Graph& g, DType dtype, int workers, con
   k.task.shapes = {{c.vocab_size, c.hidden_size, c.intermediate_size, c.num_layers,
                     c.num_heads, c.num_kv_heads, c.head_dim}};
   k.task.dtypes = {dtype_name(dtype)};
-  k.task.layout = "workers=" + std::to_string(workers) + " params=" + to_json(params) + (draws ? " draws" : "");
+  k.task.layout = "workers=" + std::to_string(workers) + " params=" + to_json(params) +
+                  (draws ? " draws=" + std::to_string(draws) : "");
   return k;
 }
 
@@ -153,11 +154,11 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const std::string arch = props.arch();
   arch_ = arch;
   proofs_ = proofs;
-  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_, false);
+  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_, MPK_MK_SAMPLE_GREEDY);
   double compile_ms = 0;
   bool built = false;
   auto build = [&] {
-    cuda::CompileResult r = compile_megakernel(arch, params_, dtype_, false);
+    cuda::CompileResult r = compile_megakernel(arch, params_, dtype_, MPK_MK_SAMPLE_GREEDY);
     compile_ms = r.compile_ms;
     built = true;
     if (!r.log.empty()) log(LogLevel::Debug, "megakernel NVRTC log: {}", r.log);
@@ -239,10 +240,11 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
 
 GpuModel::~GpuModel() = default;
 
-const cuda::Function& GpuModel::draw_function(int dynamic_smem) const {
-  std::call_once(draws_once_, [&] {
-    const cache::Entry e = through_cache(options_, megakernel_key(graph_, dtype_, num_workers_, arch_, params_, true), [&] {
-      cuda::CompileResult r = compile_megakernel(arch_, params_, dtype_, true);
+const cuda::Function& GpuModel::draw_function(int mode, int dynamic_smem) const {
+  MPK_ICHECK(mode == MPK_MK_SAMPLE_GUMBEL || mode == MPK_MK_SAMPLE_TOPK) << "draw mode " << mode;
+  std::call_once(draws_[mode].once, [&] {
+    const cache::Entry e = through_cache(options_, megakernel_key(graph_, dtype_, num_workers_, arch_, params_, mode), [&] {
+      cuda::CompileResult r = compile_megakernel(arch_, params_, dtype_, mode);
       if (!r.log.empty()) log(LogLevel::Debug, "megakernel (draws) NVRTC log: {}", r.log);
       cache::Entry c;
       c.cubin = std::move(r.cubin);
@@ -253,13 +255,14 @@ const cuda::Function& GpuModel::draw_function(int dynamic_smem) const {
     auto module = std::make_unique<cuda::Module>(*ctx_, e.cubin);
     auto fn = std::make_unique<cuda::Function>(module->function(megakernel_entry(dtype_)));
     if (max_dynamic_smem_ > 48 * 1024) fn->set_max_dynamic_shared(max_dynamic_smem_);
-    draws_module_ = std::move(module);
-    draws_fn_ = std::move(fn);
+    draws_[mode].module = std::move(module);
+    draws_[mode].fn = std::move(fn);
   });
-  MPK_CHECK(draws_fn_->max_active_blocks_per_sm(block_threads(), size_t(dynamic_smem)) >= 1, Unsupported)
+  const cuda::Function& fn = *draws_[mode].fn;
+  MPK_CHECK(fn.max_active_blocks_per_sm(block_threads(), size_t(dynamic_smem)) >= 1, Unsupported)
       << "megakernel: the kernel that draws sampled tokens does not fit on an SM with " << dynamic_smem
       << " bytes of shared memory";
-  return *draws_fn_;
+  return fn;
 }
 
 std::vector<float> GpuModel::embedding_row(int32_t token) const {
@@ -568,7 +571,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.top_p = sampling.top_p;
   p.seed = sampling.seed;
   const cuda::Function& fn =
-      p.sample_mode == MPK_MK_SAMPLE_GREEDY ? m_->function() : m_->draw_function(tables_.dynamic_smem);
+      p.sample_mode == MPK_MK_SAMPLE_GREEDY ? m_->function() : m_->draw_function(p.sample_mode, tables_.dynamic_smem);
   cuda::LaunchConfig cfg;
   cfg.grid.x = unsigned(tables_.num_workers);
   cfg.block.x = unsigned(m_->block_threads());

@@ -32,10 +32,11 @@ class GpuModel {
 
   const cuda::Context& context() const { return *ctx_; }
   const cuda::Function& function() const { return *fn_; }
-  // The kernel that also draws sampled tokens (megakernel_source's `draws`), compiled through
-  // the cache when a session first draws on the device (thread-safe). Error(Unsupported) when
-  // it does not fit on an SM beside the launch's shared memory `dynamic_smem`.
-  const cuda::Function& draw_function(int dynamic_smem) const;
+  // The kernel that also makes the draws of `mode` (MPK_MK_SAMPLE_GUMBEL or _TOPK:
+  // megakernel_source's `draws`), compiled through the cache when a session first draws that
+  // way (thread-safe). Error(Unsupported) when it does not fit on an SM beside the launch's
+  // shared memory `dynamic_smem`.
+  const cuda::Function& draw_function(int mode, int dynamic_smem) const;
   const RuntimeOptions& options() const { return options_; }
   // The embedding row of `token` in fp32, read from the device copy of the weights (the host's
   // bytes are released after the upload).
@@ -70,9 +71,12 @@ class GpuModel {
   std::unique_ptr<cuda::Function> fn_;
   std::string arch_;
   std::string proofs_;  // the plan's proof record, stored with each kernel
-  mutable std::once_flag draws_once_;
-  mutable std::unique_ptr<cuda::Module> draws_module_;
-  mutable std::unique_ptr<cuda::Function> draws_fn_;
+  struct DrawKernel {
+    std::once_flag once;
+    std::unique_ptr<cuda::Module> module;
+    std::unique_ptr<cuda::Function> fn;
+  };
+  mutable DrawKernel draws_[MPK_MK_SAMPLE_TOPK + 1];  // by mode
   cuda::DeviceBuffer weights_;
   cuda::DeviceBuffer consts_;
   std::unique_ptr<PrefillKernels> prefill_;

@@ -440,8 +440,10 @@ DtypeNames dtype_names(DType weight_dtype) {
 
 }  // namespace
 
-std::string megakernel_source(const MegakernelParams& params, DType weight_dtype, bool draws) {
-  std::string s = to_defines(params) + (draws ? "#define MK_DRAWS 1\n" : "#define MK_DRAWS 0\n") +
+std::string megakernel_source(const MegakernelParams& params, DType weight_dtype, int draws) {
+  MPK_CHECK(draws >= MPK_MK_SAMPLE_GREEDY && draws <= MPK_MK_SAMPLE_TOPK, InvalidArgument)
+      << "megakernel: no draw mode " << draws;
+  std::string s = to_defines(params) + "#define MK_DRAWS " + std::to_string(draws) + "\n" +
                   embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions();
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
@@ -460,7 +462,7 @@ std::string megakernel_entry(DType weight_dtype) {
 std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }
 
 cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
-                                       DType weight_dtype, bool draws) {
+                                       DType weight_dtype, int draws) {
   cuda::CompileRequest r;
   r.source = megakernel_source(params, weight_dtype, draws);
   r.name = "mpk_megakernel.cu";

@@ -96,15 +96,17 @@ std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, c
 // kernels/ files with the dispatch over kernel_variants(params): kernels/common.cuh) and its
 // kernel's name. Error(InvalidArgument) for parameters out of range, Error(Unsupported) for a
 // weight dtype the kernel does not read.
-// `draws`: the kernel also draws sampled tokens (MkParams::sample_mode, kernels/sample.cuh);
-// greedy sessions run the kernel without that code, which keeps its registers as they were.
-std::string megakernel_source(const MegakernelParams& params, DType weight_dtype, bool draws = false);
+// `draws`: the MPK_MK_SAMPLE_* mode whose draw the kernel makes (kernels/sample.cuh; the
+// launch's MkParams::sample_mode must be that mode). One kernel per mode: each draw's code
+// costs the others' registers (greedy keeps the kernel it had without draws).
+std::string megakernel_source(const MegakernelParams& params, DType weight_dtype,
+                              int draws = MPK_MK_SAMPLE_GREEDY);
 std::string megakernel_entry(DType weight_dtype);  // "mpk_megakernel_bf16", ...
 // NVRTC options the megakernel is compiled with.
 std::vector<std::string> megakernel_compile_options();
 
 // Compiles the megakernel for `arch` (e.g. "sm_90a").
 cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
-                                       DType weight_dtype, bool draws = false);
+                                       DType weight_dtype, int draws = MPK_MK_SAMPLE_GREEDY);
 
 }  // namespace mpk::rt

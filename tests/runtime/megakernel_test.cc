@@ -592,34 +592,40 @@ TEST(Megakernel, ParametersParseFromText) {
 // The measured configuration (Qwen3: head_dim 128, the default parameters) keeps its bf16
 // kernel in registers: a spill of the weight round loaded before the events would have to wait
 // for the loads and lose the overlap it is for. ptxas reports spills per entry point.
+// The same holds for the kernels that draw sampled tokens.
 TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
-  cuda::CompileRequest r;
-  r.source = megakernel_source(params_for_head_dim(128), DType::BF16);
-  r.arch = "sm_90a";
-  r.options = megakernel_compile_options();
-  r.options.push_back("--ptxas-options=-v");
-  const std::string log = cuda::compile(r).log;
-  const std::string entry = "Function properties for " + megakernel_entry(DType::BF16);
-  const size_t at = log.find(entry);
-  ASSERT_NE(at, std::string::npos) << log;
-  std::smatch m;
-  const std::string after = log.substr(at, 400);
-  ASSERT_TRUE(std::regex_search(after, m, std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads")))
-      << after;
-  EXPECT_EQ(m[1].str(), "0") << after;
-  EXPECT_EQ(m[2].str(), "0") << after;
+  for (int draws : {MPK_MK_SAMPLE_GREEDY, MPK_MK_SAMPLE_GUMBEL, MPK_MK_SAMPLE_TOPK}) {
+    SCOPED_TRACE("draws " + std::to_string(draws));
+    cuda::CompileRequest r;
+    r.source = megakernel_source(params_for_head_dim(128), DType::BF16, draws);
+    r.arch = "sm_90a";
+    r.options = megakernel_compile_options();
+    r.options.push_back("--ptxas-options=-v");
+    const std::string log = cuda::compile(r).log;
+    const std::string entry = "Function properties for " + megakernel_entry(DType::BF16);
+    const size_t at = log.find(entry);
+    ASSERT_NE(at, std::string::npos) << log;
+    std::smatch m;
+    const std::string after = log.substr(at, 400);
+    ASSERT_TRUE(std::regex_search(after, m, std::regex("(\\d+) bytes spill stores, (\\d+) bytes spill loads")))
+        << after;
+    EXPECT_EQ(m[1].str(), "0") << after;
+    EXPECT_EQ(m[2].str(), "0") << after;
+  }
 }
 
-// The kernel that draws sampled tokens compiles for both thread layouts (with and without the
+// The kernels that draw sampled tokens compile for both thread layouts (with and without the
 // controller warp); the greedy kernel's source holds none of the draw code.
 TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
   const MegakernelParams with_controller = default_params(128, 1'192'000'000, 28, 132);
   ASSERT_EQ(with_controller.controller_warp, 1);
   for (const MegakernelParams& p : {params_for_head_dim(128), with_controller}) {
-    const std::string src = megakernel_source(p, DType::BF16, true);
-    EXPECT_NE(src.find("#define MK_DRAWS 1\n"), std::string::npos);
-    const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16, true);
-    EXPECT_FALSE(r.cubin.empty());
+    for (int mode : {MPK_MK_SAMPLE_GUMBEL, MPK_MK_SAMPLE_TOPK}) {
+      const std::string src = megakernel_source(p, DType::BF16, mode);
+      EXPECT_NE(src.find("#define MK_DRAWS " + std::to_string(mode) + "\n"), std::string::npos);
+      const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16, mode);
+      EXPECT_FALSE(r.cubin.empty());
+    }
   }
   EXPECT_NE(megakernel_source(MegakernelParams{}, DType::BF16).find("#define MK_DRAWS 0\n"), std::string::npos);
 }

@@ -31,7 +31,7 @@ using Patch = std::function<std::string(std::string)>;
 
 // The bf16 megakernel for `p`, its source edited by `patch` (a mutant) when given.
 std::vector<uint8_t> build(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch,
-                           bool draws) {
+                           int draws) {
   cuda::CompileRequest r;
   r.source = megakernel_source(p, DType::BF16, draws);
   if (patch) {
@@ -58,8 +58,9 @@ Patch replace_once(std::string from, std::string to) {
 // A compiled kernel and a bump allocator of device memory for one test's tasks.
 class Harness {
  public:
-  // `draws`: the kernel that draws sampled tokens (set_sampling chooses the draw).
-  Harness(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch = {}, bool draws = false)
+  // `draws`: the kernel that makes that mode's draws (MPK_MK_SAMPLE_*; set_sampling too).
+  Harness(const cuda::Context& ctx, const MegakernelParams& p, const Patch& patch = {},
+          int draws = MPK_MK_SAMPLE_GREEDY)
       : ctx_(ctx), params_(p), variants_(kernel_variants(p)),
         module_(ctx, build(ctx, p, patch, draws)),
         fn_(module_.function(megakernel_entry(DType::BF16))), stream_(ctx),
@@ -488,7 +489,7 @@ TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
   cuda::Context ctx(0);
   const uint64_t seed = fresh_seed();
   std::printf("seed %llu\n", (unsigned long long)seed);
-  Harness h(ctx, params_for_head_dim(128), {}, true);
+  Harness h(ctx, params_for_head_dim(128), {}, MPK_MK_SAMPLE_TOPK);
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   struct Logits { const char* what; int n; std::function<float()> draw; };

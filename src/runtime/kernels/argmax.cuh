@@ -18,7 +18,7 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
     if (!have) { best = pv[j]; bi = pi[j]; have = true; } else mk_better(best, bi, pv[j], pi[j]);
   }
   mk_block_argmax(best, bi, red, redi);
-#if MK_DRAWS
+#if MK_DRAWS == MPK_MK_SAMPLE_TOPK
   if (prm.sample_mode == MPK_MK_SAMPLE_TOPK && best == best)
     bi = mk_sample_topk((const float*)t.x, t.num_logits, prm, (u64)(prm.position + i) + 1, smem, red, redi);
 #endif

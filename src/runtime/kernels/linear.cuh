@@ -531,7 +531,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
         float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);
         // Sampling over every id: the argmax of z + Gumbel noise draws the token (the draw
         // of the token at the next position: ref/sampling.h).
-#if MK_DRAWS
+#if MK_DRAWS == MPK_MK_SAMPLE_GUMBEL
         if (draw.gumbel && v == v) v = mk_sample_gumbel(v, draw.temperature, draw.seed, draw.position, gi);
 #endif
         if (!have) { best = v; bi = gi; have = true; } else mk_better(best, bi, v, gi);

@@ -1,5 +1,5 @@
-// Draws in the megakernel (kernels built with MK_DRAWS: the kernel of greedy sessions holds
-// none of this code). An LM-head tile under MPK_MK_SAMPLE_GUMBEL adds the Gumbel noise to its
+// Draws in the megakernel: a kernel built with MK_DRAWS = MPK_MK_SAMPLE_GUMBEL or
+// MPK_MK_SAMPLE_TOPK holds that draw's code, the greedy kernel (MK_DRAWS 0) none of it. An LM-head tile under MPK_MK_SAMPLE_GUMBEL adds the Gumbel noise to its
 // logits (mk_sample_gumbel); under MPK_MK_SAMPLE_TOPK, the argmax task's draw follows, by one
 // CTA over the step's logits (mk_sample_topk). The draw is ref/sampling.h's, bit for bit:
 // the same candidates in the same order, the nucleus weights summed one after the other in
@@ -7,9 +7,8 @@
 //
 // Candidates are ranked by a 64-bit key, larger first: the logit's bits made monotone, then
 // the complement of the id (equal logits: the lower id first; -0 counts as +0, as the
-// reference's comparison does). The top_k-th key is found by radix select, 8 bits a pass over
-// global memory, until the keys still in question fit in shared memory; they are sorted there.
-// Then the top_k candidates are gathered and sorted, and the rest is the reference's loop.
+// reference's comparison does). The top_k candidates are found and sorted in shared memory
+// (mk_sample_find_topk), and the rest is the reference's loop.
 
 // What an LM-head tile needs for MPK_MK_SAMPLE_GUMBEL: its partial is then the argmax of the
 // Gumbel keys of the token at `position`.
@@ -65,10 +64,11 @@ __device__ void mk_sample_sort(u64* keys, int n) {
 // Calls f(j, logits[j], true) for every j < n, in rounds that whole warps take together (f
 // may use warp collectives; a lane past the end calls f(j, 0, false)). 16-byte loads, several
 // in flight per thread: one CTA streams the logits from L2, so the loads' latency, not their
-// bytes, sets the pace.
+// bytes, sets the pace (measured on Qwen3-8B, H200: the other workers' weight loads for the
+// next step make each round trip long; 8 loads in flight per thread).
 template <class F>
 __device__ __forceinline__ void mk_sample_scan(const float* logits, int n, F f) {
-  constexpr int U = 4;
+  constexpr int U = 8;
   const int n4 = n / 4, tid = (int)threadIdx.x;
   const float4* l4 = (const float4*)logits;  // buffers are 256-byte aligned
   for (int j0 = 0; j0 < n4; j0 += (int)MK_COMPUTE_THREADS * U) {
@@ -94,15 +94,11 @@ __device__ __forceinline__ void mk_sample_scan(const float* logits, int n, F f) 
   }
 }
 
-// The sampled token of logits[0, n) (all finite; 0 < top_k <= MPK_MK_SAMPLE_KMAX, top_k < n)
-// for `position`; every compute thread returns it.
-__device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position,
-                              float* smem, float* redv, int* redi) {
-  u64* keys = (u64*)smem;
-  float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
-  unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
-  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need, group, count
-  const int k = prm.top_k, lane = threadIdx.x & 31;
+// The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
+// top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
+// shared memory, where they are sorted; then a pass gathers the keys at or above it.
+__device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
+  const int lane = threadIdx.x & 31;
   u64 prefix = 0;  // the top_k-th key's bits above `shift`
   int shift = 64, need = k, group = n;  // need: keys of the group (those agreeing with prefix) to take
   while (group > MPK_MK_SAMPLE_GROUP) {
@@ -144,7 +140,6 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
   mk_sample_sort(keys, group);
   const u64 kth = keys[need - 1];
   mk_sync();
-  // The top_k candidates, sorted.
   if (threadIdx.x == 0) sc[3] = 0;
   mk_sync();
   mk_sample_scan(logits, n, [&](int j, float v, bool in) {
@@ -153,6 +148,68 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
   });
   mk_sync();
   mk_sample_sort(keys, k);
+}
+
+// The top_k largest keys as above, from a guess first: the key of rank r of a strided sample
+// of the logits, r chosen so that about 4 top_k + 256 logits rank at or above it, and one
+// pass gathers those. Exact whatever the guess: when it gathers at least top_k keys they
+// include the top_k largest; when it gathers fewer, or more than the buffer holds, the radix
+// select runs instead. Not inlined: inlined, it cost the kernel a register spill.
+__device__ __noinline__ void mk_sample_find_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
+  if (n > MPK_MK_SAMPLE_GROUP) {
+    const int lane = threadIdx.x & 31;
+    constexpr int S = MPK_MK_SAMPLE_GROUP / 2, U = 8;
+    for (int j0 = threadIdx.x; j0 < S; j0 += MK_COMPUTE_THREADS * U) {  // all loads, then the keys
+      float v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
+        v[u] = j < S ? __ldcg(logits + (int)((long long)j * n / S)) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
+        if (j < S) keys[j] = mk_sample_key(v[u], (int)((long long)j * n / S));
+      }
+    }
+    mk_sync();
+    mk_sample_sort(keys, S);
+    const int want = min(4 * k + 256, MPK_MK_SAMPLE_GROUP * 3 / 4);
+    const u64 guess = keys[max(0, (int)((long long)want * S / n) - 1)];
+    mk_sync();
+    if (threadIdx.x == 0) sc[3] = 0;
+    mk_sync();
+    // One counter add per warp and round.
+    mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+      const u64 key = mk_sample_key(v, j);
+      const bool take = in && key >= guess;
+      const unsigned m = __ballot_sync(0xffffffffu, take);
+      unsigned base = 0;
+      if (lane == 0 && m) base = atomicAdd((unsigned*)&sc[3], (unsigned)__popc(m));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      const unsigned slot = base + (unsigned)__popc(m & ((1u << lane) - 1u));
+      if (take && slot < MPK_MK_SAMPLE_GROUP) keys[slot] = key;
+    });
+    mk_sync();
+    const int got = (int)(unsigned)sc[3];
+    if (got >= k && got <= MPK_MK_SAMPLE_GROUP) {
+      mk_sample_sort(keys, got);
+      return;
+    }
+  }
+  mk_sample_radix_topk(logits, n, k, keys, hist, sc);
+}
+
+// The sampled token of logits[0, n) (all finite; 0 < top_k <= MPK_MK_SAMPLE_KMAX, top_k < n)
+// for `position`; every compute thread returns it.
+__device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position,
+                              float* smem, float* redv, int* redi) {
+  u64* keys = (u64*)smem;
+  float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
+  unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
+  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need, group, count
+  const int k = prm.top_k;
+  mk_sample_find_topk(logits, n, k, keys, hist, sc);
   // The nucleus: the shortest prefix whose weights e^(z - z_max), summed in order, reach
   // top_p times their total.
   int cut = k;

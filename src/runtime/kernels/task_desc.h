@@ -114,7 +114,7 @@ struct MkTask {
 #define MPK_MK_SAMPLE_GUMBEL 1  // every id: the LM-head tiles add the Gumbel noise
 #define MPK_MK_SAMPLE_TOPK 2    // top_k <= MPK_MK_SAMPLE_KMAX, then top_p: the argmax task selects
 #define MPK_MK_SAMPLE_KMAX 1024
-#define MPK_MK_SAMPLE_GROUP 2048  // keys the draw sorts in shared memory (>= MPK_MK_SAMPLE_KMAX)
+#define MPK_MK_SAMPLE_GROUP 4096  // keys the draw sorts in shared memory (>= MPK_MK_SAMPLE_KMAX)
 // The argmax task's shared memory (for a draw): keys, nucleus weights, a histogram, scalars.
 #define MPK_MK_SAMPLE_SMEM (MPK_MK_SAMPLE_GROUP * 8 + MPK_MK_SAMPLE_KMAX * 4 + 256 * 4 + 64)
 

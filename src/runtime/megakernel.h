@@ -19,7 +19,7 @@
 namespace mpk::rt {
 
 // Bumped whenever the generated source or the descriptor layout changes meaning.
-inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.17.0";
+inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.18.0";
 
 // KV chunks per attention head: about one wave of attention tasks over the workers.
 int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_capacity);

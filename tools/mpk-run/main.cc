@@ -96,7 +96,7 @@ int die(const char* what, mpk_status s) {
 }  // namespace
 
 int run_cli(int argc, char** argv) {
-  CLI::App app{"mpk-run: greedy decoding of a Hugging Face decoder model with mpk"};
+  CLI::App app{"mpk-run: decoding of a Hugging Face decoder model with mpk (greedy, or sampled)"};
   std::string model_dir, prompt_text, prompt_str, backend = "auto", logits_out;
   // Signed, range-checked: "-1" must be refused, not wrapped to 2^64 - 1.
   int64_t max_new_arg = 16, kv_capacity_arg = 0, steps_arg = 1;
@@ -111,7 +111,7 @@ int run_cli(int argc, char** argv) {
                  "prompt text, encoded with the model directory's tokenizer.json; the generated "
                  "text is streamed to stdout as it is produced")
       ->excludes(ids_opt);
-  app.add_option("--max-new-tokens", max_new_arg, "tokens to generate (greedy)")
+  app.add_option("--max-new-tokens", max_new_arg, "tokens to generate")
       ->check(CLI::Range(int64_t(0), int64_t(INT32_MAX)))
       ->capture_default_str();
   app.add_option("--backend", backend, "auto | gpu | reference")

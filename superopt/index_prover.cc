@@ -324,6 +324,39 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
   return r;
 }
 
+ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms) {
+  MPK_CHECK(s >= 1 && (s & (s - 1)) == 0 && 2 * s <= max_m, InvalidArgument)
+      << "bitonic stage of distance " << s << " over at most " << max_m << " keys";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const z3::expr m = ctx.int_const("m"), j = ctx.int_const("j"), x = ctx.int_const("x");
+  const z3::expr sizes = m >= ctx.int_val(2 * s) && m <= ctx.int_val(max_m) && m % ctx.int_val(2 * s) == 0;
+  auto pair = [&](const z3::expr& item) {
+    const std::map<std::string, z3::expr> v = {{"j", item}, {"s", ctx.int_val(s)}};
+    return std::pair{enc.encode(f.lo, v), enc.encode(f.hi, v)};
+  };
+  const auto [lo, hi] = pair(j);
+  const z3::expr item = sizes && j >= 0 && j * 2 < m;
+  ProofRecord r;
+  r.subject = "bitonic stage of distance " + std::to_string(s) + " over up to " + std::to_string(max_m) +
+              " keys: lo = " + ir::to_string(f.lo) + ", hi = " + ir::to_string(f.hi);
+  r.z3_version = Z3_get_full_version();
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", item,
+                                lo.defined && hi.defined, {m, j}, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (two keys inside the m keys)", item && lo.defined && hi.defined,
+                                lo.value >= 0 && lo.value < hi.value && hi.value < m, {m, j}, timeout_ms));
+  const std::map<std::string, z3::expr> at = {{"x", x}, {"s", ctx.int_val(s)}};
+  const Term ij = enc.encode(f.j_of, at), is = enc.encode(f.side_of, at);
+  const auto [back_lo, back_hi] = pair(ij.value);
+  r.obligations.push_back(check(ctx, "exactly once: each key compared by the item and side the inverse names",
+                                sizes && x >= 0 && x < m,
+                                ij.defined && is.defined && ij.value >= 0 && ij.value * 2 < m &&
+                                    (is.value == 0 || is.value == 1) && back_lo.defined && back_hi.defined &&
+                                    z3::ite(is.value == 0, back_lo.value, back_hi.value) == x,
+                                {m, x}, timeout_ms));
+  return r;
+}
+
 std::vector<IndexExpr> mutants(const IndexExpr& e) {
   std::set<std::string> names;
   collect(e, [&](const IndexExpr& x) {

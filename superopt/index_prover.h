@@ -68,6 +68,14 @@ ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t
 ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
                              unsigned timeout_ms = 10000);
 
+// One stage of a bitonic sort (ir::BitonicPair, or a mutant) with compare distance `s` (a
+// constant power of two: one proof per stage distance), over every key count m, a multiple of
+// 2s up to max_m, and every item j < m / 2, symbolic, in int arithmetic:
+//   defined; bounds (0 <= lo < hi < m: the compared keys are two and inside the m keys);
+//   exactly once (each of the m keys is compared by the one item and side the inverse names:
+//   the items of a stage touch disjoint slots, so they run concurrently without a race).
+ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms = 10000);
+
 // Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
 // by each other variable of the expression, every + - * / replaced by the others.
 std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);

@@ -53,6 +53,14 @@ const ChunkLoad& chunk_load_formula() {
   return f;
 }
 
+const BitonicPair& bitonic_pair_formula() {
+  static const BitonicPair f = [] {
+    const IndexExpr j = IndexExpr::var("j"), s = IndexExpr::var("s"), x = IndexExpr::var("x");
+    return BitonicPair{j / s * s * 2 + j % s, j / s * s * 2 + j % s + s, x / (s * 2) * s + x % s, x % (s * 2) / s};
+  }();
+  return f;
+}
+
 std::string prefill_layout_device_functions() {
   const EvenSplit& f = even_split_formula();
   const MmaTile& t = mma_tile_formula();
@@ -90,6 +98,9 @@ std::string layout_device_functions() {
        to_c(li.part, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_lin_slot(int p, int total, int r) { return " +
        to_c(li.slot, CType::Int) + "; }\n";
+  const BitonicPair& bp = bitonic_pair_formula();
+  s += "__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return " + to_c(bp.lo, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ int mk_bitonic_hi(int j, int s) { return " + to_c(bp.hi, CType::Int) + "; }\n";
   return s;
 }
 

@@ -55,9 +55,20 @@ struct ChunkLoad {
 };
 const ChunkLoad& chunk_load_formula();
 
+// One stage of a bitonic sort of m keys in shared memory (the draws' sort, kernels/sample.cuh):
+// with compare distance s (a power of two below m), thread item j < m / 2 compares keys lo =
+// j / s * 2s + j % s and hi = lo + s. Variables: j, s. The inverse (not printed), from a key
+// index x: j_of, side_of (0: lo, 1: hi).
+struct BitonicPair {
+  IndexExpr lo, hi;
+  IndexExpr j_of, side_of;
+};
+const BitonicPair& bitonic_pair_formula();
+
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
-// mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int.
+// mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int;
+// mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), int.
 std::string layout_device_functions();
 
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_attention.cuh): the even split as

@@ -153,7 +153,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   // The kernel, through the cache.
   const std::string arch = props.arch();
   arch_ = arch;
-  proofs_ = proofs;
+  plan_proved_ = plan_proved;
   const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_, MPK_MK_SAMPLE_GREEDY);
   double compile_ms = 0;
   bool built = false;
@@ -243,13 +243,18 @@ GpuModel::~GpuModel() = default;
 const cuda::Function& GpuModel::draw_function(int mode, int dynamic_smem) const {
   MPK_ICHECK(mode == MPK_MK_SAMPLE_GUMBEL || mode == MPK_MK_SAMPLE_TOPK) << "draw mode " << mode;
   std::call_once(draws_[mode].once, [&] {
+    // The plan's proofs and, for the top-k draw, its sort's: a failed one throws here.
+    std::vector<PlanProof> proofs = plan_proved_;
+    if (mode == MPK_MK_SAMPLE_TOPK)
+      for (PlanProof& p : draw_proofs()) proofs.push_back(std::move(p));
+    const std::string record = verification_record(proofs);
     const cache::Entry e = through_cache(options_, megakernel_key(graph_, dtype_, num_workers_, arch_, params_, mode), [&] {
       cuda::CompileResult r = compile_megakernel(arch_, params_, dtype_, mode);
       if (!r.log.empty()) log(LogLevel::Debug, "megakernel (draws) NVRTC log: {}", r.log);
       cache::Entry c;
       c.cubin = std::move(r.cubin);
       c.params_json = to_json(params_);
-      c.verification_json = proofs_;
+      c.verification_json = record;
       return c;
     });
     auto module = std::make_unique<cuda::Module>(*ctx_, e.cubin);

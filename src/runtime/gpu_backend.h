@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "runtime/megakernel.h"
 #include "runtime/prefill.h"
+#include "runtime/proofs.h"
 #include "runtime/runtime.h"
 
 namespace mpk::rt {
@@ -70,7 +71,7 @@ class GpuModel {
   std::unique_ptr<cuda::Module> module_;
   std::unique_ptr<cuda::Function> fn_;
   std::string arch_;
-  std::string proofs_;  // the plan's proof record, stored with each kernel
+  std::vector<PlanProof> plan_proved_;  // the plan's proofs, recorded with each kernel
   struct DrawKernel {
     std::once_flag once;
     std::unique_ptr<cuda::Module> module;

@@ -140,6 +140,17 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   return out;
 }
 
+std::vector<PlanProof> draw_proofs() {
+  std::vector<Needed> needed;
+  for (int64_t s = 1; 2 * s <= MPK_MK_SAMPLE_GROUP; s *= 2)
+    needed.push_back({"top-k draw: sort stage of distance " + std::to_string(s), "bitonic " + std::to_string(s),
+                      [s] { return superopt::prove_bitonic_stage(ir::bitonic_pair_formula(), s, MPK_MK_SAMPLE_GROUP); }});
+  const std::vector<superopt::ProofRecord> records = proved(needed);
+  std::vector<PlanProof> out;
+  for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});
+  return out;
+}
+
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms) {
   return prefill_proofs(prefill_split_counts(graph, int64_t(kPrefillChunk), num_sms),
                         prefill_padded_head_dim(graph));

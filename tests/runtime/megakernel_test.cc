@@ -630,6 +630,18 @@ TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
   EXPECT_NE(megakernel_source(MegakernelParams{}, DType::BF16).find("#define MK_DRAWS 0\n"), std::string::npos);
 }
 
+// What the top-k draw's kernel rests on before it runs: its sort's compare pairs, printed from
+// the formula the proofs are about, proved for every stage distance it uses.
+TEST(Megakernel, TheTopKDrawsSortIsProved) {
+  const std::vector<PlanProof> proofs = draw_proofs();
+  ASSERT_EQ(proofs.size(), 12u);  // distances 1 .. MPK_MK_SAMPLE_GROUP / 2
+  for (const PlanProof& p : proofs) EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
+  EXPECT_NE(verification_record(proofs).find("top-k draw: sort stage of distance 2048"), std::string::npos);
+  const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
+  EXPECT_NE(src.find("__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return "), std::string::npos);
+  EXPECT_NE(src.find("const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);"), std::string::npos);
+}
+
 // Only the model's weight dtype is compiled: one entry point per build.
 TEST(Megakernel, CompilesForSm90aPerDtype) {
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {

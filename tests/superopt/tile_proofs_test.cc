@@ -108,5 +108,48 @@ TEST(TileProofs, MutantsAgreeWithBruteForce) {
   std::printf("tile mutants: %zu, load mutants: %zu\n", tiles.size(), loads.size());
 }
 
+// A bitonic stage of distance s over m keys: every item's two keys inside, lo < hi, and all
+// keys distinct (m / 2 items, two keys each: a bijection).
+bool brute_force_bitonic(const ir::BitonicPair& f, int64_t s, int64_t m) {
+  std::set<int64_t> seen;
+  try {
+    for (int64_t j = 0; j < m / 2; ++j) {
+      const ir::IndexEnv env = {{"j", j}, {"s", s}};
+      const int64_t lo = ir::eval(f.lo, env), hi = ir::eval(f.hi, env);
+      if (lo < 0 || lo >= hi || hi >= m || !seen.insert(lo).second || !seen.insert(hi).second) return false;
+    }
+  } catch (const Error&) {
+    return false;
+  }
+  return int64_t(seen.size()) == m;
+}
+
+TEST(BitonicProofs, EveryStageOfTheDrawsSortIsProved) {
+  for (int64_t s = 1; s <= 2048; s *= 2) {
+    const ProofRecord r = prove_bitonic_stage(ir::bitonic_pair_formula(), s, 4096);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    for (int64_t m : {2 * s, 4 * s, int64_t(4096)})
+      if (m <= 4096) EXPECT_TRUE(brute_force_bitonic(ir::bitonic_pair_formula(), s, m)) << s << " " << m;
+  }
+}
+
+TEST(BitonicProofs, MutantsAgreeWithBruteForce) {
+  const ir::BitonicPair& f = ir::bitonic_pair_formula();
+  std::vector<ir::BitonicPair> pairs;
+  for (const IndexExpr& m : mutants(f.lo)) pairs.push_back({m, f.hi, f.j_of, f.side_of});
+  for (const IndexExpr& m : mutants(f.hi)) pairs.push_back({f.lo, m, f.j_of, f.side_of});
+  int refuted = 0;
+  for (const ir::BitonicPair& p : pairs) {
+    const bool proved = prove_bitonic_stage(p, 4, 64, 2000).proved();
+    bool ok = true;
+    for (int64_t m = 8; m <= 64; m += 8) ok = ok && brute_force_bitonic(p, 4, m);
+    EXPECT_FALSE(proved && !ok) << "accepted a wrong pair: lo " << ir::to_string(p.lo) << ", hi "
+                                << ir::to_string(p.hi);
+    refuted += !proved;
+  }
+  EXPECT_GT(refuted, int(pairs.size()) / 2);
+  std::printf("bitonic mutants: %zu, refuted %d\n", pairs.size(), refuted);
+}
+
 }  // namespace
 }  // namespace mpk::superopt

@@ -51,7 +51,7 @@ __device__ void mk_sample_sort(u64* keys, int n) {
   for (int size = 2; size <= m; size <<= 1) {
     for (int stride = size >> 1; stride > 0; stride >>= 1) {
       for (int j = threadIdx.x; j < m / 2; j += MK_COMPUTE_THREADS) {
-        const int a = 2 * j - (j & (stride - 1)), b = a + stride;
+        const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);  // proved disjoint
         const bool desc = (a & size) == 0;
         const u64 ka = keys[a], kb = keys[b];
         if ((ka < kb) == desc) { keys[a] = kb; keys[b] = ka; }

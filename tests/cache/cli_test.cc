@@ -383,14 +383,15 @@ TEST_F(CliTest, ProveAFixturesPlan) {
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_TRUE(j.at("proved").get<bool>());
   ASSERT_FALSE(j.at("records").empty());
-  bool attention = false, linear = false;
+  bool attention = false, linear = false, draw = false;
   for (const auto& rec : j.at("records")) {
     for (const auto& o : rec.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.out;
     const std::string use = rec.at("use");
     attention |= use.find("attention: KV length over") != std::string::npos;
     linear |= use.find("linear: K over") != std::string::npos;
+    draw |= use.find("top-k draw: sort stage of distance") != std::string::npos;
   }
-  EXPECT_TRUE(attention && linear) << r.out;
+  EXPECT_TRUE(attention && linear && draw) << r.out;
   Outcome table = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/llama-f32", "--workers", "8"});
   EXPECT_EQ(table.status, 0) << table.err;
   EXPECT_NE(table.out.find("all proved"), std::string::npos) << table.out;

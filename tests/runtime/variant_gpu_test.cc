@@ -122,7 +122,7 @@ class Harness {
     p.top_p = sampling_.top_p;
     p.seed = sampling_.seed;
     cuda::LaunchConfig cfg;
-    cfg.block.x = unsigned(params_.block_threads);
+    cfg.block.x = unsigned(launch_threads(params_));  // with the controller warp, if any
     cfg.dynamic_shared = unsigned(smem);
     void* args[] = {&p};
     cuda::launch(fn_, cfg, stream_, args);
@@ -480,16 +480,13 @@ TEST(VariantGpu, MutantKernelsAreCaught) {
 }
 
 // The argmax task's top-k (then top-p) draw over a vocabulary of Qwen3's size, against the
-// reference sampler: the same token for every configuration, seed and position. Logits cover
-// the radix select's cases: spread values (a few passes), few distinct values (every pass,
-// down to the ids of equal logits), signed zeros (equal), and a vocabulary that fits in shared
-// memory at once (no pass).
-TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  cuda::Context ctx(0);
-  const uint64_t seed = fresh_seed();
-  std::printf("seed %llu\n", (unsigned long long)seed);
-  Harness h(ctx, params_for_head_dim(128), {}, MPK_MK_SAMPLE_TOPK);
+// reference sampler: the same token for every configuration, seed and position. Logits: spread
+// values, few distinct values (equal logits ranked by id), signed zeros (equal), and a
+// vocabulary that fits in shared memory at once. Each through the kernel as built (the guessed
+// threshold) and through a mutant without the guess, which takes the radix select every time
+// (a few passes for spread logits, every pass down to the ids for few values); both thread
+// layouts (with the controller warp, the compute threads' barrier is a named one).
+void check_draws(Harness& h, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   struct Logits { const char* what; int n; std::function<float()> draw; };
@@ -523,7 +520,7 @@ TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
     for (const ref::SamplingConfig& sc : configs) {
       for (int position : {3, 1000, 77777}) {
         h.set_sampling(MPK_MK_SAMPLE_TOPK, sc);
-        ASSERT_EQ(h.run({t}, MPK_MK_SAMPLE_SMEM, position), "");
+        ASSERT_EQ(h.run({t}, MPK_MK_SAMPLE_SMEM, position), "") << c.what;
         int got = -1;
         const std::vector<float> raw = h.get(t.next_token, 1);
         std::memcpy(&got, raw.data(), 4);
@@ -532,6 +529,26 @@ TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
                              << " temperature " << sc.temperature << " position " << position
                              << " (seed " << seed << ")";
       }
+    }
+  }
+}
+
+TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  const MegakernelParams with_controller = default_params(128, 1'192'000'000, 28, 132);
+  for (const MegakernelParams& p : {params_for_head_dim(128), with_controller}) {
+    SCOPED_TRACE("controller warp " + std::to_string(p.controller_warp));
+    {
+      Harness h(ctx, p, {}, MPK_MK_SAMPLE_TOPK);
+      check_draws(h, seed);
+    }
+    {
+      SCOPED_TRACE("radix select only");
+      Harness h(ctx, p, replace_once("if (n > MPK_MK_SAMPLE_GROUP) {", "if (false) {"), MPK_MK_SAMPLE_TOPK);
+      check_draws(h, seed + 1);
     }
   }
 }

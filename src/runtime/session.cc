@@ -196,8 +196,8 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
     return;
   }
   // The host chooses: the reference's greedy token is the graph's argmax, computed in the step
-  // that made the logits; on the GPU, a draw the megakernel does not make (top_p over more than
-  // MPK_MK_SAMPLE_KMAX candidates) brings each step's logits to the host, and the token goes
+  // that made the logits; on the GPU, a draw the megakernel does not make (a top_k above
+  // MPK_MK_SAMPLE_KMAX, or top_p without top_k) brings each step's logits to the host, and the token goes
   // back as a one-token prefill (one forced step).
   MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
       << "decode before prefill: no logits yet";

@@ -272,8 +272,9 @@ MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
  * id: the same logits, configuration and seed give the same token on every backend and
  * machine. temperature 0 (the default) is greedy. On the GPU the megakernel draws inside its
  * multi-step launches (the drawn token feeds the next step without a host round trip) when
- * top_p is 1 or top_k is at most 1024; otherwise the host draws from each step's logits and
- * the session runs one step per launch. */
+ * top_k is at most 1024 (any top_p), or when neither top_k nor top_p cuts (top_k 0 or at least
+ * the vocabulary, top_p 1); otherwise (a larger top_k below the vocabulary, or top_p without
+ * top_k) the host draws from each step's logits and the session runs one step per launch. */
 typedef struct mpk_sampling_config {
   size_t struct_size;  /* set by mpk_sampling_config_init */
   float temperature;   /* >= 0; 0: greedy */

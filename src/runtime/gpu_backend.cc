@@ -263,6 +263,8 @@ const cuda::Function& GpuModel::draw_function(int mode, int dynamic_smem) const 
     draws_[mode].module = std::move(module);
     draws_[mode].fn = std::move(fn);
   });
+  // Per call: sessions' plans may ask for different shared memory (a query of microseconds,
+  // once per launch of up to steps_per_launch steps).
   const cuda::Function& fn = *draws_[mode].fn;
   MPK_CHECK(fn.max_active_blocks_per_sm(block_threads(), size_t(dynamic_smem)) >= 1, Unsupported)
       << "megakernel: the kernel that draws sampled tokens does not fit on an SM with " << dynamic_smem

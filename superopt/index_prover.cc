@@ -61,6 +61,12 @@ class Encoder {
       }
       case IndexOp::Min: v = z3::ite(a.value <= b.value, a.value, b.value); break;
       case IndexOp::Max: v = z3::ite(a.value >= b.value, a.value, b.value); break;
+      case IndexOp::Xor: {  // bitwise over the type's width, defined for operands >= 0 only
+        const unsigned w = lo_ == INT32_MIN ? 32 : 64;
+        v = z3::bv2int(z3::int2bv(w, a.value) ^ z3::int2bv(w, b.value), false);
+        ok = ok && a.value >= 0 && b.value >= 0;
+        break;
+      }
       default: MPK_ICHECK(false) << "unknown index op";
     }
     ok = ok && v >= ctx_.int_val(lo_) && v <= ctx_.int_val(hi_);
@@ -322,6 +328,36 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
                                     back_col.defined && back_row.value == rr && back_col.value == cc,
                                 {rr, cc}, timeout_ms));
   return r;
+}
+
+ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned timeout_ms) {
+  MPK_CHECK(rows >= 1, InvalidArgument) << "swizzled tile of " << rows << " rows";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const z3::expr r = ctx.int_const("r"), c = ctx.int_const("c"), c2 = ctx.int_const("c2"), st = ctx.int_const("s");
+  auto chunk = [&](const z3::expr& cc) { return enc.encode(f.chunk, {{"r", r}, {"c", cc}}); };
+  const z3::expr row = r >= 0 && r < ctx.int_val(rows);
+  auto in_row = [&](const z3::expr& x) { return x >= 0 && x < ctx.int_val(8); };
+  const Term a = chunk(c), b = chunk(c2);
+  ProofRecord p;
+  p.subject = "128-byte swizzle of " + std::to_string(rows) + " rows: chunk = " + ir::to_string(f.chunk);
+  p.z3_version = Z3_get_full_version();
+  p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow, xor of values >= 0)",
+                                row && in_row(c), a.defined, {r, c}, timeout_ms));
+  p.obligations.push_back(check(ctx, "bounds (the chunk stays in its 128-byte row of the tile)",
+                                row && in_row(c) && a.defined,
+                                in_row(a.value) && r * 128 + a.value * 16 + 16 <= ctx.int_val(rows * 128), {r, c},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "at most once (two chunks of a row never share a slot)",
+                                row && in_row(c) && in_row(c2) && c != c2 && a.defined && b.defined,
+                                a.value != b.value, {r, c, c2}, timeout_ms));
+  const Term back = enc.encode(f.c_of, {{"r", r}, {"s", st}});
+  const Term there = chunk(back.value);
+  p.obligations.push_back(check(ctx, "at least once (the inverse names the chunk stored in each slot)",
+                                row && in_row(st),
+                                back.defined && in_row(back.value) && there.defined && there.value == st,
+                                {r, st}, timeout_ms));
+  return p;
 }
 
 ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms) {

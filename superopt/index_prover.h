@@ -68,6 +68,13 @@ ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t
 ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
                              unsigned timeout_ms = 10000);
 
+// The 128-byte swizzle (ir::Swizzle128, or a mutant) over a tile of `rows` rows of 128 bytes,
+// row r and chunk c symbolic, in int arithmetic:
+//   defined; bounds (the stored chunk lies in its row: 0 <= chunk < 8, so row r's bytes stay
+//   [128 r, 128 r + 128) of the tile's rows * 128); exactly once (two chunks of one row never
+//   share a slot, and the inverse names the chunk stored in every slot).
+ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned timeout_ms = 10000);
+
 // One stage of a bitonic sort (ir::BitonicPair, or a mutant) with compare distance `s` (a
 // constant power of two: one proof per stage distance), over every key count m, a multiple of
 // 2s up to max_m, and every item j < m / 2, symbolic, in int arithmetic:

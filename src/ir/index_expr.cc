@@ -12,6 +12,7 @@ const char* op_text(IndexOp op) {
     case IndexOp::Mul: return " * ";
     case IndexOp::Div: return " / ";
     case IndexOp::Mod: return " % ";
+    case IndexOp::Xor: return " ^ ";
     default: return "?";
   }
 }
@@ -53,6 +54,10 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env) {
       break;
     case IndexOp::Min: r = a < b ? a : b; break;
     case IndexOp::Max: r = a > b ? a : b; break;
+    case IndexOp::Xor:
+      MPK_CHECK(a >= 0 && b >= 0, InvalidArgument) << "xor of a negative value in " << to_string(e);
+      r = a ^ b;
+      break;
     default: MPK_ICHECK(false) << "unknown index op";
   }
   MPK_CHECK(!overflow, InvalidArgument) << "64-bit overflow in " << to_string(e);

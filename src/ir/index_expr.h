@@ -12,7 +12,9 @@
 
 namespace mpk::ir {
 
-enum class IndexOp { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max };
+// Xor: bitwise on operands >= 0 only (a shared-memory swizzle); a negative operand is an error
+// on the host and an undefined value to the prover.
+enum class IndexOp { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max, Xor };
 
 class IndexExpr {
  public:
@@ -42,6 +44,7 @@ inline IndexExpr operator/(IndexExpr a, IndexExpr b) { return IndexExpr::binary(
 inline IndexExpr operator%(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Mod, a, b); }
 inline IndexExpr min(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Min, a, b); }
 inline IndexExpr max(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Max, a, b); }
+inline IndexExpr operator^(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Xor, a, b); }
 
 using IndexEnv = std::map<std::string, int64_t>;
 

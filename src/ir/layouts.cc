@@ -53,6 +53,14 @@ const ChunkLoad& chunk_load_formula() {
   return f;
 }
 
+const Swizzle128& swizzle128_formula() {
+  static const Swizzle128 f = [] {
+    const IndexExpr r = IndexExpr::var("r"), c = IndexExpr::var("c"), st = IndexExpr::var("s");
+    return Swizzle128{c ^ (r % 8), st ^ (r % 8)};
+  }();
+  return f;
+}
+
 const BitonicPair& bitonic_pair_formula() {
   static const BitonicPair f = [] {
     const IndexExpr j = IndexExpr::var("j"), s = IndexExpr::var("s"), x = IndexExpr::var("x");
@@ -78,6 +86,8 @@ std::string prefill_layout_device_functions() {
        to_c(l.row, CType::Int) + "; }\n";
   s += "template <int threads, int ch> __device__ __forceinline__ int pf_chunk_col(int tid, int i) { return " +
        to_c(l.col, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ int pf_swizzle128_chunk(int r, int c) { return " +
+       to_c(swizzle128_formula().chunk, CType::Int) + "; }\n";
   return s;
 }
 

@@ -55,6 +55,17 @@ struct ChunkLoad {
 };
 const ChunkLoad& chunk_load_formula();
 
+// The 128-byte swizzle of a K-major bf16 tile whose rows are 128 bytes (the prefill's wgmma
+// operands, kernels/prefill_wgmma.cuh): 16-byte chunk c (0..7) of row r is stored in chunk
+// c ^ (r % 8) of the same row, so that the eight rows a tensor-core read touches at once fall on
+// distinct banks. Variables: r, c. The inverse (not printed), from the stored chunk s of row r:
+// c_of.
+struct Swizzle128 {
+  IndexExpr chunk;
+  IndexExpr c_of;
+};
+const Swizzle128& swizzle128_formula();
+
 // One stage of a bitonic sort of m keys in shared memory (the draws' sort, kernels/sample.cuh):
 // with compare distance s (a power of two below m), thread item j < m / 2 compares keys lo =
 // j / s * 2s + j % s and hi = lo + s. Variables: j, s. The inverse (not printed), from a key
@@ -74,7 +85,8 @@ std::string layout_device_functions();
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_attention.cuh): the even split as
 // above (pf_even_split_begin, pf_even_split_end, long long), and templates over the tile
 // constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
-// pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i), int.
+// pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i) and
+// pf_swizzle128_chunk(r, c), int.
 std::string prefill_layout_device_functions();
 
 }  // namespace mpk::ir

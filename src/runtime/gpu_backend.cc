@@ -91,7 +91,7 @@ cache::Entry megakernel_through_cache(const RuntimeOptions& options, const ir::G
 }
 
 cache::CacheKey prefill_key(const std::string& arch) {
-  cache::CacheKey k = compile_key(arch, kPrefillCodegenVersion, prefill_compile_options(), prefill_source());
+  cache::CacheKey k = compile_key(arch, kPrefillCodegenVersion, prefill_compile_options(), prefill_source(arch));
   k.task.op_kind = "prefill";
   k.task.dtypes = {"bf16"};
   return k;
@@ -151,10 +151,11 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   stats.proved = 1;
   // The prefill kernels' formulas, for every K split its launches can choose on this device.
   prefill_why_ = prefill_unsupported(graph, dtype_);
-  if (prefill_why_.empty() && props.max_shared_per_block_optin < PrefillKernels::gemm_smem(PrefillKernels::GemmLarge))
+  const int large_smem = gemm_tile(true, props.arch()).smem_bytes();
+  if (prefill_why_.empty() && props.max_shared_per_block_optin < large_smem)
     prefill_why_ = "the device allows " + std::to_string(props.max_shared_per_block_optin) +
                    " bytes of shared memory per block, the prefill's large GEMM tile needs " +
-                   std::to_string(PrefillKernels::gemm_smem(PrefillKernels::GemmLarge));
+                   std::to_string(large_smem);
   std::string prefill_proof_record;
   if (prefill_why_.empty()) {
     const std::vector<PlanProof> pf = prefill_proofs(graph, num_workers_);
@@ -194,7 +195,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       return e;
     });
     if (pf_built) ++stats.cache_misses; else ++stats.cache_hits;
-    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin);
+    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin, arch);
     ++stats.num_kernels;
   } else {
     log(LogLevel::Info, "prompts prefill through the decode step: {}", prefill_why_);

@@ -80,23 +80,37 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
   return {};
 }
 
-// Measured on an H200 (Qwen3-8B shapes, 1,024 and 4,096 rows): the large tile with K steps of 64
-// in 3 stages 300-310 TFLOP/s, of 32 in 5 stages about 250, and a 128 x 128 tile of 4 warps with
-// steps of 64 about 250.
-constexpr GemmTile kLargeTile{"pf_gemm_128x256", 128, 256, 64, 2, 4, 3};
-constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6};
+// Measured on an H200 (Qwen3-8B shapes, 1,024 and 4,096 rows): the mma.sync large tile with K
+// steps of 64 in 3 stages 300-310 TFLOP/s, of 32 in 5 stages about 250, and a 128 x 128 tile of
+// 4 warps with steps of 64 about 250. The wgmma tile: docs/PERFORMANCE.md.
+constexpr GemmTile kLargeTile{"pf_gemm_128x256", 128, 256, 64, 2, 4, 3, false};
+constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6, false};
+constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true};  // PF_WG_* in prefill_wgmma.cuh
+static_assert(kWgmmaTile.bm == kLargeTile.bm && kWgmmaTile.bn == kLargeTile.bn, "gemm_launch sizes either");
 
-const GemmTile& gemm_tile(bool large) { return large ? kLargeTile : kSmallTile; }
+bool prefill_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
-std::string prefill_source() {
+const GemmTile& gemm_tile(bool large, const std::string& arch) {
+  if (!large) return kSmallTile;
+  return prefill_wgmma(arch) ? kWgmmaTile : kLargeTile;
+}
+
+std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &kWgmmaTile}; }
+
+std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
                   ir::prefill_layout_device_functions();
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
+  const GemmTile& large = gemm_tile(true, arch);
+  if (large.wgmma) s += embedded_kernel("prefill_wgmma.cuh");
   s += "// The GEMM tiles (runtime/prefill.cc: gemm_tile).\n";
-  for (const GemmTile* t : {&kLargeTile, &kSmallTile})
-    s += "PF_GEMM_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bm) + ", " + std::to_string(t->bn) +
-         ", " + std::to_string(t->bk) + ", " + std::to_string(t->warps_m) + ", " + std::to_string(t->warps_n) +
-         ", " + std::to_string(t->stages) + ")\n";
+  for (const GemmTile* t : {&large, &kSmallTile})
+    if (t->wgmma)
+      s += "PF_WGMMA_ENTRY(" + std::string(t->entry) + ")\n";
+    else
+      s += "PF_GEMM_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bm) + ", " + std::to_string(t->bn) +
+           ", " + std::to_string(t->bk) + ", " + std::to_string(t->warps_m) + ", " + std::to_string(t->warps_n) +
+           ", " + std::to_string(t->stages) + ")\n";
   return s;
 }
 
@@ -104,16 +118,17 @@ std::vector<std::string> prefill_compile_options() { return {"--std=c++17"}; }
 
 cuda::CompileResult compile_prefill(const std::string& arch) {
   cuda::CompileRequest r;
-  r.source = prefill_source();
+  r.source = prefill_source(arch);
   r.name = "mpk_prefill.cu";
   r.arch = arch;
   r.options = prefill_compile_options();
   return cuda::compile(r);
 }
 
-PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin)
-    : module_(ctx, cubin) {
-  const std::string large = kLargeTile.entry, small = kSmallTile.entry;
+PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin,
+                               const std::string& arch)
+    : arch_(arch), module_(ctx, cubin) {
+  const std::string large = tile(true).entry, small = tile(false).entry;
   const std::string names[kCount] = {
       "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_kv_shadow", "pf_silu_mul",
       "pf_add", "pf_argmax", large, small, "pf_gemm_reduce",
@@ -130,8 +145,8 @@ int PrefillKernels::attention_smem(int dp) {
   return 4 * 64 * (dp + 8) * 2;  // kernels/prefill_attention.cuh: keys and values, two blocks each
 }
 
-int PrefillKernels::gemm_smem(Id id) {
-  return gemm_tile(id == GemmLarge || id == GemmLargeGroup).smem_bytes();
+int PrefillKernels::gemm_smem(Id id) const {
+  return tile(id == GemmLarge || id == GemmLargeGroup).smem_bytes();
 }
 
 GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
@@ -401,11 +416,11 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         // short, and costs 7-9% where each member already fills waves (Qwen3-8B gate + up at
         // 1,024 and 4,096 tokens, q + k + v at 4,096).
         bool short_grids = true;
-        const GemmTile& lt = gemm_tile(true);
+        const GemmTile& lt = k.tile(true);
         for (int o : outs)
           short_grids &= (int64_t(m) + lt.bm - 1) / lt.bm * ((cols(o) + lt.bn - 1) / lt.bn) < 2 * int64_t(num_sms_);
         if (ops.size() > 1 && whole.splits == 1 && short_grids) {  // one grid over the members' tiles
-          const int bn = gemm_tile(whole.large).bn;
+          const int bn = k.tile(whole.large).bn;
           PfGemmGroup grp{};
           unsigned tiles = 0;
           for (size_t j = 0; j < ops.size(); ++j) {
@@ -421,9 +436,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           cuda::LaunchConfig c;
           c.grid.x = tiles;
           c.grid.y = unsigned(whole.grid_m);
-          c.block.x = unsigned(gemm_tile(whole.large).threads());
+          c.block.x = unsigned(k.tile(whole.large).threads());
           const K::Id id = whole.large ? K::GemmLargeGroup : K::GemmSmallGroup;
-          c.dynamic_shared = unsigned(PrefillKernels::gemm_smem(id));
+          c.dynamic_shared = unsigned(k.gemm_smem(id));
           cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk);
           break;
         }
@@ -439,9 +454,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.grid.x = unsigned(gl.grid_n);
           c.grid.y = unsigned(gl.grid_m);
           c.grid.z = unsigned(gl.splits);
-          c.block.x = unsigned(gemm_tile(gl.large).threads());
+          c.block.x = unsigned(k.tile(gl.large).threads());
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
-          c.dynamic_shared = unsigned(PrefillKernels::gemm_smem(id));
+          c.dynamic_shared = unsigned(k.gemm_smem(id));
           cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk);
           if (gl.splits > 1)
             cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,

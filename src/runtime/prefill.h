@@ -31,20 +31,28 @@ inline constexpr size_t kPrefillChunk = 4096;
 // a model prefills through the decode step, one token at a time).
 std::string prefill_unsupported(const ir::Graph& graph, DType weight_dtype);
 
-// A GEMM tile shape of kernels/prefill_gemm.cuh: its kernel entries (`entry` and
-// `entry`_group) are printed from this table by prefill_source, and the launches, the
-// shared-memory sizes and the proofs read the same numbers.
+// A GEMM tile shape of kernels/prefill_gemm.cuh (mma.sync) or prefill_wgmma.cuh (wgmma): its
+// kernel entries (`entry` and `entry`_group) are printed from this table by prefill_source, and
+// the launches, the shared-memory sizes and the proofs read the same numbers.
 struct GemmTile {
   const char* entry;  // "pf_gemm_128x256"
   int bm, bn, bk, warps_m, warps_n, stages;
+  bool wgmma;         // rows of bk bf16 swizzled (bk = 64), else rows padded to bk + 8
   int threads() const { return 32 * warps_m * warps_n; }
-  int smem_bytes() const { return stages * (bm + bn) * (bk + 8) * 2; }  // rows of bk + 8 bf16
+  int smem_bytes() const {  // wgmma: plus the slack that aligns the ring to 1,024 bytes
+    return wgmma ? stages * (bm + bn) * bk * 2 + 1024 : stages * (bm + bn) * (bk + 8) * 2;
+  }
 };
-// Large: 128 x 256, K steps of 64 in 3 stages, 8 warps; small: 64 x 128, steps of 32 in 6
-// stages, 4 warps.
-const GemmTile& gemm_tile(bool large);
+// True when the prefill compiled for `arch` runs its large tiles on wgmma (sm_90a).
+bool prefill_wgmma(const std::string& arch);
+// Large: 128 x 256, K steps of 64 (mma.sync: 3 stages, 8 warps; wgmma: 4 stages, two
+// warpgroups); small: 64 x 128, steps of 32 in 6 stages, 4 warps (mma.sync).
+const GemmTile& gemm_tile(bool large, const std::string& arch);
+// Every tile of the table (what the proofs cover).
+std::vector<const GemmTile*> gemm_tiles();
 
-std::string prefill_source();
+// The prefill's source for `arch` (the wgmma tile only where prefill_wgmma).
+std::string prefill_source(const std::string& arch);
 std::vector<std::string> prefill_compile_options();
 cuda::CompileResult compile_prefill(const std::string& arch);
 
@@ -54,12 +62,15 @@ class PrefillKernels {
   enum Id { Embed, RmsNorm, HeadRmsNorm, Rope, KvStore, KvShadow, SiluMul, Add, Argmax, GemmLarge,
             GemmSmall, GemmReduce, Attention16, Attention32, Attention64, Attention128, GemmLargeGroup,
             GemmSmallGroup, kCount };
-  PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin);
+  // `cubin`: compile_prefill(arch)'s (or prefill_source(arch)'s, compiled for the device).
+  PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin, const std::string& arch);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
-  static int gemm_smem(Id id);       // dynamic shared memory of GemmLarge or GemmSmall
+  const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
+  int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
   static int attention_smem(int dp);  // of the attention entry for padded head dim dp
 
  private:
+  std::string arch_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
 };

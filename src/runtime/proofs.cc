@@ -116,12 +116,17 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   struct Load { std::string use; int64_t rows, ch, threads, ld; };
   std::vector<Tile> tiles;
   std::vector<Load> loads;
-  for (bool large : {true, false}) {  // the GEMM tiles, from the table the kernels are printed from
-    const GemmTile& t = gemm_tile(large);
-    const std::string name = std::string("prefill GEMM ") + (t.entry + 8);  // "128x256"
-    tiles.push_back({name + ": output tile", t.bm, t.bn, t.warps_m, t.warps_n});
-    loads.push_back({name + ": activation chunks", t.bm, t.bk / 8, t.threads(), t.bk + 8});
-    loads.push_back({name + ": weight chunks", t.bn, t.bk / 8, t.threads(), t.bk + 8});
+  for (const GemmTile* t : gemm_tiles()) {  // the table the kernels are printed from
+    const std::string name = std::string("prefill ") + (t->entry + 3);  // "prefill gemm_128x256"
+    const int64_t ld = t->wgmma ? t->bk : t->bk + 8;  // swizzled rows are not padded
+    tiles.push_back({name + ": output tile", t->bm, t->bn, t->warps_m, t->warps_n});
+    loads.push_back({name + ": activation chunks", t->bm, t->bk / 8, t->threads(), ld});
+    loads.push_back({name + ": weight chunks", t->bn, t->bk / 8, t->threads(), ld});
+    if (t->wgmma)
+      for (int64_t rows : {int64_t(t->bm), int64_t(t->bn)})
+        needed.push_back({name + ": 128-byte swizzle of " + std::to_string(rows) + " rows",
+                          "swizzle128 " + std::to_string(rows),
+                          [rows] { return superopt::prove_swizzle128(ir::swizzle128_formula(), rows); }});
   }
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
   tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});

@@ -17,6 +17,7 @@ TEST(IndexExpr, EvaluatesWithCSemantics) {
   EXPECT_EQ(eval(a / b, {{"a", -7}, {"b", 2}}), -3);
   EXPECT_EQ(eval(a % b, {{"a", -7}, {"b", 2}}), -1);
   EXPECT_EQ(eval(min(a, b) + max(a, b), {{"a", 9}, {"b", -2}}), 7);
+  EXPECT_EQ(eval(a ^ (b % 8), {{"a", 5}, {"b", 11}}), 6);
 }
 
 TEST(IndexExpr, UndefinedBehaviourIsAnError) {
@@ -24,11 +25,13 @@ TEST(IndexExpr, UndefinedBehaviourIsAnError) {
   EXPECT_THROW(eval(a * b, {{"a", INT64_MAX / 2 + 1}, {"b", 2}}), Error);
   EXPECT_THROW(eval(a / b, {{"a", INT64_MIN}, {"b", -1}}), Error);
   EXPECT_THROW(eval(a + 1, {}), Error);
+  EXPECT_THROW(eval(a ^ b, {{"a", -1}, {"b", 3}}), Error);  // bitwise on values >= 0 only
 }
 
 TEST(IndexExpr, PrintsCOverLongLong) {
   EXPECT_EQ(to_c((a + 1) * b / 2), "(((((long long)a) + (1LL)) * ((long long)b)) / (2LL))");
   EXPECT_EQ(to_string((a + 1) * b / 2), "(((a + 1) * b) / 2)");
+  EXPECT_EQ(to_c(a ^ (b % 8), CType::Int), "(a ^ (b % 8))");
 }
 
 TEST(Layouts, EvenSplitIsTheFormulaUsedBefore) {

@@ -139,15 +139,22 @@ TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
   EXPECT_THROW(s.decode(2, out), Error);
 }
 
-// Both tile shapes, with and without a K split, on shapes with partial tiles in M, N and K:
-// against a double-precision sum of the same bf16 operands, plus bias and residual.
-TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+// Every tile shape, with and without a K split, on shapes with partial tiles in M, N and K:
+// against a double-precision sum of the same bf16 operands, plus bias and residual. The module
+// is the prefill's source for `source_arch` compiled for the device: on an H200, "sm_90a" runs
+// the wgmma large tile and "sm_80" the mma.sync one.
+void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   cuda::Context ctx(0);
-  const cuda::CompileResult cr = compile_prefill(ctx.props().arch());
-  const PrefillKernels k(ctx, cr.cubin);
+  if (prefill_wgmma(source_arch) && !prefill_wgmma(ctx.props().arch())) return;  // no wgmma here
+  cuda::CompileRequest req;
+  req.source = prefill_source(source_arch);
+  req.name = "mpk_prefill.cu";
+  req.arch = ctx.props().arch();
+  req.options = prefill_compile_options();
+  const cuda::CompileResult cr = cuda::compile(req);
+  const PrefillKernels k(ctx, cr.cubin, source_arch);
   cuda::Stream stream(ctx);
-  const int M = 200, N = 520, K = 136;  // 2 x 3 large tiles, 4 x 5 small; K = 4.25 steps
+  std::printf("[prefill gemm] %s source, M %d N %d K %d\n", source_arch, M, N, K);
   auto bf16 = [](float f) {  // round to nearest even
     uint32_t u;
     std::memcpy(&u, &f, 4);
@@ -184,13 +191,13 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
   db.upload(bias.data(), N * 4);
   dr.upload(res.data(), res.size() * 4);
   struct Case { PrefillKernels::Id id; int bm, bn, threads, splits; };
-  for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 256, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 128, 1},
-                       Case{PrefillKernels::GemmSmall, 64, 128, 128, 3}}) {
+  for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 256, 1}, Case{PrefillKernels::GemmLarge, 128, 256, 256, 2},
+                       Case{PrefillKernels::GemmSmall, 64, 128, 128, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 128, 3}}) {
     dc.fill_bytes(0xff);  // NaN: an element left unwritten fails
     cuda::LaunchConfig cfg;
     cfg.grid = {unsigned((N + c.bn - 1) / c.bn), unsigned((M + c.bm - 1) / c.bm), unsigned(c.splits)};
     cfg.block.x = unsigned(c.threads);
-    cfg.dynamic_shared = unsigned(PrefillKernels::gemm_smem(c.id));
+    cfg.dynamic_shared = unsigned(k.gemm_smem(c.id));
     cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K);
     if (c.splits > 1) {
       cuda::LaunchConfig rc;
@@ -206,7 +213,7 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
       ASSERT_TRUE(std::isfinite(got[i])) << "element " << i << " tile " << c.bm << "x" << c.bn;
       worst = std::max(worst, std::abs(double(got[i]) - want[i]));
     }
-    // fp32 accumulation of 136 products of magnitude <= 1: far below 1e-3.
+    // fp32 accumulation of K products of magnitude <= 1: far below 1e-3.
     EXPECT_LT(worst, 1e-3) << c.bm << "x" << c.bn << " splits " << c.splits;
     std::printf("[prefill gemm] %dx%d, %d split(s): max abs error %.2e\n", c.bm, c.bn, c.splits, worst);
   }
@@ -233,7 +240,7 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
     cuda::LaunchConfig cfg;
     cfg.grid = {unsigned(g.tiles[0] + g.tiles[1]), unsigned((M + bm - 1) / bm), 1};
     cfg.block.x = unsigned(threads);
-    cfg.dynamic_shared = unsigned(PrefillKernels::gemm_smem(id));
+    cfg.dynamic_shared = unsigned(k.gemm_smem(id));
     cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K);
     stream.synchronize();
     std::vector<float> g0(size_t(M) * n0), g1(size_t(M) * (N - n0));
@@ -248,6 +255,15 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
       }
     EXPECT_LT(worst, 1e-3) << bm << "x" << bn << " group";
     std::printf("[prefill gemm] %dx%d group of 2: max abs error %.2e\n", bm, bn, worst);
+  }
+}
+
+TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  // 2 x 3 large tiles, 4 x 5 small; K = 4.25 large steps; then a long K with an odd tail.
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    check_gemm_tiles(arch, 200, 520, 136);
+    check_gemm_tiles(arch, 130, 300, 1048);
   }
 }
 

@@ -242,32 +242,41 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
     EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
     obligations += p.record.obligations.size();
   }
-  EXPECT_EQ(proofs.size(), counts.size() + 9);
+  EXPECT_EQ(proofs.size(), counts.size() + 14);  // 3 GEMM tiles x 3, 2 swizzles, attention 3
   const std::string record = verification_record(proofs);
-  EXPECT_NE(record.find("prefill GEMM 128x256: output tile"), std::string::npos);
+  EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
+  EXPECT_NE(record.find("prefill wgmma_128x256: 128-byte swizzle of 256 rows"), std::string::npos);
   std::printf("%zu split counts (%lld..%lld), %zu proofs, %zu obligations in %.0f ms\n", counts.size(),
               (long long)counts.front(), (long long)counts.back(), proofs.size(), obligations, ms);
 }
 
+// Both sources compiled for sm_90a: the H200's (wgmma large tiles) and the one of devices
+// without wgmma (mma.sync large tiles), which the GPU tests run on the H200 too.
 TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
-  cuda::CompileRequest r;
-  r.source = prefill_source();
-  r.name = "mpk_prefill.cu";
-  r.arch = "sm_90a";
-  r.options = prefill_compile_options();
-  r.options.push_back("--ptxas-options=-v");
-  const cuda::CompileResult c = cuda::compile(r);
-  ASSERT_FALSE(c.cubin.empty());
-  for (const char* e : {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_kv_shadow",
-                        "pf_silu_mul", "pf_add", "pf_argmax", "pf_gemm_128x256", "pf_gemm_64x128",
-                        "pf_gemm_128x256_group", "pf_gemm_64x128_group",
-                        "pf_gemm_reduce", "pf_attention_16",
-                        "pf_attention_32", "pf_attention_64", "pf_attention_128"}) {
-    const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e);
-    EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
-    EXPECT_EQ(info.spill_store_bytes, 0) << e;
-    EXPECT_EQ(info.spill_load_bytes, 0) << e;
-    std::printf("%-18s %3d registers, %6d bytes static shared\n", e, info.registers, info.static_smem_bytes);
+  for (const char* source_arch : {"sm_90a", "sm_80"}) {
+    cuda::CompileRequest r;
+    r.source = prefill_source(source_arch);
+    r.name = "mpk_prefill.cu";
+    r.arch = "sm_90a";
+    r.options = prefill_compile_options();
+    r.options.push_back("--ptxas-options=-v");
+    const cuda::CompileResult c = cuda::compile(r);
+    ASSERT_FALSE(c.cubin.empty());
+    const std::string large = gemm_tile(true, source_arch).entry, small = gemm_tile(false, source_arch).entry;
+    EXPECT_EQ(large, prefill_wgmma(source_arch) ? "pf_wgmma_128x256" : "pf_gemm_128x256");
+    for (const std::string& e : {std::string("pf_embed"), std::string("pf_rms_norm"), std::string("pf_head_rms_norm"),
+                                 std::string("pf_rope"), std::string("pf_kv_store"), std::string("pf_kv_shadow"),
+                                 std::string("pf_silu_mul"), std::string("pf_add"), std::string("pf_argmax"), large,
+                                 small, large + "_group", small + "_group", std::string("pf_gemm_reduce"),
+                                 std::string("pf_attention_16"), std::string("pf_attention_32"),
+                                 std::string("pf_attention_64"), std::string("pf_attention_128")}) {
+      const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
+      EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
+      EXPECT_EQ(info.spill_store_bytes, 0) << e;
+      EXPECT_EQ(info.spill_load_bytes, 0) << e;
+      std::printf("%s %-22s %3d registers, %6d bytes static shared\n", source_arch, e.c_str(), info.registers,
+                  info.static_smem_bytes);
+    }
   }
 }
 

@@ -108,6 +108,42 @@ TEST(TileProofs, MutantsAgreeWithBruteForce) {
   std::printf("tile mutants: %zu, load mutants: %zu\n", tiles.size(), loads.size());
 }
 
+// The 128-byte swizzle over `rows` rows: every chunk inside its row and the eight chunks of a
+// row on eight distinct slots.
+bool brute_force_swizzle(const ir::Swizzle128& f, int64_t rows) {
+  try {
+    for (int64_t r = 0; r < rows; ++r) {
+      std::set<int64_t> seen;
+      for (int64_t c = 0; c < 8; ++c) {
+        const int64_t s = ir::eval(f.chunk, {{"r", r}, {"c", c}});
+        if (s < 0 || s >= 8 || !seen.insert(s).second) return false;
+      }
+    }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
+  const ir::Swizzle128& f = ir::swizzle128_formula();
+  for (int64_t rows : {128, 256}) {
+    const ProofRecord r = prove_swizzle128(f, rows);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_TRUE(brute_force_swizzle(f, rows));
+  }
+  int refuted = 0, total = 0;
+  for (const IndexExpr& m : mutants(f.chunk)) {
+    const ir::Swizzle128 g{m, f.c_of};
+    const bool proved = prove_swizzle128(g, 64, 2000).proved();
+    EXPECT_FALSE(proved && !brute_force_swizzle(g, 64)) << "accepted a wrong swizzle: " << ir::to_string(m);
+    refuted += !proved;
+    ++total;
+  }
+  EXPECT_GT(refuted, total / 2);
+  std::printf("swizzle mutants: %d, refuted %d\n", total, refuted);
+}
+
 // A bitonic stage of distance s over m keys: every item's two keys inside, lo < hi, and all
 // keys distinct (m / 2 items, two keys each: a bijection).
 bool brute_force_bitonic(const ir::BitonicPair& f, int64_t s, int64_t m) {

@@ -1,0 +1,178 @@
+// Prefill projections on Hopper's warpgroup tensor cores (sm_90a only: printed into the source
+// when the prefill is compiled for it). The same contract as pf_gemm_tile (prefill_gemm.cuh): C
+// = A W^T (+ bias) (+ R), the K split through `partial`, the same entries' signatures; only the
+// mainloop differs.
+//
+// A CTA computes a 128 x 256 tile with two warpgroups, each 64 rows x 256 columns by
+// wgmma.mma_async m64n256k16 (fp32 accumulators: 128 registers per thread) reading both
+// operands from shared memory. K steps of 64 bf16 (128 bytes per row: one row of the 128-byte
+// swizzle) fill a ring of PF_WG_STAGES buffers by cp.async; each 16-byte chunk c of row r lands
+// in chunk c ^ (r % 8) of its row (pf_swizzle128_chunk, proved), the layout the descriptors'
+// 128-byte swizzle mode reads. The ring runs two steps ahead of the multiply: at step kt the
+// buffer of step kt - 2 is refilled, whose wgmma groups both warpgroups have retired (each waits
+// for all but its newest group before the barrier that precedes the refill).
+
+#define PF_WG_BM 128
+#define PF_WG_BN 256
+#define PF_WG_BK 64
+#define PF_WG_STAGES 4
+#define PF_WG_THREADS 256
+
+// Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte swizzled,
+// 8-row groups 1,024 bytes apart (the tile 1,024-byte aligned).
+__device__ __forceinline__ unsigned long long pf_wg_desc(unsigned smem_addr) {
+  return (unsigned long long)((smem_addr & 0x3FFFF) >> 4)  // start address, 16-byte units
+         | (1ull << 16)                                    // leading offset: unused by this mode
+         | ((unsigned long long)(1024 >> 4) << 32)         // stride between 8-row groups
+         | (1ull << 62);                                   // 128-byte swizzle
+}
+
+__device__ __forceinline__ void pf_wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+__device__ __forceinline__ void pf_wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void pf_wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
+}
+// cp.async writes through the generic proxy; wgmma reads through the async proxy.
+__device__ __forceinline__ void pf_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+
+// Keeps the accumulators in their registers across the asynchronous multiply (no code).
+__device__ __forceinline__ void pf_wg_pin(float (&d)[128]) {
+#pragma unroll
+  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d += A B for a 64 x 16 slice of A and a 256 x 16 slice of W (both K-major in shared memory).
+// d[i] sits at row 16 * (warp % 4) + lane / 4 + 8 * (i / 2 % 2), column 8 * (i / 4) + 2 * (lane %
+// 4) + i % 2 of the warpgroup's 64 x 256 tile: the mma.sync fragment order of pf_frag_row and
+// pf_frag_col with one warp across (i = ni * 4 + h * 2 + e).
+__device__ __forceinline__ void pf_wgmma_256(float (&d)[128], unsigned long long da, unsigned long long db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(da), "l"(db), "r"(1));
+}
+
+// Chunk c (16 bytes) of row r of a swizzled tile: byte offset in the tile.
+__device__ __forceinline__ int pf_wg_offset(int r, int c) { return r * 128 + pf_swizzle128_chunk(r, c) * 16; }
+
+__device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
+                                              const float* __restrict__ bias, const float* R, float* C,
+                                              float* __restrict__ partial, int M, int N, int K, int n_tile) {
+  constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
+  constexpr int CH = PF_WG_BK / 8;
+  extern __shared__ __align__(16) unsigned char pf_smem_raw[];
+  // The swizzle pattern repeats every 1,024 bytes: the ring starts on such a boundary (the host
+  // adds 1,024 bytes of slack).
+  const unsigned raw = pf_smem(pf_smem_raw);
+  unsigned char* ring = pf_smem_raw + (((raw + 1023u) & ~1023u) - raw);
+  const unsigned ring_s = pf_smem(ring);
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int m0 = blockIdx.y * PF_WG_BM, n0 = n_tile * PF_WG_BN;
+  const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK;
+  const int kt0 = int(pf_even_split_begin(blockIdx.z, ktiles, gridDim.z));
+  const int kt1 = int(pf_even_split_end(blockIdx.z, ktiles, gridDim.z));
+
+  static_assert(PF_WG_BM * CH % PF_WG_THREADS == 0 && PF_WG_BN * CH % PF_WG_THREADS == 0, "whole rounds");
+  auto load = [&](int kt, int slot) {
+    unsigned char* da = ring + slot * STAGE;
+    unsigned char* db = da + A_BYTES;
+#pragma unroll
+    for (int i = 0; i < PF_WG_BM * CH / PF_WG_THREADS; ++i) {
+      const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
+      const int k = kt * PF_WG_BK + c;
+      const bool ok = m0 + r < M && k < K;
+      pf_cp_async16(da + pf_wg_offset(r, c / 8), ok ? A + (long long)(m0 + r) * K + k : A, ok);
+    }
+#pragma unroll
+    for (int i = 0; i < PF_WG_BN * CH / PF_WG_THREADS; ++i) {
+      const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
+      const int k = kt * PF_WG_BK + c;
+      const bool ok = n0 + r < N && k < K;
+      pf_cp_async16(db + pf_wg_offset(r, c / 8), ok ? W + (long long)(n0 + r) * K + k : W, ok);
+    }
+  };
+
+  float acc[128];
+#pragma unroll
+  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+
+  constexpr int AHEAD = PF_WG_STAGES - 2;  // steps in flight beyond the one multiplied
+#pragma unroll
+  for (int s = 0; s < AHEAD; ++s) {
+    if (kt0 + s < kt1) load(kt0 + s, s);
+    pf_cp_async_commit();  // empty groups keep the count uniform
+  }
+  for (int kt = kt0; kt < kt1; ++kt) {
+    const int it = kt - kt0;
+    pf_cp_async_wait<AHEAD - 1>();  // this thread's chunks of step kt have landed
+    pf_fence_proxy_async();
+    __syncthreads();  // everyone's chunks of step kt; the wgmma groups of step kt - 2 retired
+    if (kt + AHEAD < kt1) load(kt + AHEAD, (it + AHEAD) % PF_WG_STAGES);
+    pf_cp_async_commit();
+    const unsigned sa = ring_s + (it % PF_WG_STAGES) * STAGE, sb = sa + A_BYTES;
+    pf_wg_pin(acc);
+    pf_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
+      pf_wgmma_256(acc, pf_wg_desc(sa + wg * 64 * 128 + kk * 32), pf_wg_desc(sb + kk * 32));
+    pf_wg_commit();
+    pf_wg_wait<1>();
+    pf_wg_pin(acc);
+  }
+  pf_wg_wait<0>();
+  pf_wg_pin(acc);
+  pf_cp_async_wait<0>();
+
+  const bool split = gridDim.z > 1;
+  float* out = split ? partial + (long long)blockIdx.z * M * N : C;
+#pragma unroll
+  for (int ni = 0; ni < PF_WG_BN / 8; ++ni)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = m0 + pf_frag_row<1, 16>(warp, 0, lane, h);
+      if (r >= M) continue;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = n0 + pf_frag_col<1, PF_WG_BN>(warp, ni, lane, e);
+        if (c >= N) continue;
+        float v = acc[ni * 4 + h * 2 + e];
+        const long long o = (long long)r * N + c;
+        if (!split) {  // the reference's order: (x . w + b) + residual
+          if (bias) v += bias[c];
+          if (R) v += R[o];
+        }
+        out[o] = v;
+      }
+    }
+}
+
+#define PF_WGMMA_ENTRY(NAME)                                                                                \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
+      NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
+           int M, int N, int K) {                                                                           \
+    pf_wgmma_tile(A, W, bias, R, C, partial, M, N, K, blockIdx.x);                                          \
+  }                                                                                                         \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
+      NAME##_group(const pf_bf16* A, PfGemmGroup g, int M, int K) {                                         \
+    int t = blockIdx.x, j = 0;                                                                              \
+    while (j + 1 < g.count && t >= g.tiles[j]) t -= g.tiles[j++];                                           \
+    pf_wgmma_tile(A, g.w[j], g.bias[j], nullptr, g.c[j], nullptr, M, g.n[j], K, t);                         \
+  }

@@ -360,6 +360,43 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
   return p;
 }
 
+ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, int64_t max_n, unsigned timeout_ms) {
+  MPK_CHECK(g >= 1 && max_m >= 1 && max_n >= 1 && g * max_n <= INT32_MAX && max_m + g <= INT32_MAX, InvalidArgument)
+      << "tile order of group " << g << " over up to " << max_m << " x " << max_n << " tiles";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const z3::expr nm = ctx.int_const("nm"), nn = ctx.int_const("nn"), x = ctx.int_const("x"), y = ctx.int_const("y");
+  const z3::expr G = ctx.int_val(g);
+  const z3::expr groups = (nm + G - 1) / G;  // nm >= 1: Z3's division is C's here
+  const z3::expr grid = nm >= 1 && nm <= ctx.int_val(max_m) && nn >= 1 && nn <= ctx.int_val(max_n);
+  auto tile = [&](const z3::expr& bx, const z3::expr& by) {
+    return std::pair{enc.encode(f.m, {{"x", bx}, {"y", by}, {"g", G}}), enc.encode(f.n, {{"x", bx}, {"g", G}})};
+  };
+  const auto [m, n] = tile(x, y);
+  const z3::expr block = grid && x >= 0 && x < G * nn && y >= 0 && y < groups;
+  ProofRecord r;
+  r.subject = "tile order in groups of " + std::to_string(g) + " rows over up to " + std::to_string(max_m) + " x " +
+              std::to_string(max_n) + " tiles: m = " + ir::to_string(f.m) + ", n = " + ir::to_string(f.n);
+  r.z3_version = Z3_get_full_version();
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", block,
+                                m.defined && n.defined, {nm, nn, x, y}, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (a tile of the grid, or a row past nm the block skips)",
+                                block && m.defined && n.defined,
+                                m.value >= 0 && m.value < groups * G && n.value >= 0 && n.value < nn,
+                                {nm, nn, x, y}, timeout_ms));
+  const z3::expr tm = ctx.int_const("m"), tn = ctx.int_const("n");
+  const std::map<std::string, z3::expr> at = {{"m", tm}, {"n", tn}, {"g", G}};
+  const Term bx = enc.encode(f.x_of, at), by = enc.encode(f.y_of, at);
+  const auto [back_m, back_n] = tile(bx.value, by.value);
+  r.obligations.push_back(check(ctx, "exactly once: each tile from the block the inverse names",
+                                grid && tm >= 0 && tm < nm && tn >= 0 && tn < nn,
+                                bx.defined && by.defined && bx.value >= 0 && bx.value < G * nn && by.value >= 0 &&
+                                    by.value < groups && back_m.defined && back_n.defined && back_m.value == tm &&
+                                    back_n.value == tn,
+                                {nm, nn, tm, tn}, timeout_ms));
+  return r;
+}
+
 ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms) {
   MPK_CHECK(s >= 1 && (s & (s - 1)) == 0 && 2 * s <= max_m, InvalidArgument)
       << "bitonic stage of distance " << s << " over at most " << max_m << " keys";

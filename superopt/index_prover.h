@@ -75,6 +75,14 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
 //   share a slot, and the inverse names the chunk stored in every slot).
 ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned timeout_ms = 10000);
 
+// The tile order (ir::TileOrder, or a mutant) with group size g (a constant) over every grid of
+// nm x nn tiles, 1 <= nm <= max_m and 1 <= nn <= max_n, and every block (x, y) of its launch
+// grid (g nn, ceil(nm / g)), all symbolic, in int arithmetic: defined; bounds (0 <= n < nn and 0
+// <= m < ceil(nm / g) g: blocks past nm exit); exactly once (the inverse maps each tile to a
+// block of the grid that computes it; a block computes one tile).
+ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, int64_t max_n,
+                             unsigned timeout_ms = 10000);
+
 // One stage of a bitonic sort (ir::BitonicPair, or a mutant) with compare distance `s` (a
 // constant power of two: one proof per stage distance), over every key count m, a multiple of
 // 2s up to max_m, and every item j < m / 2, symbolic, in int arithmetic:

@@ -61,6 +61,15 @@ const Swizzle128& swizzle128_formula() {
   return f;
 }
 
+const TileOrder& tile_order_formula() {
+  static const TileOrder f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr x = v("x"), y = v("y"), g = v("g"), m = v("m"), n = v("n");
+    return TileOrder{y * g + x % g, x / g, n * g + m % g, m / g};
+  }();
+  return f;
+}
+
 const BitonicPair& bitonic_pair_formula() {
   static const BitonicPair f = [] {
     const IndexExpr j = IndexExpr::var("j"), s = IndexExpr::var("s"), x = IndexExpr::var("x");
@@ -88,6 +97,9 @@ std::string prefill_layout_device_functions() {
        to_c(l.col, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_swizzle128_chunk(int r, int c) { return " +
        to_c(swizzle128_formula().chunk, CType::Int) + "; }\n";
+  const TileOrder& o = tile_order_formula();
+  s += "__device__ __forceinline__ int pf_tile_m(int x, int y, int g) { return " + to_c(o.m, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ int pf_tile_n(int x, int g) { return " + to_c(o.n, CType::Int) + "; }\n";
   return s;
 }
 

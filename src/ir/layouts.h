@@ -66,6 +66,17 @@ struct Swizzle128 {
 };
 const Swizzle128& swizzle128_formula();
 
+// The order a GEMM grid visits its tiles: the tile rows in groups of g, block (x, y) of a grid of
+// (g nn, ceil(nm / g)) computes tile row m = y g + x % g and tile column n = x / g (blocks with m
+// >= nm exit), so that the CTAs resident at once share g rows of A and a few columns of W in L2
+// instead of sweeping all of W. Variables: x, y, g. The inverse (not printed), from m and n:
+// x_of, y_of.
+struct TileOrder {
+  IndexExpr m, n;
+  IndexExpr x_of, y_of;
+};
+const TileOrder& tile_order_formula();
+
 // One stage of a bitonic sort of m keys in shared memory (the draws' sort, kernels/sample.cuh):
 // with compare distance s (a power of two below m), thread item j < m / 2 compares keys lo =
 // j / s * 2s + j % s and hi = lo + s. Variables: j, s. The inverse (not printed), from a key
@@ -86,7 +97,7 @@ std::string layout_device_functions();
 // above (pf_even_split_begin, pf_even_split_end, long long), and templates over the tile
 // constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
 // pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i) and
-// pf_swizzle128_chunk(r, c), int.
+// pf_swizzle128_chunk(r, c), pf_tile_m(x, y, g) and pf_tile_n(x, g), int.
 std::string prefill_layout_device_functions();
 
 }  // namespace mpk::ir

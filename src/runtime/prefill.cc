@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "base/error.h"
 #include "ir/layouts.h"
@@ -137,6 +138,10 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
   for (const std::string& n : names) fns_.push_back(module_.function(n));
   for (Id id : {GemmLarge, GemmSmall, GemmLargeGroup, GemmSmallGroup})
     fns_[size_t(id)].set_max_dynamic_shared(gemm_smem(id));
+  if (tile(true).wgmma) {
+    swiglu_.emplace(module_.function(large + "_swiglu"));
+    swiglu_->set_max_dynamic_shared(gemm_smem(GemmLarge));
+  }
   for (int i = 0; i < 4; ++i)
     fns_[size_t(Attention16) + size_t(i)].set_max_dynamic_shared(attention_smem(kHeadDims[i]));
 }
@@ -168,6 +173,16 @@ GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
     splits = std::clamp<int64_t>(2 * int64_t(num_sms) / tiles, 1, std::max<int64_t>(ktiles / 4, 1));
   g.splits = int(splits);
   return g;
+}
+
+TileGrid tile_grid(int64_t nm, int64_t nn) {
+  MPK_ICHECK(nm >= 1 && nn >= 1 && nn * kTileGroup <= INT32_MAX) << "GEMM tile grid " << nm << " x " << nn;
+  TileGrid t;
+  const int64_t groups = (nm + kTileGroup - 1) / kTileGroup;
+  t.g = int((nm + groups - 1) / groups);
+  t.x = unsigned(t.g * nn);
+  t.y = unsigned((nm + t.g - 1) / t.g);
+  return t;
 }
 
 std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, int num_sms) {
@@ -239,6 +254,13 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
         s.group_ops.push_back(int(i));
         s.group_outputs.push_back(g.ops[i].output);
       }
+    if (s.group_ops.size() == 1 && i + 1 < g.ops.size()) {
+      const ir::Op& next = g.ops[i + 1];
+      if (next.kind == ir::OpKind::SiluMul && next.inputs == std::vector<int>{s.output, s.group_outputs[0]} &&
+          readers[size_t(s.output)] == 1 && readers[size_t(s.group_outputs[0])] == 1 && op.bias < 0 &&
+          g.ops[size_t(s.group_ops[0])].bias < 0)
+        s.swiglu_output = next.output;
+    }
     steps_.push_back(std::move(s));
   }
 
@@ -252,6 +274,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     for (int in : steps_[s].inputs) last_use[size_t(in)] = s;
     if (steps_[s].residual >= 0) last_use[size_t(steps_[s].residual)] = s;
     if (steps_[s].kind == ir::OpKind::LastRow) alias[size_t(steps_[s].output)] = steps_[s].inputs[0];
+    if (s > 0 && steps_[s - 1].swiglu_output >= 0) last_use[size_t(steps_[s - 1].inputs[0])] = s;
   }
   for (size_t t = 0; t < g.tensors.size(); ++t)  // a view keeps its base alive
     if (alias[t] >= 0) last_use[size_t(alias[t])] = std::max(last_use[size_t(alias[t])], last_use[t]);
@@ -280,6 +303,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     }
     std::vector<int> done = st.inputs;
     if (st.residual >= 0) done.push_back(st.residual);
+    if (s > 0 && steps_[s - 1].swiglu_output >= 0) done.push_back(steps_[s - 1].inputs[0]);
     for (int in : done) {
       if (last_use[size_t(in)] != s || slot_[size_t(in)] < 0) continue;
       free_slots.emplace(capacity.at(slot_[size_t(in)]), slot_[size_t(in)]);
@@ -344,6 +368,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
     return c;
   };
+  bool silu_done = false;  // by the previous step's SwiGLU kernel
   for (const PrefillStep& s : steps_) {
     if (s.tail && !last) break;
     const ir::Op& op = g_.ops[size_t(s.op)];
@@ -404,6 +429,21 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       case ir::OpKind::Linear: {
         const int m = nrows(s.output);
         const int kk = int(g_.weight(op.weight).shape.at(1));
+        // gate, up and silu_mul as one kernel where the wgmma tile runs and fills a wave.
+        if (s.swiglu_output >= 0 && k.swiglu() && gemm_launch(m, 2LL * cols(s.output), kk, num_sms_).large) {
+          const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
+          const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
+          cuda::LaunchConfig c;
+          c.grid.x = tg.x;
+          c.grid.y = tg.y;
+          c.block.x = unsigned(k.tile(true).threads());
+          c.dynamic_shared = unsigned(k.gemm_smem(K::GemmLarge));
+          cuda::launch_args(*k.swiglu(), c, stream, ptr(s.inputs[0]), weight(op.weight),
+                            weight(g_.ops[size_t(s.group_ops[0])].weight), ptr(s.swiglu_output), m, n, kk, tg.g,
+                            int(bf16_[size_t(s.swiglu_output)]));
+          silu_done = true;
+          break;
+        }
         // The members: this op, then its group.
         std::vector<int> ops = {s.op}, outs = {s.output};
         ops.insert(ops.end(), s.group_ops.begin(), s.group_ops.end());
@@ -433,13 +473,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             tiles += unsigned(grp.tiles[j]);
           }
           grp.count = int(ops.size());
+          const TileGrid tg = tile_grid(whole.grid_m, tiles);
           cuda::LaunchConfig c;
-          c.grid.x = tiles;
-          c.grid.y = unsigned(whole.grid_m);
+          c.grid.x = tg.x;
+          c.grid.y = tg.y;
           c.block.x = unsigned(k.tile(whole.large).threads());
           const K::Id id = whole.large ? K::GemmLargeGroup : K::GemmSmallGroup;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
-          cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk);
+          cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
           break;
         }
         for (size_t j = 0; j < ops.size(); ++j) {  // one launch each (a K split, or alone)
@@ -450,14 +491,15 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           const uint64_t ws = b.scratch + uint64_t(workspace_offset_), dst = ptr(outs[j]);
           MPK_ICHECK(gl.splits == 1 || int64_t(gl.splits) * m * n * 4 <= gemm_workspace_bytes(num_sms_))
               << "prefill: K-split workspace";
+          const TileGrid tg = tile_grid(gl.grid_m, gl.grid_n);
           cuda::LaunchConfig c;
-          c.grid.x = unsigned(gl.grid_n);
-          c.grid.y = unsigned(gl.grid_m);
+          c.grid.x = tg.x;
+          c.grid.y = tg.y;
           c.grid.z = unsigned(gl.splits);
           c.block.x = unsigned(k.tile(gl.large).threads());
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
-          cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk);
+          cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk, tg.g);
           if (gl.splits > 1)
             cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
                               dst, m, n);
@@ -465,6 +507,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         break;
       }
       case ir::OpKind::SiluMul: {
+        if (std::exchange(silu_done, false)) break;  // the SwiGLU kernel wrote it
         const long long n = (long long)nrows(s.output) * cols(s.output);
         cuda::launch_args(k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
                           int(bf16_[size_t(s.output)]));

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -65,6 +66,9 @@ class PrefillKernels {
   // `cubin`: compile_prefill(arch)'s (or prefill_source(arch)'s, compiled for the device).
   PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin, const std::string& arch);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
+  // The SwiGLU entry of the wgmma tile (gate, up and their silu product in one kernel), or
+  // null where the large tile is not wgmma.
+  const cuda::Function* swiglu() const { return swiglu_ ? &*swiglu_ : nullptr; }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
   static int attention_smem(int dp);  // of the attention entry for padded head dim dp
@@ -73,6 +77,7 @@ class PrefillKernels {
   std::string arch_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
+  std::optional<cuda::Function> swiglu_;
 };
 
 // The tensors projections read, which their producers store in bf16 (the operand the tensor
@@ -88,6 +93,15 @@ struct GemmLaunch {
   int grid_m = 1, grid_n = 1, splits = 1;
 };
 GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms);
+// The launch grid of nm x nn GEMM tiles in the tile order (ir/layouts.h: TileOrder): tile rows in
+// groups of g = ceil(nm / ceil(nm / kTileGroup)) (at most kTileGroup, the last group full or
+// nearly), grid (g nn, ceil(nm / g)); the kernels take g.
+inline constexpr int kTileGroup = 8;
+struct TileGrid {
+  int g = 1;
+  unsigned x = 1, y = 1;
+};
+TileGrid tile_grid(int64_t nm, int64_t nn);
 // Every split count gemm_launch gives the graph's projections for 1 .. max_rows rows (what the
 // even split's proofs must cover), in increasing order.
 std::vector<int64_t> prefill_split_counts(const ir::Graph& graph, int64_t max_rows, int num_sms);
@@ -121,6 +135,10 @@ struct PrefillStep {
   // linear: further projections of the same input, run in the same grid when their grids are
   // short (q with k and v, gate with up), and their outputs
   std::vector<int> group_ops, group_outputs;
+  // linear: with one group member, when the next step is the silu_mul of the two outputs (in
+  // order, its only reader): that step's output, which the SwiGLU kernel can write instead. The
+  // input then stays live through the next step.
+  int swiglu_output = -1;
 };
 
 class PrefillProgram {

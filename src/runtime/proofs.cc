@@ -128,6 +128,12 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                           "swizzle128 " + std::to_string(rows),
                           [rows] { return superopt::prove_swizzle128(ir::swizzle128_formula(), rows); }});
   }
+  for (int64_t g = 1; g <= kTileGroup; ++g)  // tile_grid's groups, any grid of a chunk's GEMMs
+    needed.push_back({"prefill GEMM grids: tile order in groups of " + std::to_string(g) + " rows",
+                      "tile order " + std::to_string(g), [g] {
+                        return superopt::prove_tile_order(ir::tile_order_formula(), g, int64_t(kPrefillChunk),
+                                                          int64_t(1) << 20);
+                      }});
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
   tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});
   loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});

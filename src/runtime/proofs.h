@@ -31,7 +31,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // The proofs the prefill kernels rest on (runtime/prefill.h): the even split for every K-split
 // count in split_counts (prefill_split_counts), the mma output tiles and chunked loads of every
 // GEMM tile (gemm_tiles: those of other architectures too) and of attention for padded head
-// dimension dp (16 .. 128), the wgmma tile's 128-byte swizzle, memoised as above.
+// dimension dp (16 .. 128), the wgmma tile's 128-byte swizzle, the GEMM grids' tile order for
+// every group size tile_grid picks, memoised as above.
 // Not covered: the ldmatrix addresses, the wgmma descriptors (the hardware's reading of the
 // swizzled tile; the GPU tests check the products), attention's staging of Q and its 4-byte key/value loads
 // for head dims that are not a multiple of 8 (hand-written element-pair loops), attention's

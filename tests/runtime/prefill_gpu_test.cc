@@ -195,10 +195,12 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
                        Case{PrefillKernels::GemmSmall, 64, 128, 128, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 128, 3}}) {
     dc.fill_bytes(0xff);  // NaN: an element left unwritten fails
     cuda::LaunchConfig cfg;
-    cfg.grid = {unsigned((N + c.bn - 1) / c.bn), unsigned((M + c.bm - 1) / c.bm), unsigned(c.splits)};
+    const TileGrid tg = tile_grid((M + c.bm - 1) / c.bm, (N + c.bn - 1) / c.bn);
+    cfg.grid = {tg.x, tg.y, unsigned(c.splits)};
     cfg.block.x = unsigned(c.threads);
     cfg.dynamic_shared = unsigned(k.gemm_smem(c.id));
-    cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K);
+    cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K,
+                      tg.g);
     if (c.splits > 1) {
       cuda::LaunchConfig rc;
       rc.grid.x = 64;
@@ -238,10 +240,11 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     g.tiles[0] = (n0 + bn - 1) / bn, g.tiles[1] = (N - n0 + bn - 1) / bn;
     g.count = 2;
     cuda::LaunchConfig cfg;
-    cfg.grid = {unsigned(g.tiles[0] + g.tiles[1]), unsigned((M + bm - 1) / bm), 1};
+    const TileGrid tg = tile_grid((M + bm - 1) / bm, g.tiles[0] + g.tiles[1]);
+    cfg.grid = {tg.x, tg.y, 1};
     cfg.block.x = unsigned(threads);
     cfg.dynamic_shared = unsigned(k.gemm_smem(id));
-    cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K);
+    cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
     stream.synchronize();
     std::vector<float> g0(size_t(M) * n0), g1(size_t(M) * (N - n0));
     c0.download(g0.data(), g0.size() * 4);
@@ -256,14 +259,50 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     EXPECT_LT(worst, 1e-3) << bm << "x" << bn << " group";
     std::printf("[prefill gemm] %dx%d group of 2: max abs error %.2e\n", bm, bn, worst);
   }
+  if (!k.swiglu()) return;
+  // The SwiGLU entry: W's rows [0, I) as gate, [I, 2 I) as up, no bias; out = silu(gate) * up in
+  // fp32 and in bf16 (the down projection's operand).
+  const int I = N / 2;
+  for (int bf16_out : {0, 1}) {
+    cuda::DeviceBuffer out(ctx, size_t(M) * I * 4);
+    out.fill_bytes(0xff);
+    const TileGrid tg = tile_grid((M + 127) / 128, (I + 127) / 128);
+    cuda::LaunchConfig cfg;
+    cfg.grid = {tg.x, tg.y, 1};
+    cfg.block.x = 256;
+    cfg.dynamic_shared = unsigned(k.gemm_smem(PrefillKernels::GemmLarge));
+    cuda::launch_args(*k.swiglu(), cfg, stream, da.ptr(), dw.ptr(), dw.ptr() + uint64_t(I) * K * 2, out.ptr(), M, I,
+                      K, tg.g, bf16_out);
+    stream.synchronize();
+    std::vector<float> got(size_t(M) * I);
+    std::vector<uint16_t> got16(size_t(M) * I);
+    if (bf16_out) out.download(got16.data(), got16.size() * 2); else out.download(got.data(), got.size() * 4);
+    double worst = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < I; ++j) {
+        const size_t o = size_t(i) * I + j;
+        const double gate = want[size_t(i) * N + j] - bias[size_t(j)] - res[size_t(i) * N + j];
+        const double up = want[size_t(i) * N + I + j] - bias[size_t(I + j)] - res[size_t(i) * N + I + j];
+        const double ref = gate / (1 + std::exp(-gate)) * up;
+        const double v = bf16_out ? double(widen(got16[o])) : double(got[o]);
+        ASSERT_TRUE(std::isfinite(v)) << i << " " << j;
+        worst = std::max(worst, std::abs(v - ref) / (1 + std::abs(ref)));
+      }
+    // fp32: the products' error (the GEMM's, below 1e-3) times the other factor; bf16: half an ulp
+    // is 2^-9 of the value.
+    EXPECT_LT(worst, bf16_out ? 8e-3 : 1e-3) << "swiglu, bf16 " << bf16_out;
+    std::printf("[prefill gemm] swiglu (%s out): max relative error %.2e\n", bf16_out ? "bf16" : "fp32", worst);
+  }
 }
 
 TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  // 2 x 3 large tiles, 4 x 5 small; K = 4.25 large steps; then a long K with an odd tail.
+  // 2 x 3 large tiles, 4 x 5 small; K = 4.25 large steps; a long K with an odd tail; 9 large
+  // tile rows (tile order: two groups of 5, the last block row idle), 18 small (three of 6).
   for (const char* arch : {"sm_90a", "sm_80"}) {
     check_gemm_tiles(arch, 200, 520, 136);
     check_gemm_tiles(arch, 130, 300, 1048);
+    check_gemm_tiles(arch, 1100, 520, 136);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "base/error.h"
 #include "ir/builder.h"
+#include "ir/layouts.h"
 #include "model/model.h"
 #include "runtime/megakernel.h"
 #include "runtime/proofs.h"
@@ -50,15 +51,20 @@ TEST(Prefill, TakesBf16ModelsOnly) {
 }
 
 // Liveness from the steps, independently of the allocator: a tensor lives from the step writing
-// it to its last reader; two live tensors' byte ranges never overlap, and every slot lies in the
+// it to its last reader (a SwiGLU step writes the next step's output and reads its input through
+// the next step); two live tensors' byte ranges never overlap, and every slot lies in the
 // scratch. Returns the bytes a slot per tensor would take.
 int64_t expect_disjoint_live_slots(const ir::Graph& g, const PrefillProgram& p, int64_t rows) {
   const auto& t = g.tensors;
   std::vector<int> first(t.size(), -1), last(t.size(), -1);
   for (size_t s = 0; s < p.steps().size(); ++s) {
     const PrefillStep& st = p.steps()[s];
-    first[size_t(st.output)] = int(s);
+    if (first[size_t(st.output)] < 0) first[size_t(st.output)] = int(s);  // the SwiGLU step's, if any
     for (int o : st.group_outputs) first[size_t(o)] = int(s);
+    if (st.swiglu_output >= 0) {
+      first[size_t(st.swiglu_output)] = int(s);
+      last[size_t(st.inputs[0])] = std::max(last[size_t(st.inputs[0])], int(s) + 1);
+    }
     std::vector<int> in = st.inputs;
     if (st.residual >= 0) in.push_back(st.residual);
     for (int i : in) {
@@ -104,7 +110,7 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   const PrefillProgram p(l.g, l.mem, rows, 132);
   // Every op once: a step is one op, or a linear with the add that is its only reader.
   std::set<int> ops;
-  int fused = 0, tails = 0, grouped = 0;
+  int fused = 0, tails = 0, grouped = 0, swiglu = 0;
   for (const PrefillStep& s : p.steps()) {
     EXPECT_TRUE(ops.insert(s.op).second);
     if (s.residual >= 0) {
@@ -123,7 +129,15 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
       ++grouped;
     }
     tails += s.tail;
+    if (s.swiglu_output >= 0) {  // gate with up, then their silu_mul
+      ++swiglu;
+      const ir::Op& next = l.g.ops[size_t(s.group_ops.at(0)) + 1];
+      EXPECT_EQ(next.kind, ir::OpKind::SiluMul);
+      EXPECT_EQ(next.inputs, (std::vector<int>{s.output, s.group_outputs.at(0)}));
+      EXPECT_EQ(next.output, s.swiglu_output);
+    }
   }
+  EXPECT_EQ(swiglu, l.g.config.num_layers);
   EXPECT_EQ(ops.size(), l.g.ops.size());
   EXPECT_EQ(grouped, 3 * l.g.config.num_layers);  // k, v with q; up with gate
   EXPECT_EQ(fused, 2 * l.g.config.num_layers);  // o_proj and down_proj
@@ -242,12 +256,33 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
     EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
     obligations += p.record.obligations.size();
   }
-  EXPECT_EQ(proofs.size(), counts.size() + 14);  // 3 GEMM tiles x 3, 2 swizzles, attention 3
+  EXPECT_EQ(proofs.size(), counts.size() + 14 + kTileGroup);  // 3 GEMM tiles x 3, 2 swizzles, attention 3, orders
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
   EXPECT_NE(record.find("prefill wgmma_128x256: 128-byte swizzle of 256 rows"), std::string::npos);
   std::printf("%zu split counts (%lld..%lld), %zu proofs, %zu obligations in %.0f ms\n", counts.size(),
               (long long)counts.front(), (long long)counts.back(), proofs.size(), obligations, ms);
+}
+
+// The GEMM grids in the tile order: groups of at most kTileGroup tile rows, no more block rows
+// than needed, and every tile reached by one block of the grid (the formula the kernels print).
+TEST(Prefill, TileGridsCoverEveryTileOnce) {
+  const ir::TileOrder& f = ir::tile_order_formula();
+  for (int64_t nm = 1; nm <= 40; ++nm)
+    for (int64_t nn : {1, 2, 16, 24, 96}) {
+      const TileGrid t = tile_grid(nm, nn);
+      ASSERT_GE(t.g, 1);
+      ASSERT_LE(t.g, kTileGroup);
+      EXPECT_EQ(int64_t(t.x), t.g * nn);
+      EXPECT_LT((int64_t(t.y) - 1) * t.g, nm) << "a block row with no tile";
+      std::set<std::pair<int64_t, int64_t>> seen;
+      for (int64_t y = 0; y < int64_t(t.y); ++y)
+        for (int64_t x = 0; x < int64_t(t.x); ++x) {
+          const int64_t m = ir::eval(f.m, {{"x", x}, {"y", y}, {"g", t.g}}), n = ir::eval(f.n, {{"x", x}, {"g", t.g}});
+          if (m < nm) EXPECT_TRUE(seen.insert({m, n}).second) << m << " " << n;
+        }
+      EXPECT_EQ(int64_t(seen.size()), nm * nn) << nm << " x " << nn;
+    }
 }
 
 // Both sources compiled for sm_90a: the H200's (wgmma large tiles) and the one of devices
@@ -269,7 +304,8 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
                                  std::string("pf_silu_mul"), std::string("pf_add"), std::string("pf_argmax"), large,
                                  small, large + "_group", small + "_group", std::string("pf_gemm_reduce"),
                                  std::string("pf_attention_16"), std::string("pf_attention_32"),
-                                 std::string("pf_attention_64"), std::string("pf_attention_128")}) {
+                                 std::string("pf_attention_64"), std::string("pf_attention_128"),
+                                 prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce")}) {
       const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
       EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
       EXPECT_EQ(info.spill_store_bytes, 0) << e;

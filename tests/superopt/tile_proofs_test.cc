@@ -4,6 +4,7 @@
 // there; one it refutes does), so a wrong formula cannot pass.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <set>
 #include <string>
 #include <utility>
@@ -142,6 +143,51 @@ TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
   }
   EXPECT_GT(refuted, total / 2);
   std::printf("swizzle mutants: %d, refuted %d\n", total, refuted);
+}
+
+// Every block of the launch grid of an nm x nn tile grid on a tile inside it (or past nm),
+// every tile computed by exactly one block.
+bool brute_force_order(const ir::TileOrder& f, int64_t g, int64_t nm, int64_t nn) {
+  std::set<std::pair<int64_t, int64_t>> seen;
+  try {
+    for (int64_t y = 0; y < (nm + g - 1) / g; ++y)
+      for (int64_t x = 0; x < g * nn; ++x) {
+        const ir::IndexEnv env = {{"x", x}, {"y", y}, {"g", g}};
+        const int64_t m = ir::eval(f.m, env), n = ir::eval(f.n, env);
+        if (m < 0 || n < 0 || n >= nn || m >= (nm + g - 1) / g * g) return false;
+        if (m < nm && !seen.insert({m, n}).second) return false;
+      }
+  } catch (const Error&) {
+    return false;
+  }
+  return int64_t(seen.size()) == nm * nn;
+}
+
+TEST(TileOrderProofs, TheGemmGridOrderIsProvedAndMutantsAgreeWithBruteForce) {
+  const ir::TileOrder& f = ir::tile_order_formula();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t g = 1; g <= 8; ++g) {
+    const ProofRecord r = prove_tile_order(f, g, 4096, 4096);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    for (int64_t nm = 1; nm <= 19; ++nm)
+      for (int64_t nn : {1, 3, 16, 24}) EXPECT_TRUE(brute_force_order(f, g, nm, nn)) << g << ": " << nm << " x " << nn;
+  }
+  std::printf("tile order proved for g 1..8 in %.0f ms\n",
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  std::vector<ir::TileOrder> orders;
+  for (const IndexExpr& m : mutants(f.m)) orders.push_back({m, f.n, f.x_of, f.y_of});
+  for (const IndexExpr& m : mutants(f.n)) orders.push_back({f.m, m, f.x_of, f.y_of});
+  int refuted = 0;
+  for (const ir::TileOrder& o : orders) {
+    const bool proved = prove_tile_order(o, 4, 12, 6, 2000).proved();
+    bool ok = true;
+    for (int64_t nm = 1; nm <= 12 && ok; ++nm)
+      for (int64_t nn = 1; nn <= 6 && ok; ++nn) ok = brute_force_order(o, 4, nm, nn);
+    EXPECT_FALSE(proved && !ok) << "accepted a wrong order: m " << ir::to_string(o.m) << ", n " << ir::to_string(o.n);
+    refuted += !proved;
+  }
+  EXPECT_GT(refuted, int(orders.size()) / 2);
+  std::printf("tile order mutants: %zu, refuted %d\n", orders.size(), refuted);
 }
 
 // A bitonic stage of distance s over m keys: every item's two keys inside, lo < hi, and all

@@ -14,7 +14,8 @@
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
                                              const float* __restrict__ bias, const float* R, float* C,
-                                             float* __restrict__ partial, int M, int N, int K, int n_tile) {
+                                             float* __restrict__ partial, int M, int N, int K, int m_tile,
+                                             int n_tile) {
   constexpr int THREADS = 32 * WARPS_M * WARPS_N;
   constexpr int WTM = BM / WARPS_M, WTN = BN / WARPS_N;  // warp tile
   constexpr int MI = WTM / 16, NI = WTN / 8;
@@ -25,7 +26,11 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   pf_bf16* sa = (pf_bf16*)pf_smem_raw;               // [STAGES][BM * PF_LDS]
   pf_bf16* sb = sa + STAGES * BM * PF_LDS;           // [STAGES][BN * PF_LDS]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int m0 = blockIdx.y * BM, n0 = n_tile * BN;
+  // The tile's origin lives in shared memory, read again after each barrier: kept in registers
+  // across the mainloop it makes the 128 x 256 tile spill.
+  __shared__ int origin[2];
+  if (tid == 0) origin[0] = m_tile * BM, origin[1] = n_tile * BN;
+  __syncthreads();
   const int wm = (warp / WARPS_N) * WTM, wn = (warp % WARPS_N) * WTN;
   const int ktiles = (K + BK - 1) / BK;
   // This CTA's part of the K steps: the even split (ir/layouts.h), none empty as the host keeps
@@ -46,6 +51,7 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   auto load = [&](int kt, int slot) {
     pf_bf16* da = sa + slot * BM * PF_LDS;
     pf_bf16* db = sb + slot * BN * PF_LDS;
+    const int m0 = origin[0], n0 = origin[1];
 #pragma unroll
     for (int i = 0; i < BM * CH / THREADS; ++i) {
       const int r = pf_chunk_row<THREADS, CH>(tid, i), c = pf_chunk_col<THREADS, CH>(tid, i), k = kt * PF_BK + c;
@@ -90,6 +96,7 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
     }
   }
   pf_cp_async_wait<0>();
+  const int om = origin[0], on = origin[1];
 
   const bool split = gridDim.z > 1;
   float* out = split ? partial + (long long)blockIdx.z * M * N : C;
@@ -99,11 +106,11 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
     for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int r = m0 + pf_frag_row<WARPS_N, WTM>(warp, mi, lane, h);
+        const int r = om + pf_frag_row<WARPS_N, WTM>(warp, mi, lane, h);
         if (r >= M) continue;
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          const int c = n0 + pf_frag_col<WARPS_N, WTN>(warp, ni, lane, e);
+          const int c = on + pf_frag_col<WARPS_N, WTN>(warp, ni, lane, e);
           if (c >= N) continue;
           float v = acc[mi][ni][h * 2 + e];
           const long long o = (long long)r * N + c;
@@ -128,21 +135,39 @@ struct PfGemmGroup {
   int count;
 };
 
+// This block's tile (m_tile, n_tile) in the tile order with groups of g tile rows (ir/layouts.h:
+// TileOrder); false for a block past the last tile row, which has nothing to do.
+__device__ __forceinline__ bool pf_block_tile(int g, int bm, int M, int& m_tile, int& n_tile) {
+  m_tile = pf_tile_m(blockIdx.x, blockIdx.y, g);
+  n_tile = pf_tile_n(blockIdx.x, g);
+  return m_tile * bm < M;
+}
+// The member of a group that column tile t falls in; t becomes the member's own column tile.
+__device__ __forceinline__ int pf_group_member(const PfGemmGroup& grp, int& t) {
+  int j = 0;
+  while (j + 1 < grp.count && t >= grp.tiles[j]) t -= grp.tiles[j++];
+  return j;
+}
+
 // A tile shape's entries: large for grids of a wave or more, small (with a K split) for short
-// prompts and narrow outputs.
+// prompts and narrow outputs. g: the tile order's group (the host's tile_grid).
 #define PF_GEMM_ENTRY(NAME, BM, BN, BK, WM, WN, STAGES)                                                    \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
       NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
-           int M, int N, int K) {                                                                          \
-    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K, blockIdx.x);             \
+           int M, int N, int K, int g) {                                                                   \
+    int m, n;                                                                                              \
+    if (pf_block_tile(g, BM, M, m, n))                                                                     \
+      pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K, m, n);                  \
   }                                                                                                        \
-  /* Projections of one input in one grid (q, k, v; gate, up): blockIdx.x runs over the members' */       \
-  /* column tiles in order. No K split, no residual. */                                                   \
+  /* Projections of one input in one grid (q, k, v; gate, up): the column tiles run over the */          \
+  /* members' in order. No K split, no residual. */                                                       \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
-      NAME##_group(const pf_bf16* A, PfGemmGroup g, int M, int K) {                                        \
-    int t = blockIdx.x, j = 0;                                                                             \
-    while (j + 1 < g.count && t >= g.tiles[j]) t -= g.tiles[j++];                                          \
-    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, g.w[j], g.bias[j], nullptr, g.c[j], nullptr, M, g.n[j], K, t); \
+      NAME##_group(const pf_bf16* A, PfGemmGroup grp, int M, int K, int g) {                               \
+    int m, t;                                                                                              \
+    if (!pf_block_tile(g, BM, M, m, t)) return;                                                            \
+    const int j = pf_group_member(grp, t);                                                                 \
+    pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, grp.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M,       \
+                                             grp.n[j], K, m, t);                                           \
   }
 // The entries (PF_GEMM_ENTRY lines) are printed after these files from the host's tile table
 // (runtime/prefill.cc: gemm_tile), which its launches and proofs read too.

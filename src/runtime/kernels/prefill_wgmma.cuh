@@ -11,6 +11,9 @@
 // 128-byte swizzle mode reads. The ring runs two steps ahead of the multiply: at step kt the
 // buffer of step kt - 2 is refilled, whose wgmma groups both warpgroups have retired (each waits
 // for all but its newest group before the barrier that precedes the refill).
+//
+// A third entry (_swiglu) multiplies gate and up in one tile, 128 columns of each, and writes
+// silu(gate) * up: the MLP's two projections and their product in one kernel.
 
 #define PF_WG_BM 128
 #define PF_WG_BN 256
@@ -73,9 +76,14 @@ __device__ __forceinline__ void pf_wgmma_256(float (&d)[128], unsigned long long
 // Chunk c (16 bytes) of row r of a swizzled tile: byte offset in the tile.
 __device__ __forceinline__ int pf_wg_offset(int r, int c) { return r * 128 + pf_swizzle128_chunk(r, c) * 16; }
 
-__device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
-                                              const float* __restrict__ bias, const float* R, float* C,
-                                              float* __restrict__ partial, int M, int N, int K, int n_tile) {
+// The mainloop: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and 256 rows of W over
+// this block's part of K (blockIdx.z of gridDim.z, the even split). The W rows: W's rows [n0, n0
+// + 256), or with TWO (the SwiGLU tile) W's rows [n0, n0 + 128) then W2's. Rows past M or N read
+// as zeros.
+template <bool TWO>
+__device__ __forceinline__ void pf_wgmma_mainloop(float (&acc)[128], const pf_bf16* __restrict__ A,
+                                                  const pf_bf16* __restrict__ W, const pf_bf16* __restrict__ W2,
+                                                  int M, int N, int K, int m0, int n0) {
   constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
   constexpr int CH = PF_WG_BK / 8;
   extern __shared__ __align__(16) unsigned char pf_smem_raw[];
@@ -84,33 +92,49 @@ __device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, con
   const unsigned raw = pf_smem(pf_smem_raw);
   unsigned char* ring = pf_smem_raw + (((raw + 1023u) & ~1023u) - raw);
   const unsigned ring_s = pf_smem(ring);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-  const int m0 = blockIdx.y * PF_WG_BM, n0 = n_tile * PF_WG_BN;
+  const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
   const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK;
   const int kt0 = int(pf_even_split_begin(blockIdx.z, ktiles, gridDim.z));
   const int kt1 = int(pf_even_split_end(blockIdx.z, ktiles, gridDim.z));
 
   static_assert(PF_WG_BM * CH % PF_WG_THREADS == 0 && PF_WG_BN * CH % PF_WG_THREADS == 0, "whole rounds");
+  constexpr int NA = PF_WG_BM * CH / PF_WG_THREADS, NB = PF_WG_BN * CH / PF_WG_THREADS;
+  // The SwiGLU tile's W rows come from two matrices: their addresses at K step 0 are computed
+  // once (null past N); measured on an H200, choosing them at every step cost 15%, while the
+  // single-matrix tile runs faster computing its addresses at every step.
+  const pf_bf16* brow[TWO ? NB : 1];
+  if constexpr (TWO) {
+#pragma unroll
+    for (int i = 0; i < NB; ++i) {
+      const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
+      const int wr = n0 + r % (PF_WG_BN / 2);
+      brow[i] = wr < N ? (r >= PF_WG_BN / 2 ? W2 : W) + (long long)wr * K + c : nullptr;
+    }
+  }
   auto load = [&](int kt, int slot) {
     unsigned char* da = ring + slot * STAGE;
     unsigned char* db = da + A_BYTES;
 #pragma unroll
-    for (int i = 0; i < PF_WG_BM * CH / PF_WG_THREADS; ++i) {
+    for (int i = 0; i < NA; ++i) {
       const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
       const int k = kt * PF_WG_BK + c;
       const bool ok = m0 + r < M && k < K;
       pf_cp_async16(da + pf_wg_offset(r, c / 8), ok ? A + (long long)(m0 + r) * K + k : A, ok);
     }
 #pragma unroll
-    for (int i = 0; i < PF_WG_BN * CH / PF_WG_THREADS; ++i) {
+    for (int i = 0; i < NB; ++i) {
       const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
       const int k = kt * PF_WG_BK + c;
-      const bool ok = n0 + r < N && k < K;
-      pf_cp_async16(db + pf_wg_offset(r, c / 8), ok ? W + (long long)(n0 + r) * K + k : W, ok);
+      if constexpr (TWO) {
+        const bool ok = brow[i] && k < K;
+        pf_cp_async16(db + pf_wg_offset(r, c / 8), ok ? brow[i] + kt * PF_WG_BK : W, ok);
+      } else {
+        const bool ok = n0 + r < N && k < K;
+        pf_cp_async16(db + pf_wg_offset(r, c / 8), ok ? W + (long long)(n0 + r) * K + k : W, ok);
+      }
     }
   };
 
-  float acc[128];
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.f;
 
@@ -140,7 +164,16 @@ __device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, con
   pf_wg_wait<0>();
   pf_wg_pin(acc);
   pf_cp_async_wait<0>();
+}
 
+__device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
+                                              const float* __restrict__ bias, const float* R, float* C,
+                                              float* __restrict__ partial, int M, int N, int K, int m_tile,
+                                              int n_tile) {
+  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * PF_WG_BN;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[128];
+  pf_wgmma_mainloop<false>(acc, A, W, nullptr, M, N, K, m0, n0);
   const bool split = gridDim.z > 1;
   float* out = split ? partial + (long long)blockIdx.z * M * N : C;
 #pragma unroll
@@ -164,15 +197,51 @@ __device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, con
     }
 }
 
+// The SwiGLU tile: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one
+// accumulator (gate in columns 0..127, up in 128..255: a thread holds both of a pair), out =
+// silu(gate) * up with pf_silu_mul's arithmetic, rounded to bf16 when `bf16`. No K split.
+__device__ __forceinline__ void pf_wgmma_swiglu_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ Wg,
+                                                     const pf_bf16* __restrict__ Wu, void* out, int M, int N,
+                                                     int K, int m_tile, int n_tile, int bf16) {
+  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * (PF_WG_BN / 2);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[128];
+  pf_wgmma_mainloop<true>(acc, A, Wg, Wu, M, N, K, m0, n0);
+#pragma unroll
+  for (int ni = 0; ni < PF_WG_BN / 16; ++ni)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = m0 + pf_frag_row<1, 16>(warp, 0, lane, h);
+      if (r >= M) continue;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = n0 + pf_frag_col<1, PF_WG_BN>(warp, ni, lane, e);
+        if (c >= N) continue;
+        const float gate = acc[ni * 4 + h * 2 + e], up = acc[(ni + PF_WG_BN / 16) * 4 + h * 2 + e];
+        pf_store(out, (long long)r * N + c, gate / (1.0f + expf(-gate)) * up, bf16);
+      }
+    }
+}
+
+// The entries, as PF_GEMM_ENTRY's.
 #define PF_WGMMA_ENTRY(NAME)                                                                                \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
       NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
-           int M, int N, int K) {                                                                           \
-    pf_wgmma_tile(A, W, bias, R, C, partial, M, N, K, blockIdx.x);                                          \
+           int M, int N, int K, int g) {                                                                    \
+    int m, n;                                                                                               \
+    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile(A, W, bias, R, C, partial, M, N, K, m, n);       \
   }                                                                                                         \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
-      NAME##_group(const pf_bf16* A, PfGemmGroup g, int M, int K) {                                         \
-    int t = blockIdx.x, j = 0;                                                                              \
-    while (j + 1 < g.count && t >= g.tiles[j]) t -= g.tiles[j++];                                           \
-    pf_wgmma_tile(A, g.w[j], g.bias[j], nullptr, g.c[j], nullptr, M, g.n[j], K, t);                         \
+      NAME##_group(const pf_bf16* A, PfGemmGroup grp, int M, int K, int g) {                                \
+    int m, t;                                                                                               \
+    if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                       \
+    const int j = pf_group_member(grp, t);                                                                  \
+    pf_wgmma_tile(A, grp.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);              \
+  }                                                                                                         \
+  /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each */                       \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
+      NAME##_swiglu(const pf_bf16* A, const pf_bf16* Wg, const pf_bf16* Wu, void* out, int M, int N, int K,   \
+                    int g, int bf16) {                                                                      \
+    int m, n;                                                                                               \
+    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_swiglu_tile(A, Wg, Wu, out, M, N, K, m, n, bf16);      \
   }

@@ -197,16 +197,20 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
 
 int prefill_padded_head_dim(const ir::Graph& g) { return padded_head_dim(g.kv_cache.head_dim); }
 
-std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind) {
+std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::string& arch) {
+  const std::string large = gemm_tile(true, arch).entry, small = gemm_tile(false, arch).entry;
+  const bool swiglu = gemm_tile(true, arch).wgmma;
   switch (kind) {
     case ir::OpKind::Embedding: return "pf_embed";
     case ir::OpKind::RmsNorm: return "pf_rms_norm";
-    case ir::OpKind::Linear: return "pf_gemm_128x256 | pf_gemm_64x128 (+ _group, pf_gemm_reduce)";
+    case ir::OpKind::Linear:
+      return large + " | " + small + " (+ _group, pf_gemm_reduce" + (swiglu ? "; gate with up: " + large + "_swiglu" : "") +
+             ")";
     case ir::OpKind::HeadRmsNorm: return "pf_head_rms_norm";
     case ir::OpKind::Rope: return "pf_rope";
     case ir::OpKind::Attention:
       return "pf_kv_store, pf_attention_" + std::to_string(padded_head_dim(g.kv_cache.head_dim));
-    case ir::OpKind::SiluMul: return "pf_silu_mul";
+    case ir::OpKind::SiluMul: return swiglu ? "the " + large + "_swiglu epilogue | pf_silu_mul" : "pf_silu_mul";
     case ir::OpKind::Add: return "the pf_gemm epilogue | pf_add";
     case ir::OpKind::LastRow: return "view";
     case ir::OpKind::Argmax: return "pf_argmax, pf_embed";

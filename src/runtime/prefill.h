@@ -107,9 +107,10 @@ TileGrid tile_grid(int64_t nm, int64_t nn);
 std::vector<int64_t> prefill_split_counts(const ir::Graph& graph, int64_t max_rows, int num_sms);
 // The attention entry's padded head dimension for the graph (16, 32, 64 or 128; -1: none).
 int prefill_padded_head_dim(const ir::Graph& graph);
-// The kernels that run an op of `kind` in the prefill of `graph` (mpk-tune coverage), e.g.
-// "pf_gemm_128x256 | pf_gemm_64x128 (+ _group, pf_gemm_reduce)"; "view" for last_row.
-std::string prefill_kernels_for(const ir::Graph& graph, ir::OpKind kind);
+// The kernels that run an op of `kind` in the prefill of `graph` compiled for `arch` (mpk-tune
+// coverage), e.g. "pf_wgmma_128x256 | pf_gemm_64x128 (+ _group, pf_gemm_reduce)"; "view" for
+// last_row.
+std::string prefill_kernels_for(const ir::Graph& graph, ir::OpKind kind, const std::string& arch);
 // The K-split partials' workspace for a device of num_sms SMs (any gemm_launch fits).
 int64_t gemm_workspace_bytes(int num_sms);
 

@@ -404,7 +404,7 @@ TEST_F(CliTest, ProveAFixturesPlan) {
   bool tile = false, split = false;
   for (const auto& rec : jb.at("records")) {
     const std::string use = rec.at("use");
-    tile |= use.find("prefill GEMM 128x256: output tile") != std::string::npos;
+    tile |= use.find("prefill wgmma_128x256: output tile") != std::string::npos;
     split |= use.find("prefill GEMM: K steps over") != std::string::npos;
   }
   EXPECT_TRUE(tile && split) << bf.out;

@@ -83,7 +83,7 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     const bool ok = r.unsupported.empty() && !r.runs_as.empty();
     uncovered += ok ? 0 : r.ops;
     const std::string status = ok ? "megakernel" : !r.unsupported.empty() ? "unsupported" : "blocked";
-    const std::string pf = prefill_why.empty() ? rt::prefill_kernels_for(g, kind_of.at(name)) : "decode step";
+    const std::string pf = prefill_why.empty() ? rt::prefill_kernels_for(g, kind_of.at(name), arch) : "decode step";
     j["ops"].push_back({{"op", name}, {"count", r.ops}, {"status", status}, {"runs_as", r.runs_as},
                         {"why", r.unsupported}, {"prefill", pf}});
     if (!json)

@@ -348,6 +348,21 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
                                 row && in_row(c) && a.defined,
                                 in_row(a.value) && r * 128 + a.value * 16 + 16 <= ctx.int_val(rows * 128), {r, c},
                                 timeout_ms));
+  // The hardware's 128-byte swizzle (PTX: the shared-memory matrix layouts), written here
+  // independently of the formula: bits [4, 7) of the byte address r * 128 + c * 16 are XORed
+  // with bits [7, 10). Row and chunk as 32-bit vectors (values below 2^16), the formula over
+  // their integer values.
+  {
+    const z3::expr rb = ctx.bv_const("rb", 32), cb = ctx.bv_const("cb", 32);
+    const z3::expr ri = z3::bv2int(rb, false), ci = z3::bv2int(cb, false);
+    const Term v = enc.encode(f.chunk, {{"r", ri}, {"c", ci}});
+    const z3::expr addr = rb * ctx.bv_val(128, 32) + cb * ctx.bv_val(16, 32);
+    const z3::expr seven = ctx.bv_val(7, 32);
+    const z3::expr hw = z3::bv2int((z3::lshr(addr, 4) & seven) ^ (z3::lshr(addr, 7) & seven), false);
+    p.obligations.push_back(check(ctx, "the hardware's pattern (address bits 4-6 XOR bits 7-9)",
+                                  z3::ult(rb, ctx.bv_val(rows, 32)) && z3::ult(cb, ctx.bv_val(8, 32)) && v.defined,
+                                  v.value == hw, {rb, cb}, timeout_ms));
+  }
   p.obligations.push_back(check(ctx, "at most once (two chunks of a row never share a slot)",
                                 row && in_row(c) && in_row(c2) && c != c2 && a.defined && b.defined,
                                 a.value != b.value, {r, c, c2}, timeout_ms));

@@ -71,8 +71,10 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
 // The 128-byte swizzle (ir::Swizzle128, or a mutant) over a tile of `rows` rows of 128 bytes,
 // row r and chunk c symbolic, in int arithmetic:
 //   defined; bounds (the stored chunk lies in its row: 0 <= chunk < 8, so row r's bytes stay
-//   [128 r, 128 r + 128) of the tile's rows * 128); exactly once (two chunks of one row never
-//   share a slot, and the inverse names the chunk stored in every slot).
+//   [128 r, 128 r + 128) of the tile's rows * 128); the hardware's pattern (the chunk equals bits
+//   4-6 XOR bits 7-9 of the unswizzled byte address r * 128 + c * 16, the 128-byte mode wgmma
+//   reads on a 1,024-byte aligned tile); exactly once (two chunks of one row never share a slot,
+//   and the inverse names the chunk stored in every slot).
 ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned timeout_ms = 10000);
 
 // The tile order (ir::TileOrder, or a mutant) with group size g (a constant) over every grid of

@@ -57,8 +57,8 @@ const ChunkLoad& chunk_load_formula();
 
 // The 128-byte swizzle of a K-major bf16 tile whose rows are 128 bytes (the prefill's wgmma
 // operands, kernels/prefill_wgmma.cuh): 16-byte chunk c (0..7) of row r is stored in chunk
-// c ^ (r % 8) of the same row, so that the eight rows a tensor-core read touches at once fall on
-// distinct banks. Variables: r, c. The inverse (not printed), from the stored chunk s of row r:
+// c ^ (r % 8) of the same row: the layout the descriptors' 128-byte mode reads (it spreads the
+// eight rows of a core matrix over distinct banks). Variables: r, c. The inverse (not printed), from the stored chunk s of row r:
 // c_of.
 struct Swizzle128 {
   IndexExpr chunk;

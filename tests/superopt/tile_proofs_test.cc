@@ -109,15 +109,17 @@ TEST(TileProofs, MutantsAgreeWithBruteForce) {
   std::printf("tile mutants: %zu, load mutants: %zu\n", tiles.size(), loads.size());
 }
 
-// The 128-byte swizzle over `rows` rows: every chunk inside its row and the eight chunks of a
-// row on eight distinct slots.
+// The 128-byte swizzle over `rows` rows: every chunk where the hardware's pattern puts it
+// (address bits 4-6 XOR bits 7-9), hence inside its row and the eight chunks of a row on eight
+// distinct slots.
 bool brute_force_swizzle(const ir::Swizzle128& f, int64_t rows) {
   try {
     for (int64_t r = 0; r < rows; ++r) {
       std::set<int64_t> seen;
       for (int64_t c = 0; c < 8; ++c) {
         const int64_t s = ir::eval(f.chunk, {{"r", r}, {"c", c}});
-        if (s < 0 || s >= 8 || !seen.insert(s).second) return false;
+        const int64_t addr = r * 128 + c * 16;
+        if (s != (((addr >> 4) & 7) ^ ((addr >> 7) & 7)) || !seen.insert(s).second) return false;
       }
     }
   } catch (const Error&) {
@@ -132,6 +134,12 @@ TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
     const ProofRecord r = prove_swizzle128(f, rows);
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
     EXPECT_TRUE(brute_force_swizzle(f, rows));
+  }
+  // Permutations of a row that are not the hardware's pattern: no swizzle, a shifted one.
+  const IndexExpr r = IndexExpr::var("r"), c = IndexExpr::var("c");
+  for (const IndexExpr& wrong : {c, c ^ ((r + 1) % 8), (c + r) % 8}) {
+    EXPECT_FALSE(prove_swizzle128({wrong, f.c_of}, 64, 2000).proved()) << ir::to_string(wrong);
+    EXPECT_FALSE(brute_force_swizzle({wrong, f.c_of}, 64)) << ir::to_string(wrong);
   }
   int refuted = 0, total = 0;
   for (const IndexExpr& m : mutants(f.chunk)) {

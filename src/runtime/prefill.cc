@@ -86,7 +86,7 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
 // 4 warps with steps of 64 about 250. The wgmma tile: docs/PERFORMANCE.md.
 constexpr GemmTile kLargeTile{"pf_gemm_128x256", 128, 256, 64, 2, 4, 3, false};
 constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6, false};
-constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true};  // PF_WG_* in prefill_wgmma.cuh
+constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true};  // printed as PF_WG_*
 static_assert(kWgmmaTile.bm == kLargeTile.bm && kWgmmaTile.bn == kLargeTile.bn, "gemm_launch sizes either");
 
 bool prefill_wgmma(const std::string& arch) { return arch == "sm_90a"; }
@@ -103,7 +103,13 @@ std::string prefill_source(const std::string& arch) {
                   ir::prefill_layout_device_functions();
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
-  if (large.wgmma) s += embedded_kernel("prefill_wgmma.cuh");
+  if (large.wgmma) {
+    s += "// The wgmma tile (runtime/prefill.cc: kWgmmaTile).\n#define PF_WG_BM " + std::to_string(large.bm) +
+         "\n#define PF_WG_BN " + std::to_string(large.bn) + "\n#define PF_WG_BK " + std::to_string(large.bk) +
+         "\n#define PF_WG_STAGES " + std::to_string(large.stages) + "\n#define PF_WG_THREADS " +
+         std::to_string(large.threads()) + "\n";
+    s += embedded_kernel("prefill_wgmma.cuh");
+  }
   s += "// The GEMM tiles (runtime/prefill.cc: gemm_tile).\n";
   for (const GemmTile* t : {&large, &kSmallTile})
     if (t->wgmma)
@@ -176,12 +182,13 @@ GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
 }
 
 TileGrid tile_grid(int64_t nm, int64_t nn) {
-  MPK_ICHECK(nm >= 1 && nn >= 1 && nn * kTileGroup <= INT32_MAX) << "GEMM tile grid " << nm << " x " << nn;
+  MPK_ICHECK(nm >= 1 && nn >= 1 && nn <= kTileOrderMaxColumns) << "GEMM tile grid " << nm << " x " << nn;
   TileGrid t;
   const int64_t groups = (nm + kTileGroup - 1) / kTileGroup;
   t.g = int((nm + groups - 1) / groups);
   t.x = unsigned(t.g * nn);
   t.y = unsigned((nm + t.g - 1) / t.g);
+  MPK_ICHECK(t.y <= 65535) << "GEMM tile grid " << nm << " x " << nn << ": " << t.y << " block rows";
   return t;
 }
 

@@ -24,7 +24,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.1.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.2.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 
@@ -97,6 +97,7 @@ GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms);
 // groups of g = ceil(nm / ceil(nm / kTileGroup)) (at most kTileGroup, the last group full or
 // nearly), grid (g nn, ceil(nm / g)); the kernels take g.
 inline constexpr int kTileGroup = 8;
+inline constexpr int64_t kTileOrderMaxColumns = int64_t(1) << 20;  // nn the proofs cover
 struct TileGrid {
   int g = 1;
   unsigned x = 1, y = 1;

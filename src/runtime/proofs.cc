@@ -132,7 +132,7 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     needed.push_back({"prefill GEMM grids: tile order in groups of " + std::to_string(g) + " rows",
                       "tile order " + std::to_string(g), [g] {
                         return superopt::prove_tile_order(ir::tile_order_formula(), g, int64_t(kPrefillChunk),
-                                                          int64_t(1) << 20);
+                                                          kTileOrderMaxColumns);
                       }});
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
   tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});

@@ -15,11 +15,13 @@
 // A third entry (_swiglu) multiplies gate and up in one tile, 128 columns of each, and writes
 // silu(gate) * up: the MLP's two projections and their product in one kernel.
 
-#define PF_WG_BM 128
-#define PF_WG_BN 256
-#define PF_WG_BK 64
-#define PF_WG_STAGES 4
-#define PF_WG_THREADS 256
+// PF_WG_BM, PF_WG_BN, PF_WG_BK, PF_WG_STAGES and PF_WG_THREADS are printed before this file from
+// the host's tile table (runtime/prefill.cc: kWgmmaTile), which sizes the launches and the shared
+// memory. The code below is written for one shape of them:
+static_assert(PF_WG_BM == 128 && PF_WG_THREADS == 256, "two warpgroups of 64 rows");
+static_assert(PF_WG_BN == 256, "one m64n256k16 per warpgroup and K slice of 16");
+static_assert(PF_WG_BK == 64, "a K step is one 128-byte swizzled row");
+static_assert(PF_WG_STAGES >= 3, "the ring refills the buffer of two steps before");
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte swizzled,
 // 8-row groups 1,024 bytes apart (the tile 1,024-byte aligned).

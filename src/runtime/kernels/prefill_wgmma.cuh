@@ -168,18 +168,13 @@ __device__ __forceinline__ void pf_wgmma_mainloop(float (&acc)[128], const pf_bf
   pf_cp_async_wait<0>();
 }
 
-__device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
-                                              const float* __restrict__ bias, const float* R, float* C,
-                                              float* __restrict__ partial, int M, int N, int K, int m_tile,
-                                              int n_tile) {
-  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * PF_WG_BN;
+// Calls f(i, r, c) for each accumulator i of this thread among the first NI * 8 columns of the
+// tile whose element, at row r and column c of the output (m0 and n0 added), lies inside M x N.
+template <int NI, typename F>
+__device__ __forceinline__ void pf_wg_each(int m0, int n0, int M, int N, F&& f) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc[128];
-  pf_wgmma_mainloop<false>(acc, A, W, nullptr, M, N, K, m0, n0);
-  const bool split = gridDim.z > 1;
-  float* out = split ? partial + (long long)blockIdx.z * M * N : C;
 #pragma unroll
-  for (int ni = 0; ni < PF_WG_BN / 8; ++ni)
+  for (int ni = 0; ni < NI; ++ni)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = m0 + pf_frag_row<1, 16>(warp, 0, lane, h);
@@ -188,15 +183,29 @@ __device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, con
       for (int e = 0; e < 2; ++e) {
         const int c = n0 + pf_frag_col<1, PF_WG_BN>(warp, ni, lane, e);
         if (c >= N) continue;
-        float v = acc[ni * 4 + h * 2 + e];
-        const long long o = (long long)r * N + c;
-        if (!split) {  // the reference's order: (x . w + b) + residual
-          if (bias) v += bias[c];
-          if (R) v += R[o];
-        }
-        out[o] = v;
+        f(ni * 4 + h * 2 + e, r, c);
       }
     }
+}
+
+__device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
+                                              const float* __restrict__ bias, const float* R, float* C,
+                                              float* __restrict__ partial, int M, int N, int K, int m_tile,
+                                              int n_tile) {
+  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * PF_WG_BN;
+  float acc[128];
+  pf_wgmma_mainloop<false>(acc, A, W, nullptr, M, N, K, m0, n0);
+  const bool split = gridDim.z > 1;
+  float* out = split ? partial + (long long)blockIdx.z * M * N : C;
+  pf_wg_each<PF_WG_BN / 8>(m0, n0, M, N, [&](int i, int r, int c) {
+    float v = acc[i];
+    const long long o = (long long)r * N + c;
+    if (!split) {  // the reference's order: (x . w + b) + residual
+      if (bias) v += bias[c];
+      if (R) v += R[o];
+    }
+    out[o] = v;
+  });
 }
 
 // The SwiGLU tile: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one
@@ -206,23 +215,12 @@ __device__ __forceinline__ void pf_wgmma_swiglu_tile(const pf_bf16* __restrict__
                                                      const pf_bf16* __restrict__ Wu, void* out, int M, int N,
                                                      int K, int m_tile, int n_tile, int bf16) {
   const int m0 = m_tile * PF_WG_BM, n0 = n_tile * (PF_WG_BN / 2);
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[128];
   pf_wgmma_mainloop<true>(acc, A, Wg, Wu, M, N, K, m0, n0);
-#pragma unroll
-  for (int ni = 0; ni < PF_WG_BN / 16; ++ni)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = m0 + pf_frag_row<1, 16>(warp, 0, lane, h);
-      if (r >= M) continue;
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = n0 + pf_frag_col<1, PF_WG_BN>(warp, ni, lane, e);
-        if (c >= N) continue;
-        const float gate = acc[ni * 4 + h * 2 + e], up = acc[(ni + PF_WG_BN / 16) * 4 + h * 2 + e];
-        pf_store(out, (long long)r * N + c, gate / (1.0f + expf(-gate)) * up, bf16);
-      }
-    }
+  pf_wg_each<PF_WG_BN / 16>(m0, n0, M, N, [&](int i, int r, int c) {
+    const float gate = acc[i], up = acc[i + PF_WG_BN / 16 * 4];  // column c + 128
+    pf_store(out, (long long)r * N + c, gate / (1.0f + expf(-gate)) * up, bf16);
+  });
 }
 
 // The entries, as PF_GEMM_ENTRY's.

@@ -399,11 +399,17 @@ ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, i
                                 block && m.defined && n.defined,
                                 m.value >= 0 && m.value < groups * G && n.value >= 0 && n.value < nn,
                                 {nm, nn, x, y}, timeout_ms));
+  const z3::expr x2 = ctx.int_const("x2"), y2 = ctx.int_const("y2");
+  const auto [m2, n2] = tile(x2, y2);
+  r.obligations.push_back(check(ctx, "at most once: two blocks never compute the same tile",
+                                block && x2 >= 0 && x2 < G * nn && y2 >= 0 && y2 < groups && (x != x2 || y != y2) &&
+                                    m.defined && n.defined && m2.defined && n2.defined && m.value < nm,
+                                m.value != m2.value || n.value != n2.value, {nm, nn, x, y, x2, y2}, timeout_ms));
   const z3::expr tm = ctx.int_const("m"), tn = ctx.int_const("n");
   const std::map<std::string, z3::expr> at = {{"m", tm}, {"n", tn}, {"g", G}};
   const Term bx = enc.encode(f.x_of, at), by = enc.encode(f.y_of, at);
   const auto [back_m, back_n] = tile(bx.value, by.value);
-  r.obligations.push_back(check(ctx, "exactly once: each tile from the block the inverse names",
+  r.obligations.push_back(check(ctx, "at least once: each tile from the block the inverse names",
                                 grid && tm >= 0 && tm < nm && tn >= 0 && tn < nn,
                                 bx.defined && by.defined && bx.value >= 0 && bx.value < G * nn && by.value >= 0 &&
                                     by.value < groups && back_m.defined && back_n.defined && back_m.value == tm &&

@@ -80,8 +80,9 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
 // The tile order (ir::TileOrder, or a mutant) with group size g (a constant) over every grid of
 // nm x nn tiles, 1 <= nm <= max_m and 1 <= nn <= max_n, and every block (x, y) of its launch
 // grid (g nn, ceil(nm / g)), all symbolic, in int arithmetic: defined; bounds (0 <= n < nn and 0
-// <= m < ceil(nm / g) g: blocks past nm exit); exactly once (the inverse maps each tile to a
-// block of the grid that computes it; a block computes one tile).
+// <= m < ceil(nm / g) g: blocks past nm exit); at most once (two blocks of the grid with m < nm
+// never share a tile); at least once (the inverse maps each tile to a block of the grid that
+// computes it).
 ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, int64_t max_n,
                              unsigned timeout_ms = 10000);
 

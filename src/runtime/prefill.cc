@@ -25,6 +25,8 @@ int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
 constexpr int kHeadDims[] = {16, 32, 64, 128};
+// The attention's query rows per CTA (printed as PF_ATT_ROWS).
+constexpr int kAttRows = 64;
 
 int padded_head_dim(int d) {
   for (int p : kHeadDims)
@@ -101,6 +103,8 @@ std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &k
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
                   ir::prefill_layout_device_functions();
+  s += "// The attention's rows per CTA (runtime/prefill.cc: kAttRows).\n#define PF_ATT_ROWS " +
+       std::to_string(kAttRows) + "\n";
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
   if (large.wgmma) {
@@ -153,7 +157,19 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
 }
 
 int PrefillKernels::attention_smem(int dp) {
-  return 4 * 64 * (dp + 8) * 2;  // kernels/prefill_attention.cuh: keys and values, two blocks each
+  return 4 * 64 * (dp + 8) * 2;  // kernels/prefill_attention.cuh: keys and values, two blocks of 64 each
+}
+
+AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim) {
+  const int dp = padded_head_dim(head_dim);
+  AttentionLaunch a{PrefillKernels::Attention16, {}};
+  for (int i = 0; i < 4; ++i)
+    if (kHeadDims[i] == dp) a.id = PrefillKernels::Id(PrefillKernels::Attention16 + i);
+  a.config.grid.x = unsigned((rows + kAttRows - 1) / kAttRows);
+  a.config.grid.y = unsigned(heads);
+  a.config.block.x = 128;  // PF_ATT_THREADS
+  a.config.dynamic_shared = unsigned(PrefillKernels::attention_smem(dp));
+  return a;
 }
 
 int PrefillKernels::gemm_smem(Id id) const {
@@ -426,14 +442,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         const uint64_t vc16 = b.kv16 + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes / 2;
         cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
                           ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
-        const int dp = padded_head_dim(d);
-        const K::Id id = dp == 16 ? K::Attention16 : dp == 32 ? K::Attention32 : dp == 64 ? K::Attention64 : K::Attention128;
-        cuda::LaunchConfig c;
-        c.grid.x = unsigned((rows + 63) / 64);
-        c.grid.y = unsigned(hq);
-        c.block.x = 128;
-        c.dynamic_shared = unsigned(PrefillKernels::attention_smem(dp));
-        cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
+        const AttentionLaunch al = attention_launch(rows, hq, d);
+        cuda::launch_args(k[al.id], al.config, stream, ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
                           float(op.attrs.scale), int(bf16_[size_t(s.output)]));
         break;
       }

@@ -84,6 +84,14 @@ class PrefillKernels {
 // cores take, rounded once): true for outputs read by projections only.
 std::vector<bool> prefill_bf16_tensors(const ir::Graph& graph);
 
+// The attention entry (the smallest padded head dim >= head_dim) and its launch for `rows`
+// query rows of `heads` heads. head_dim at most 128 (prefill_unsupported).
+struct AttentionLaunch {
+  PrefillKernels::Id id;
+  cuda::LaunchConfig config;
+};
+AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim);
+
 // A projection's launch: large tiles (128 x 256, K steps of 64) when they make three quarters
 // of a wave or more, else small ones (64 x 128, K steps of 32) with K's steps split evenly
 // (ir/layouts.h) in `splits` parts of four steps or more when the tiles alone would leave SMs

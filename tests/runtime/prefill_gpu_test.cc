@@ -295,6 +295,95 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   }
 }
 
+// The attention entry alone, on random data with no structure to hide behind: q in [-2, 2),
+// keys and values bf16 in [-1, 1), a cached prefix of pos0 positions, T query rows (a partial
+// last CTA), query heads sharing KV heads; against a double-precision causal softmax of the same
+// operands (q rounded to bf16 as the kernel stages it). Cache slots past the last position and
+// the output start as NaN: a read past the keys or an element left unwritten fails.
+void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
+  cuda::Context ctx(0);
+  const std::string arch = ctx.props().arch();
+  const cuda::CompileResult cr = compile_prefill(arch);
+  const PrefillKernels k(ctx, cr.cubin, arch);
+  cuda::Stream stream(ctx);
+  const int cap = pos0 + T + 40;
+  uint32_t state = 777u + uint32_t(T * 31 + D);
+  auto rnd = [&] {  // xorshift32 in [-1, 1)
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return float(state % 20000) / 10000.f - 1.f;
+  };
+  auto bf16 = [](float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+  };
+  auto widen = [](uint16_t h) {
+    const uint32_t u = uint32_t(h) << 16;
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  std::vector<float> q(size_t(T) * Hq * D);
+  for (auto& x : q) x = 2 * rnd();
+  std::vector<uint16_t> kc(size_t(Hkv) * cap * D, 0x7fc0), vc(kc.size(), 0x7fc0);  // NaN past the keys
+  for (int h = 0; h < Hkv; ++h)
+    for (int p = 0; p < pos0 + T; ++p)
+      for (int d = 0; d < D; ++d) {
+        const size_t i = (size_t(h) * cap + p) * D + d;
+        kc[i] = bf16(rnd()), vc[i] = bf16(rnd());
+      }
+  const double scale = 1 / std::sqrt(double(D));
+  cuda::DeviceBuffer dq(ctx, q.size() * 4), dk(ctx, kc.size() * 2), dv(ctx, vc.size() * 2), dout(ctx, q.size() * 4);
+  dq.upload(q.data(), q.size() * 4);
+  dk.upload(kc.data(), kc.size() * 2);
+  dv.upload(vc.data(), vc.size() * 2);
+  dout.fill_bytes(0xff);
+  const AttentionLaunch al = attention_launch(T, Hq, D);
+  cuda::launch_args(k[al.id], al.config, stream, dq.ptr(), dk.ptr(), dv.ptr(), dout.ptr(), T, Hq, Hkv,
+                    D, cap, pos0, float(scale), int(bf16_out));
+  stream.synchronize();
+  std::vector<float> got(q.size());
+  std::vector<uint16_t> got16(q.size());
+  if (bf16_out) dout.download(got16.data(), got16.size() * 2); else dout.download(got.data(), got.size() * 4);
+  double worst = 0;
+  std::vector<double> w(size_t(pos0 + T));
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < Hq; ++h) {
+      const int kvh = h / (Hq / Hkv), n = pos0 + t + 1;
+      const float* qr = &q[(size_t(t) * Hq + h) * D];
+      double mx = -INFINITY, l = 0;
+      for (int p = 0; p < n; ++p) {
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += double(widen(bf16(qr[d]))) * widen(kc[(size_t(kvh) * cap + p) * D + d]);
+        w[size_t(p)] = dot * scale;
+        mx = std::max(mx, w[size_t(p)]);
+      }
+      for (int p = 0; p < n; ++p) l += (w[size_t(p)] = std::exp(w[size_t(p)] - mx));
+      for (int d = 0; d < D; ++d) {
+        double ref = 0;
+        for (int p = 0; p < n; ++p) ref += w[size_t(p)] * widen(vc[(size_t(kvh) * cap + p) * D + d]);
+        ref /= l;
+        const size_t o = (size_t(t) * Hq + h) * D + d;
+        const double v = bf16_out ? double(widen(got16[o])) : double(got[o]);
+        ASSERT_TRUE(std::isfinite(v)) << "row " << t << " head " << h << " d " << d;
+        worst = std::max(worst, std::abs(v - ref));
+      }
+    }
+  // P rounded to bf16 (2^-9 relative) over values of magnitude <= 1, plus bf16 output rounding.
+  EXPECT_LT(worst, bf16_out ? 1e-2 : 5e-3) << "T " << T << " pos0 " << pos0 << " D " << D;
+  std::printf("[prefill attention] T %d pos0 %d heads %d/%d D %d%s: max abs error %.2e\n", T, pos0, Hq, Hkv, D,
+              bf16_out ? " bf16 out" : "", worst);
+}
+
+TEST(PrefillGpuAttention, MatchesACausalSoftmaxInDoublePrecision) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  check_attention(300, 0, 8, 2, 128, false);   // partial last block of rows and keys
+  check_attention(200, 77, 4, 4, 128, true);   // a cached prefix, no grouping, bf16 out
+  check_attention(129, 1000, 6, 2, 64, false); // one row past a CTA, a long prefix
+  check_attention(70, 5, 2, 1, 80, false);     // D padded to 128
+  check_attention(33, 0, 2, 2, 16, false);
+}
+
 TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   // 2 x 3 large tiles, 4 x 5 small; K = 4.25 large steps; a long K with an odd tail; 9 large

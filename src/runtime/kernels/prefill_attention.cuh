@@ -13,6 +13,8 @@
 // (the o_proj's operand).
 
 #define PF_ATT_THREADS 128
+// PF_ATT_ROWS, the query rows of a CTA, is printed before this file (runtime/prefill.cc).
+static_assert(PF_ATT_ROWS == PF_ATT_THREADS / 32 * 16, "a warp takes 16 query rows");
 
 // 64 x DP bf16 at row stride `ld` from fp32 rows of `src` at stride `stride`: columns [0, D)
 // of the first `rows` rows, zeros elsewhere.
@@ -57,10 +59,10 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
   pf_bf16* sk = (pf_bf16*)pf_att_smem;  // [2][64 * LD], then sv [2][64 * LD]
   pf_bf16* sv = sk + 2 * 64 * LD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * 64;  // the longest blocks start first
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * PF_ATT_ROWS;  // the longest blocks start first
   const int h = blockIdx.y, kvh = h / (Hq / Hkv);
   const long long qstride = (long long)Hq * D;
-  const int qrows = min(64, T - q0);
+  const int qrows = min(PF_ATT_ROWS, T - q0);
   const int nkv = pos0 + q0 + qrows;  // keys [0, the block's last position]
 
   // Q through sk into registers, as A fragments for each 16-wide slice of D.

@@ -141,7 +141,7 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
     : arch_(arch), module_(ctx, cubin) {
   const std::string large = tile(true).entry, small = tile(false).entry;
   const std::string names[kCount] = {
-      "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_rope", "pf_kv_store", "pf_kv_shadow", "pf_silu_mul",
+      "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_head_norm_rope", "pf_kv_store", "pf_kv_shadow", "pf_silu_mul",
       "pf_add", "pf_argmax", large, small, "pf_gemm_reduce",
       "pf_attention_16", "pf_attention_32", "pf_attention_64", "pf_attention_128",
       large + "_group", small + "_group"};
@@ -229,8 +229,8 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
     case ir::OpKind::Linear:
       return large + " | " + small + " (+ _group, pf_gemm_reduce" + (swiglu ? "; gate with up: " + large + "_swiglu" : "") +
              ")";
-    case ir::OpKind::HeadRmsNorm: return "pf_head_rms_norm";
-    case ir::OpKind::Rope: return "pf_rope";
+    case ir::OpKind::HeadRmsNorm: return "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
+    case ir::OpKind::Rope: return "pf_head_norm_rope";
     case ir::OpKind::Attention:
       return "pf_kv_store, pf_attention_" + std::to_string(padded_head_dim(g.kv_cache.head_dim));
     case ir::OpKind::SiluMul: return swiglu ? "the " + large + "_swiglu epilogue | pf_silu_mul" : "pf_silu_mul";
@@ -253,10 +253,19 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
   for (const ir::Op& op : g.ops)
     for (int in : op.inputs) ++readers[size_t(in)];
   bool tail = false;
+  std::vector<bool> absorbed(g.ops.size(), false);  // RoPE ops run by their head norm's step
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const ir::Op& op = g.ops[i];
+    if (absorbed[i]) continue;
     tail = tail || op.kind == ir::OpKind::LastRow;
     PrefillStep s{op.kind, int(i), op.inputs, op.output, -1, tail};
+    if (op.kind == ir::OpKind::HeadRmsNorm && readers[size_t(op.output)] == 1)
+      for (size_t j = i + 1; j < g.ops.size(); ++j)
+        if (g.ops[j].kind == ir::OpKind::Rope && g.ops[j].inputs[0] == op.output) {
+          s.rope_op = int(j);
+          s.output = g.ops[j].output;
+          absorbed[j] = true;
+        }
     if (op.kind == ir::OpKind::Linear && i + 1 < g.ops.size() && readers[size_t(op.output)] == 1) {
       const ir::Op& next = g.ops[i + 1];
       if (next.kind == ir::OpKind::Add && (next.inputs[0] == op.output || next.inputs[1] == op.output)) {
@@ -355,6 +364,7 @@ void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream&
 }
 
 std::string PrefillProgram::step_label(const PrefillStep& s) const {
+  if (s.rope_op >= 0) return std::string(ir::op_name(s.kind)) + "+rope";
   if (s.kind != ir::OpKind::Linear) return ir::op_name(s.kind);
   auto short_name = [&](int op) {
     const std::string& n = g_.tensor(g_.ops[size_t(op)].output).name;
@@ -395,6 +405,16 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
     return c;
   };
+  // RoPE op `rope` of rows x to out, after the head norm of weight w (0: none).
+  auto launch_rope = [&](const ir::Op& rope, uint64_t w, float eps, uint64_t x, uint64_t out) {
+    const size_t r = size_t(&rope - g_.ops.data());
+    MPK_ICHECK(mem_.rope_offset[r] >= 0) << "prefill: RoPE without a table";
+    cuda::LaunchConfig c;
+    c.grid.x = unsigned(rows);
+    c.block.x = 256;  // PF_ROW_THREADS
+    cuda::launch_args(k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
+                      rope.attrs.num_heads, rope.attrs.head_dim, eps, pos0);
+  };
   bool silu_done = false;  // by the previous step's SwiGLU kernel
   for (const PrefillStep& s : steps_) {
     if (s.tail && !last) break;
@@ -417,6 +437,10 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         break;
       }
       case ir::OpKind::HeadRmsNorm: {
+        if (s.rope_op >= 0) {
+          launch_rope(g_.ops[size_t(s.rope_op)], cnst(op.weight), float(op.attrs.eps), ptr(s.inputs[0]), out);
+          break;
+        }
         const long long units = (long long)nrows(s.output) * op.attrs.num_heads;
         cuda::LaunchConfig c;
         c.block.x = 256;
@@ -425,13 +449,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
                           op.attrs.head_dim, float(op.attrs.eps));
         break;
       }
-      case ir::OpKind::Rope: {
-        MPK_ICHECK(mem_.rope_offset[size_t(s.op)] >= 0) << "prefill: RoPE without a table";
-        const uint64_t inv = b.consts + uint64_t(mem_.rope_offset[size_t(s.op)]);
-        cuda::launch_args(k[K::Rope], elementwise((long long)rows * op.attrs.num_heads * op.attrs.head_dim / 2),
-                          stream, ptr(s.inputs[0]), inv, out, rows, op.attrs.num_heads, op.attrs.head_dim, pos0);
-        break;
-      }
+      case ir::OpKind::Rope: launch_rope(op, 0, 0.f, ptr(s.inputs[0]), out); break;
       case ir::OpKind::Attention: {
         const int d = op.attrs.head_dim, hq = op.attrs.num_heads, hkv = op.attrs.num_kv_heads;
         const int cap = int(mem_.kv_capacity);

@@ -149,6 +149,9 @@ struct PrefillStep {
   // order, its only reader): that step's output, which the SwiGLU kernel can write instead. The
   // input then stays live through the next step.
   int swiglu_output = -1;
+  // head_rms_norm: the RoPE op that is its output's only reader, run by the same kernel; the
+  // step's output is then the RoPE's, and the RoPE has no step of its own.
+  int rope_op = -1;
 };
 
 class PrefillProgram {

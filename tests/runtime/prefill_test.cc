@@ -110,7 +110,7 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   const PrefillProgram p(l.g, l.mem, rows, 132);
   // Every op once: a step is one op, or a linear with the add that is its only reader.
   std::set<int> ops;
-  int fused = 0, tails = 0, grouped = 0, swiglu = 0;
+  int fused = 0, tails = 0, grouped = 0, swiglu = 0, ropes = 0;
   for (const PrefillStep& s : p.steps()) {
     EXPECT_TRUE(ops.insert(s.op).second);
     if (s.residual >= 0) {
@@ -129,6 +129,15 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
       ++grouped;
     }
     tails += s.tail;
+    if (s.rope_op >= 0) {  // a head norm with the RoPE that is its only reader
+      ++ropes;
+      const ir::Op& r = l.g.ops[size_t(s.rope_op)];
+      EXPECT_TRUE(ops.insert(s.rope_op).second);
+      EXPECT_EQ(l.g.ops[size_t(s.op)].kind, ir::OpKind::HeadRmsNorm);
+      EXPECT_EQ(r.kind, ir::OpKind::Rope);
+      EXPECT_EQ(r.inputs[0], l.g.ops[size_t(s.op)].output);
+      EXPECT_EQ(s.output, r.output);
+    }
     if (s.swiglu_output >= 0) {  // gate with up, then their silu_mul
       ++swiglu;
       const ir::Op& next = l.g.ops[size_t(s.group_ops.at(0)) + 1];
@@ -138,6 +147,7 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
     }
   }
   EXPECT_EQ(swiglu, l.g.config.num_layers);
+  EXPECT_EQ(ropes, l.g.config.qk_norm ? 2 * l.g.config.num_layers : 0);  // q and k
   EXPECT_EQ(ops.size(), l.g.ops.size());
   EXPECT_EQ(grouped, 3 * l.g.config.num_layers);  // k, v with q; up with gate
   EXPECT_EQ(fused, 2 * l.g.config.num_layers);  // o_proj and down_proj
@@ -189,6 +199,7 @@ TEST(Prefill, RandomShapesKeepLiveSlotsDisjoint) {
       ops.insert(s.op);
       if (s.residual >= 0) ops.insert(s.op + 1);
       ops.insert(s.group_ops.begin(), s.group_ops.end());
+      if (s.rope_op >= 0) ops.insert(s.rope_op);
     }
     EXPECT_EQ(ops.size(), g.ops.size()) << "trial " << trial;
     expect_disjoint_live_slots(g, p, rows);
@@ -300,7 +311,7 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
     const std::string large = gemm_tile(true, source_arch).entry, small = gemm_tile(false, source_arch).entry;
     EXPECT_EQ(large, prefill_wgmma(source_arch) ? "pf_wgmma_128x256" : "pf_gemm_128x256");
     for (const std::string& e : {std::string("pf_embed"), std::string("pf_rms_norm"), std::string("pf_head_rms_norm"),
-                                 std::string("pf_rope"), std::string("pf_kv_store"), std::string("pf_kv_shadow"),
+                                 std::string("pf_head_norm_rope"), std::string("pf_kv_store"), std::string("pf_kv_shadow"),
                                  std::string("pf_silu_mul"), std::string("pf_add"), std::string("pf_argmax"), large,
                                  small, large + "_group", small + "_group", std::string("pf_gemm_reduce"),
                                  std::string("pf_attention_16"), std::string("pf_attention_32"),

@@ -54,21 +54,46 @@ extern "C" __global__ void pf_head_rms_norm(const float* __restrict__ x, const f
   for (int i = lane; i < D; i += 32) out[u * D + i] = w[i] * (xr[i] * r);
 }
 
-// Rotate-half RoPE of every head of rows [0, T) at positions pos0 + t; inv_freq[D / 2].
-extern "C" __global__ void pf_rope(const float* __restrict__ x, const float* __restrict__ inv_freq,
-                                   float* __restrict__ out, int T, int heads, int D, int pos0) {
-  const int half = D / 2;
-  const long long n = (long long)T * heads * half;
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) {
-    const int j = int(i % half);
-    const long long th = i / half;  // row * heads + head
-    const int t = int(th / heads);
-    const float angle = float(pos0 + t) * inv_freq[j];
-    const float c = cosf(angle), s = sinf(angle);
-    const float* xi = x + th * D;
-    float* yi = out + th * D;
-    yi[j] = xi[j] * c + (-xi[j + half]) * s;
-    yi[j + half] = xi[j + half] * c + xi[j] * s;
+// Rotate-half RoPE of every head of row blockIdx.x at position pos0 + blockIdx.x (inv_freq[D /
+// 2]), after the head RMSNorm with weight w when w is not null: the two ops in one pass over
+// the row, in pf_head_rms_norm's and the reference's formulas. One CTA of PF_ROW_THREADS per row:
+// the row's cos and sin once, a warp per head at a time through its D floats in shared memory
+// (D <= PF_ROPE_MAX_D, prefill_unsupported).
+#define PF_ROPE_MAX_D 256
+extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
+pf_head_norm_rope(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ inv_freq,
+                  float* __restrict__ out, int heads, int D, float eps, int pos0) {
+  __shared__ float cs[PF_ROPE_MAX_D / 2], sn[PF_ROPE_MAX_D / 2];
+  __shared__ float buf[PF_ROW_THREADS / 32][PF_ROPE_MAX_D];
+  const int half = D / 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int j = threadIdx.x; j < half; j += PF_ROW_THREADS) {
+    const float angle = float(pos0 + (int)blockIdx.x) * inv_freq[j];
+    cs[j] = cosf(angle);
+    sn[j] = sinf(angle);
+  }
+  __syncthreads();
+  float* hb = buf[warp];
+  for (int h = warp; h < heads; h += PF_ROW_THREADS / 32) {
+    const long long base = ((long long)blockIdx.x * heads + h) * D;
+    const float* xr = x + base;
+    if (w) {  // pf_head_rms_norm's sum order: lane-strided, then the butterfly
+      float ss = 0.f;
+      for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+      const float r = 1.0f / sqrtf(ss / float(D) + eps);
+      for (int i = lane; i < D; i += 32) hb[i] = w[i] * (xr[i] * r);
+    } else {
+      for (int i = lane; i < D; i += 32) hb[i] = xr[i];
+    }
+    __syncwarp();
+    float* yr = out + base;
+    for (int j = lane; j < half; j += 32) {
+      const float a = hb[j], b = hb[j + half], c = cs[j], s = sn[j];
+      yr[j] = a * c + (-b) * s;
+      yr[j + half] = b * c + a * s;
+    }
+    __syncwarp();  // hb is refilled for the next head
   }
 }
 

@@ -418,6 +418,77 @@ ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, i
   return r;
 }
 
+ProofRecord prove_ldmatrix(const ir::LdmatrixAddr& f, LdmatrixUse use, unsigned timeout_ms) {
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const z3::expr lane = ctx.int_const("lane"), t = ctx.int_const("t"), i = ctx.int_const("i"), j = ctx.int_const("j");
+  auto addr = [&](const z3::expr& l) {
+    return std::pair{enc.encode(f.row, {{"lane", l}}), enc.encode(f.col, {{"lane", l}})};
+  };
+  const char* what = use == LdmatrixUse::A ? "A from rows m, columns k"
+                     : use == LdmatrixUse::B ? "B of two n8 tiles from rows n, columns k"
+                                             : "B of two n8 tiles from rows k, columns n (.trans)";
+  ProofRecord r;
+  r.subject = std::string("ldmatrix.x4 lane addresses, ") + what + ": row = " + ir::to_string(f.row) +
+              ", col = " + ir::to_string(f.col);
+  r.z3_version = Z3_get_full_version();
+  const auto [row, col] = addr(lane);
+  const z3::expr lanes = lane >= 0 && lane < 32;
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", lanes,
+                                row.defined && col.defined, {lane}, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (a lane's 8 bf16 inside the 16 x 16 block)",
+                                lanes && row.defined && col.defined,
+                                row.value >= 0 && row.value < 16 && (col.value == 0 || col.value == 8), {lane},
+                                timeout_ms));
+  // The hardware (PTX ISA, ldmatrix): thread t = 4 g + c gets, in register i, row g elements 2c
+  // and 2c + 1 of matrix i, whose row q starts at the address of lane 8 i + q; with .trans, row g
+  // of the transposed matrix: element g of rows 2c and 2c + 1.
+  const z3::expr g = t / 4, c = t % 4;  // t >= 0: C's division
+  const bool trans = use == LdmatrixUse::Bt;
+  const z3::expr src = trans ? 8 * i + 2 * c + j : 8 * i + g;
+  const auto [srow, scol] = addr(src);
+  const z3::expr got_row = srow.value, got_col = scol.value + (trans ? g : 2 * c + j);
+  // mma.sync m16n8k16 (PTX ISA, the fragments of .bf16 A and B): A register i, half j holds row
+  // g + 8 (i % 2), column 2c + j + 8 (i / 2); B register r (of n8 tile i / 2, r = i % 2), half j
+  // holds k = 2c + j + 8 r, n = g (+ 8 for the second tile).
+  const z3::expr lo = 2 * c + j + 8 * (i % 2), hi = g + 8 * (i / 2);
+  z3::expr want_row = lo, want_col = hi;  // Bt: rows k, columns n
+  if (use == LdmatrixUse::A) want_row = g + 8 * (i % 2), want_col = 2 * c + j + 8 * (i / 2);
+  if (use == LdmatrixUse::B) want_row = hi, want_col = lo;
+  r.obligations.push_back(check(ctx, "the fragment (what ldmatrix delivers is what mma.sync expects)",
+                                t >= 0 && t < 32 && i >= 0 && i < 4 && j >= 0 && j < 2 && srow.defined && scol.defined,
+                                got_row == want_row && got_col == want_col, {t, i, j}, timeout_ms));
+  return r;
+}
+
+ProofRecord prove_acc_as_a(const ir::AccAsA& f, const ir::MmaTile& tile, unsigned timeout_ms) {
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const z3::expr t = ctx.int_const("t"), i = ctx.int_const("i"), j = ctx.int_const("j");
+  const Term tl = enc.encode(f.tile, {{"i", i}}), el = enc.encode(f.elem, {{"i", i}, {"j", j}});
+  ProofRecord r;
+  r.subject = "attention's P from its accumulators: tile = " + ir::to_string(f.tile) + ", elem = " +
+              ir::to_string(f.elem);
+  r.z3_version = Z3_get_full_version();
+  const z3::expr holder = t >= 0 && t < 32 && i >= 0 && i < 4 && j >= 0 && j < 2;
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", holder,
+                                tl.defined && el.defined, {t, i, j}, timeout_ms));
+  r.obligations.push_back(check(ctx, "bounds (one of the two key tiles, one of its 4 elements)",
+                                holder && tl.defined && el.defined,
+                                tl.value >= 0 && tl.value < 2 && el.value >= 0 && el.value < 4, {t, i, j}, timeout_ms));
+  // The accumulator element's place in the 16 x 16 block (warp 0 of one across, mi 0).
+  const std::map<std::string, z3::expr> at = {{"warp", ctx.int_val(0)}, {"mi", ctx.int_val(0)}, {"ni", tl.value},
+                                              {"lane", t}, {"h", el.value / 2}, {"e", el.value % 2},
+                                              {"wn", ctx.int_val(1)}, {"wtm", ctx.int_val(16)}, {"wtn", ctx.int_val(16)}};
+  const Term row = enc.encode(tile.row, at), col = enc.encode(tile.col, at);
+  r.obligations.push_back(check(ctx, "the fragment (the accumulator packed is the A element mma.sync expects)",
+                                holder && tl.defined && el.defined && tl.value >= 0 && el.value >= 0 && row.defined &&
+                                    col.defined,
+                                row.value == t / 4 + 8 * (i % 2) && col.value == 2 * (t % 4) + j + 8 * (i / 2),
+                                {t, i, j}, timeout_ms));
+  return r;
+}
+
 ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms) {
   MPK_CHECK(s >= 1 && (s & (s - 1)) == 0 && 2 * s <= max_m, InvalidArgument)
       << "bitonic stage of distance " << s << " over at most " << max_m << " keys";

@@ -94,6 +94,23 @@ ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, i
 //   the items of a stage touch disjoint slots, so they run concurrently without a race).
 ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms = 10000);
 
+// ldmatrix.x4's lane addresses (ir::LdmatrixAddr, or a mutant) for one operand use, lane, the
+// thread t receiving, its register i and half j symbolic, in int arithmetic: defined; bounds
+// (each lane's 8 bf16 lie in the 16 x 16 block: 0 <= row < 16, col 0 or 8); the fragment (what
+// the hardware delivers to t's register i, half j, written here from the PTX ISA independently of
+// the formula: row lane % 8 of matrix lane / 8 with lane = 8 i + t / 4 and element 2 (t % 4) + j
+// of it, or with .trans lane = 8 i + 2 (t % 4) + j and element t / 4, is the element of the
+// block that mma.sync m16n8k16 expects there).
+enum class LdmatrixUse { A, B, Bt };
+ProofRecord prove_ldmatrix(const ir::LdmatrixAddr& f, LdmatrixUse use, unsigned timeout_ms = 10000);
+
+// Attention's P (ir::AccAsA, or a mutant) over the accumulators' fragment order (ir::MmaTile,
+// one warp across): for every lane, register i < 4 and half j < 2, symbolic: defined; bounds
+// (tile 0 or 1, elem < 4); the fragment (the accumulator element packed there, at (row, col) of
+// the 16 x 16 block of key tiles 2 kk and 2 kk + 1, is the A operand element mma.sync expects:
+// row t / 4 + 8 (i % 2), column 2 (t % 4) + j + 8 (i / 2)).
+ProofRecord prove_acc_as_a(const ir::AccAsA& f, const ir::MmaTile& tile, unsigned timeout_ms = 10000);
+
 // Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
 // by each other variable of the expression, every + - * / replaced by the others.
 std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);

@@ -70,6 +70,24 @@ const TileOrder& tile_order_formula() {
   return f;
 }
 
+const LdmatrixOperands& ldmatrix_formulas() {
+  static const LdmatrixOperands f = [] {
+    const IndexExpr lane = IndexExpr::var("lane");
+    return LdmatrixOperands{{lane % 16, lane / 16 * 8},
+                            {lane % 8 + lane / 16 * 8, lane / 8 % 2 * 8},
+                            {lane % 8 + lane / 8 % 2 * 8, lane / 16 * 8}};
+  }();
+  return f;
+}
+
+const AccAsA& acc_as_a_formula() {
+  static const AccAsA f = [] {
+    const IndexExpr i = IndexExpr::var("i"), j = IndexExpr::var("j");
+    return AccAsA{i / 2, i % 2 * 2 + j};
+  }();
+  return f;
+}
+
 const BitonicPair& bitonic_pair_formula() {
   static const BitonicPair f = [] {
     const IndexExpr j = IndexExpr::var("j"), s = IndexExpr::var("s"), x = IndexExpr::var("x");
@@ -100,6 +118,16 @@ std::string prefill_layout_device_functions() {
   const TileOrder& o = tile_order_formula();
   s += "__device__ __forceinline__ int pf_tile_m(int x, int y, int g) { return " + to_c(o.m, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_tile_n(int x, int g) { return " + to_c(o.n, CType::Int) + "; }\n";
+  const LdmatrixOperands& lm = ldmatrix_formulas();
+  for (const auto& [name, f] : {std::pair{"a", &lm.a}, std::pair{"b", &lm.b}, std::pair{"bt", &lm.bt}}) {
+    s += std::string("__device__ __forceinline__ int pf_ldsm_") + name + "_row(int lane) { return " +
+         to_c(f->row, CType::Int) + "; }\n";
+    s += std::string("__device__ __forceinline__ int pf_ldsm_") + name + "_col(int lane) { return " +
+         to_c(f->col, CType::Int) + "; }\n";
+  }
+  const AccAsA& aa = acc_as_a_formula();
+  s += "__device__ __forceinline__ int pf_acc_a_tile(int i) { return " + to_c(aa.tile, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ int pf_acc_a_elem(int i, int j) { return " + to_c(aa.elem, CType::Int) + "; }\n";
   return s;
 }
 

@@ -87,6 +87,31 @@ struct BitonicPair {
 };
 const BitonicPair& bitonic_pair_formula();
 
+// The lane addresses of ldmatrix.x4 that load mma.sync m16n8k16 bf16 operands (the prefill's
+// GEMM and attention tiles): lane `lane` names (row, col) of a 16 x 16 block of a row-major
+// shared tile, the first of 8 bf16 forming row lane % 8 of matrix lane / 8; register i of each
+// thread receives from matrix i. Three uses:
+//   a   the A operand, from rows m and columns k;
+//   b   the B operands of two n8 tiles, from rows n and columns k (registers 0, 1: the first
+//       tile's halves k 0-7 and 8-15; 2, 3: the second's);
+//   bt  the same from rows k and columns n, by ldmatrix .trans (V in attention).
+// Variables: lane.
+struct LdmatrixAddr {
+  IndexExpr row, col;
+};
+struct LdmatrixOperands {
+  LdmatrixAddr a, b, bt;
+};
+const LdmatrixOperands& ldmatrix_formulas();
+
+// Attention's P from its S accumulators: A register i (of keys 16 kk .. 16 kk + 15) packs, as
+// its halves j = 0, 1, accumulator element elem(i, j) of n8 tile 2 kk + tile(i) (the mma tile's
+// fragment order, MmaTile: h = elem / 2, e = elem % 2). Variables: i, j.
+struct AccAsA {
+  IndexExpr tile, elem;
+};
+const AccAsA& acc_as_a_formula();
+
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
 // mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int;
@@ -97,7 +122,8 @@ std::string layout_device_functions();
 // above (pf_even_split_begin, pf_even_split_end, long long), and templates over the tile
 // constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
 // pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i) and
-// pf_swizzle128_chunk(r, c), pf_tile_m(x, y, g) and pf_tile_n(x, g), int.
+// pf_swizzle128_chunk(r, c), pf_tile_m(x, y, g), pf_tile_n(x, g), pf_ldsm_{a,b,bt}_{row,col}(lane),
+// pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int.
 std::string prefill_layout_device_functions();
 
 }  // namespace mpk::ir

@@ -198,6 +198,107 @@ TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
   }
 }
 
+// ldmatrix.x4 by enumeration: every lane's address inside the 16 x 16 block, and every thread's
+// register and half receiving the element mma.sync expects (the hardware's delivery as in the
+// prover's comment, restated here).
+bool brute_force_ldmatrix(const ir::LdmatrixAddr& f, LdmatrixUse use) {
+  try {
+    auto row = [&](int64_t l) { return ir::eval(f.row, {{"lane", l}}); };
+    auto col = [&](int64_t l) { return ir::eval(f.col, {{"lane", l}}); };
+    for (int64_t l = 0; l < 32; ++l)
+      if (row(l) < 0 || row(l) >= 16 || (col(l) != 0 && col(l) != 8)) return false;
+    for (int64_t t = 0; t < 32; ++t)
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 2; ++j) {
+          const int64_t g = t / 4, c = t % 4;
+          const bool trans = use == LdmatrixUse::Bt;
+          const int64_t src = trans ? 8 * i + 2 * c + j : 8 * i + g;
+          const int64_t r = row(src), k = col(src) + (trans ? g : 2 * c + j);
+          const int64_t lo = 2 * c + j + 8 * (i % 2), hi = g + 8 * (i / 2);
+          const std::pair<int64_t, int64_t> want = use == LdmatrixUse::A ? std::pair{g + 8 * (i % 2), 2 * c + j + 8 * (i / 2)}
+                                                   : use == LdmatrixUse::B ? std::pair{hi, lo}
+                                                                           : std::pair{lo, hi};
+          if (std::pair{r, k} != want) return false;
+        }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(LdmatrixProofs, TheOperandAddressesAreProvedAndMutantsAgreeWithBruteForce) {
+  const ir::LdmatrixOperands& f = ir::ldmatrix_formulas();
+  const std::pair<const ir::LdmatrixAddr*, LdmatrixUse> uses[] = {
+      {&f.a, LdmatrixUse::A}, {&f.b, LdmatrixUse::B}, {&f.bt, LdmatrixUse::Bt}};
+  std::vector<ir::IndexEnv> lanes;
+  for (int64_t l = 0; l < 32; ++l) lanes.push_back({{"lane", l}});
+  for (const auto& [addr, use] : uses) {
+    const ProofRecord r = prove_ldmatrix(*addr, use);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_TRUE(brute_force_ldmatrix(*addr, use));
+    // Another use's addresses are wrong here unless they are the same addresses (a's and bt's
+    // are: the .trans load takes the same rows and transposes each matrix).
+    for (const auto& [other, other_use] : uses)
+      if (other_use != use && !(same_values(other->row, addr->row, lanes) && same_values(other->col, addr->col, lanes))) {
+        EXPECT_FALSE(prove_ldmatrix(*other, use, 2000).proved()) << r.subject;
+        EXPECT_FALSE(brute_force_ldmatrix(*other, use));
+      }
+    Tally tally{use == LdmatrixUse::A ? "ldmatrix A" : use == LdmatrixUse::B ? "ldmatrix B" : "ldmatrix B .trans"};
+    for (const IndexExpr& m : mutants(addr->row)) {
+      const ir::LdmatrixAddr g{m, addr->col};
+      tally.judge(prove_ldmatrix(g, use, 2000).proved(), brute_force_ldmatrix(g, use), same_values(m, addr->row, lanes),
+                  "row " + ir::to_string(m));
+    }
+    for (const IndexExpr& m : mutants(addr->col)) {
+      const ir::LdmatrixAddr g{addr->row, m};
+      tally.judge(prove_ldmatrix(g, use, 2000).proved(), brute_force_ldmatrix(g, use), same_values(m, addr->col, lanes),
+                  "col " + ir::to_string(m));
+    }
+  }
+}
+
+// P's packing by enumeration: the accumulator element named (through the mma tile's order) is
+// the A element expected, for every lane, register and half.
+bool brute_force_acc_as_a(const ir::AccAsA& f) {
+  const ir::MmaTile& m = ir::mma_tile_formula();
+  try {
+    for (int64_t t = 0; t < 32; ++t)
+      for (int64_t i = 0; i < 4; ++i)
+        for (int64_t j = 0; j < 2; ++j) {
+          const int64_t tile = ir::eval(f.tile, {{"i", i}}), elem = ir::eval(f.elem, {{"i", i}, {"j", j}});
+          if (tile < 0 || tile > 1 || elem < 0 || elem > 3) return false;
+          const ir::IndexEnv env = {{"warp", 0}, {"mi", 0}, {"ni", tile}, {"lane", t}, {"h", elem / 2},
+                                    {"e", elem % 2}, {"wn", 1}, {"wtm", 16}, {"wtn", 16}};
+          if (ir::eval(m.row, env) != t / 4 + 8 * (i % 2) || ir::eval(m.col, env) != 2 * (t % 4) + j + 8 * (i / 2))
+            return false;
+        }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(LdmatrixProofs, AttentionsPackingOfPIsProvedAndMutantsAgreeWithBruteForce) {
+  const ir::AccAsA& f = ir::acc_as_a_formula();
+  const ProofRecord r = prove_acc_as_a(f, ir::mma_tile_formula());
+  EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  EXPECT_TRUE(brute_force_acc_as_a(f));
+  std::vector<ir::IndexEnv> regs;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 2; ++j) regs.push_back({{"i", i}, {"j", j}});
+  Tally tally{"attention's P from its accumulators"};
+  for (const IndexExpr& m : mutants(f.tile)) {
+    const ir::AccAsA g{m, f.elem};
+    tally.judge(prove_acc_as_a(g, ir::mma_tile_formula(), 2000).proved(), brute_force_acc_as_a(g),
+                same_values(m, f.tile, regs), "tile " + ir::to_string(m));
+  }
+  for (const IndexExpr& m : mutants(f.elem)) {
+    const ir::AccAsA g{f.tile, m};
+    tally.judge(prove_acc_as_a(g, ir::mma_tile_formula(), 2000).proved(), brute_force_acc_as_a(g),
+                same_values(m, f.elem, regs), "elem " + ir::to_string(m));
+  }
+}
+
 // Every block of the launch grid of an nm x nn tile grid on a tile inside it (or past nm),
 // every tile computed by exactly one block.
 bool brute_force_order(const ir::TileOrder& f, int64_t g, int64_t nm, int64_t nn) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -134,6 +135,19 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                         return superopt::prove_tile_order(ir::tile_order_formula(), g, int64_t(kPrefillChunk),
                                                           kTileOrderMaxColumns);
                       }});
+  // The mma.sync operands' ldmatrix addresses (the mma.sync GEMM tiles, Q, K and V) and
+  // attention's P taken from its score accumulators.
+  for (const auto& [what, f, use] :
+       {std::tuple{"A operands (activations, Q)", &ir::ldmatrix_formulas().a, superopt::LdmatrixUse::A},
+        std::tuple{"B operands (weights, K)", &ir::ldmatrix_formulas().b, superopt::LdmatrixUse::B},
+        std::tuple{"B operands by .trans (V)", &ir::ldmatrix_formulas().bt, superopt::LdmatrixUse::Bt}})
+    needed.push_back({std::string("prefill mma.sync tiles: ldmatrix lane addresses of ") + what,
+                      std::string("ldmatrix ") + (use == superopt::LdmatrixUse::A   ? "a"
+                                                  : use == superopt::LdmatrixUse::B ? "b"
+                                                                                    : "bt"),
+                      [f, use] { return superopt::prove_ldmatrix(*f, use); }});
+  needed.push_back({"prefill attention: P as the A operand from the score accumulators", "acc as a",
+                    [] { return superopt::prove_acc_as_a(ir::acc_as_a_formula(), ir::mma_tile_formula()); }});
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
   tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});
   loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});

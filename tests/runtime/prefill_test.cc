@@ -267,10 +267,13 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
     EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
     obligations += p.record.obligations.size();
   }
-  EXPECT_EQ(proofs.size(), counts.size() + 14 + kTileGroup);  // 3 GEMM tiles x 3, 2 swizzles, attention 3, orders
+  // 3 GEMM tiles x 3, 2 swizzles, attention 3, orders, ldmatrix 3, P 1
+  EXPECT_EQ(proofs.size(), counts.size() + 18 + kTileGroup);
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
   EXPECT_NE(record.find("prefill wgmma_128x256: 128-byte swizzle of 256 rows"), std::string::npos);
+  EXPECT_NE(record.find("ldmatrix lane addresses of B operands by .trans (V)"), std::string::npos);
+  EXPECT_NE(record.find("P as the A operand from the score accumulators"), std::string::npos);
   std::printf("%zu split counts (%lld..%lld), %zu proofs, %zu obligations in %.0f ms\n", counts.size(),
               (long long)counts.front(), (long long)counts.back(), proofs.size(), obligations, ms);
 }

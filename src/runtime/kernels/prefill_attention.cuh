@@ -71,7 +71,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
   unsigned qf[DP / 16][4];
 #pragma unroll
   for (int kk = 0; kk < DP / 16; ++kk)
-    pf_ldmatrix_x4(qf[kk], &sk[(warp * 16 + (lane & 15)) * LD + kk * 16 + (lane >> 4) * 8]);
+    pf_ldmatrix_x4(qf[kk], &sk[(warp * 16 + pf_ldsm_a_row(lane)) * LD + kk * 16 + pf_ldsm_a_col(lane)]);
 
   float o[DP / 8][4];
 #pragma unroll
@@ -104,7 +104,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
 #pragma unroll
       for (int nj = 0; nj < 4; ++nj) {
         unsigned b[4];
-        pf_ldmatrix_x4(b, &kb[(nj * 16 + (lane & 7) + (lane >> 4) * 8) * LD + kk * 16 + ((lane >> 3) & 1) * 8]);
+        pf_ldmatrix_x4(b, &kb[(nj * 16 + pf_ldsm_b_row(lane)) * LD + kk * 16 + pf_ldsm_b_col(lane)]);
         pf_mma(s[2 * nj], qf[kk], b[0], b[1]);
         pf_mma(s[2 * nj + 1], qf[kk], b[2], b[3]);
       }
@@ -147,17 +147,19 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
       }
     }
     // O += P V: S's accumulators of key tiles 2kk, 2kk+1 are P's A fragment for keys 16kk..
+    // (ir::AccAsA); the ldmatrix lane addresses are ir::LdmatrixOperands' (proved).
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       unsigned a[4];
-      a[0] = pf_pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      a[1] = pf_pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      a[2] = pf_pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      a[3] = pf_pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float* acc = s[2 * kk + pf_acc_a_tile(i)];
+        a[i] = pf_pack_bf16(acc[pf_acc_a_elem(i, 0)], acc[pf_acc_a_elem(i, 1)]);
+      }
 #pragma unroll
       for (int dj = 0; dj < DP / 16; ++dj) {
         unsigned b[4];
-        pf_ldmatrix_x4_trans(b, &vb[(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * LD + dj * 16 + (lane >> 4) * 8]);
+        pf_ldmatrix_x4_trans(b, &vb[(kk * 16 + pf_ldsm_bt_row(lane)) * LD + dj * 16 + pf_ldsm_bt_col(lane)]);
         pf_mma(o[2 * dj], a, b[0], b[1]);
         pf_mma(o[2 * dj + 1], a, b[2], b[3]);
       }

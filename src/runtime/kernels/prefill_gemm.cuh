@@ -84,10 +84,10 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
       unsigned af[MI][4], bf[NI / 2][4];
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
-        pf_ldmatrix_x4(af[mi], ta + (wm + mi * 16 + (lane & 15)) * PF_LDS + kk + (lane >> 4) * 8);
+        pf_ldmatrix_x4(af[mi], ta + (wm + mi * 16 + pf_ldsm_a_row(lane)) * PF_LDS + kk + pf_ldsm_a_col(lane));
 #pragma unroll
       for (int nj = 0; nj < NI / 2; ++nj)
-        pf_ldmatrix_x4(bf[nj], tb + (wn + nj * 16 + (lane & 7) + (lane >> 4) * 8) * PF_LDS + kk + ((lane >> 3) & 1) * 8);
+        pf_ldmatrix_x4(bf[nj], tb + (wn + nj * 16 + pf_ldsm_b_row(lane)) * PF_LDS + kk + pf_ldsm_b_col(lane));
 #pragma unroll
       for (int mi = 0; mi < MI; ++mi)
 #pragma unroll

@@ -24,7 +24,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.2.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.3.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 

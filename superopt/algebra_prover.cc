@@ -142,6 +142,44 @@ ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms
   return r;
 }
 
+ProofRecord prove_dot_product(const ir::DotProduct& f, unsigned timeout_ms) {
+  z3::context ctx;
+  Encoder enc(ctx);
+  const z3::expr no = ctx.bool_val(false), one = ctx.real_val(1), zero = ctx.real_val(0);
+  auto plain = [&](const z3::expr& x) { return Sym{x, one, no}; };
+  auto stage = [&](const z3::expr& g, const z3::expr& x) { return enc.encode(f.stage, {{"g", plain(g)}, {"x", plain(x)}}); };
+  auto step = [&](const z3::expr& a, const z3::expr& w, const z3::expr& y) {
+    return enc.encode(f.step, {{"a", plain(a)}, {"w", plain(w)}, {"y", plain(y)}});
+  };
+  auto add = [&](const z3::expr& a, const z3::expr& b) { return enc.encode(f.add, {{"a", plain(a)}, {"b", plain(b)}}); };
+  auto scale = [&](const z3::expr& v, const z3::expr& s) { return enc.encode(f.scale, {{"v", plain(v)}, {"s", plain(s)}}); };
+  auto real = [&](const char* n) { return ctx.real_const(n); };
+  const z3::expr a = real("a"), b = real("b"), w = real("w"), y = real("y"), g = real("g"), x = real("x"),
+                 r = real("r"), s = real("s"), A = real("A"), T = real("T"), F = real("F"), res = real("res");
+  ProofRecord p;
+  p.subject = "a linear's sums: stage(g, x) = " + ir::to_string(f.stage) + ", step(a, w, y) = " +
+              ir::to_string(f.step) + ", add(a, b) = " + ir::to_string(f.add) + ", scale(v, s) = " +
+              ir::to_string(f.scale);
+  p.z3_version = Z3_get_full_version();
+  const z3::expr always = ctx.bool_val(true);
+  p.obligations.push_back(check(ctx, "step: each step adds its term to the running sum", always,
+                                step(a, w, y) == a + w * y, {a, w, y}, timeout_ms));
+  p.obligations.push_back(check(ctx, "add: partial sums (lanes, K parts) combine into their total", always,
+                                add(a, b) == a + b, {a, b}, timeout_ms));
+  p.obligations.push_back(check(ctx, "RMSNorm: the factor after the dot product of staged inputs",
+                                A == scale(T, r),
+                                A + w * (g * (x * r)) == scale(step(T, w, stage(g, x)), r) &&
+                                    scale(zero, r) == zero,
+                                {A, T, r, w, g, x}, timeout_ms));
+  p.obligations.push_back(check(ctx, "fold: the factor after the fold is the factor on every part", always,
+                                scale(add(a, b), s) == scale(a, s) + scale(b, s) && scale(a, one) == a, {a, b, s},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "epilogue: bias and residual added once, to the folded sum", always,
+                                add(add(scale(F, s), b), res) == (s * F + b) + res, {F, s, b, res},
+                                timeout_ms));
+  return p;
+}
+
 std::vector<RealExpr> real_mutants(const RealExpr& e) {
   std::set<std::string> names;
   collect(e, [&](const RealExpr& x) {

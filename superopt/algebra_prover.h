@@ -6,6 +6,7 @@
 // without the running max) passes here and is for the GPU differential test to catch.
 #pragma once
 
+#include "ir/dot_product.h"
 #include "ir/online_softmax.h"
 #include "superopt/index_prover.h"
 
@@ -22,6 +23,22 @@ namespace mpk::superopt {
 //              running state between batches);
 //   final      o / l = SV / S for a non-empty state (the output).
 ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms = 10000);
+
+// The obligations of a linear's sums (ir::DotProduct, or mutants), every variable a symbolic
+// real; the reference written here as src/ref computes it (an RMSNorm input w_k (x_k r), the
+// dot product sum_k W_k in_k, then the bias, then the residual):
+//   step       step(a, w, y) = a + w y: each step adds its term, so a lane's running sum from 0
+//              is the sum of its terms;
+//   add        add(a, b) = a + b: lanes' sums and K parts' sums, combined in any grouping, give
+//              the sum over all their terms (the butterfly, the split-K fold);
+//   RMSNorm    with A = scale(T, r): A + W (g (x r)) = scale(step(T, W, stage(g, x)), r), and
+//              scale(0, r) = 0: the factor r applied once after the dot product of staged
+//              inputs g x equals the reference's dot product of normalised inputs;
+//   fold       scale(add(a, b), s) = scale(a, s) + scale(b, s): the factor after the fold equals
+//              it applied to every part; scale(v, 1) = v (inputs without a factor);
+//   epilogue   add(add(scale(F, s), b), res) = (s F + b) + res: bias and residual added once, to
+//              the folded sum.
+ProofRecord prove_dot_product(const ir::DotProduct& f, unsigned timeout_ms = 10000);
 
 // Mutants of a real expression: every constant +-1, every variable replaced by each other
 // variable of the expression, + and * swapped, the weight's arguments swapped.

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <string>
+#include <vector>
 
 namespace mpk::superopt {
 namespace {
@@ -89,6 +91,77 @@ TEST(OnlineSoftmaxProof, EquivalentRewritesAreProved) {
     const ProofRecord r = prove_online_softmax({f.weight, u});
     EXPECT_TRUE(r.proved()) << ir::to_string(u) << ": " << failed(r);
   }
+}
+
+// A real expression's value (no weights) at a point.
+double value(const RealExpr& e, const std::map<std::string, double>& at) {
+  const RealExpr::Node& n = e.node();
+  switch (n.op) {
+    case ir::RealOp::Const: return n.value;
+    case ir::RealOp::Var: return at.at(n.name);
+    case ir::RealOp::Add: return value(n.args[0], at) + value(n.args[1], at);
+    case ir::RealOp::Mul: return value(n.args[0], at) * value(n.args[1], at);
+    case ir::RealOp::Weight: break;
+  }
+  ADD_FAILURE() << "a weight in a linear's sum";
+  return 0;
+}
+
+// Whether two expressions over `vars` agree at a few points with distinct small values (exact
+// in doubles: a polynomial identity of low degree that holds there holds everywhere only if it
+// is one; differing at any point means not equal).
+bool same_at_points(const RealExpr& x, const RealExpr& y, const std::vector<std::string>& vars) {
+  for (int k = 0; k < 6; ++k) {
+    std::map<std::string, double> at;
+    for (size_t i = 0; i < vars.size(); ++i) at[vars[i]] = double((int(i) * 7 + k * 13) % 11 - 5) + 0.5 * k;
+    if (value(x, at) != value(y, at)) return false;
+  }
+  return true;
+}
+
+TEST(DotProductProof, TheFormulasAreProved) {
+  const ProofRecord r = prove_dot_product(ir::dot_product_formulas());
+  ASSERT_EQ(r.obligations.size(), 5u);
+  EXPECT_TRUE(r.proved()) << failed(r);
+}
+
+TEST(DotProductProof, DeviceFunctionsArePrintedFromTheFormulas) {
+  const std::string s = ir::dot_product_device_functions();
+  EXPECT_NE(s.find("float mk_dp_step(float a, float w, float y) { return (a + (w * y)); }"), std::string::npos) << s;
+  EXPECT_NE(s.find("float mk_dp_stage(float g, float x) { return (g * x); }"), std::string::npos) << s;
+  EXPECT_NE(s.find("float mk_dp_add(float a, float b) { return (a + b); }"), std::string::npos) << s;
+  EXPECT_NE(s.find("float mk_dp_scale(float v, float s) { return (v * s); }"), std::string::npos) << s;
+}
+
+// Every generated mutant of each formula: one that changes the value is refuted with a
+// counterexample, one equal to the formula (a rewrite) is proved; most change it.
+TEST(DotProductProof, MutantsThatChangeTheValueAreRefuted) {
+  const ir::DotProduct& f = ir::dot_product_formulas();
+  int generated = 0, wrong = 0;
+  auto judge = [&](const ir::DotProduct& g, const RealExpr& mutant, const RealExpr& original,
+                   const std::vector<std::string>& vars) {
+    ++generated;
+    const ProofRecord r = prove_dot_product(g, 5000);
+    if (same_at_points(mutant, original, vars)) {
+      EXPECT_TRUE(r.proved()) << ir::to_string(mutant) << " equals " << ir::to_string(original) << ": " << failed(r);
+    } else {
+      ++wrong;
+      EXPECT_TRUE(refuted(r)) << ir::to_string(mutant) << " is wrong but not refuted";
+    }
+  };
+  for (const RealExpr& m : real_mutants(f.stage)) judge({m, f.step, f.add, f.scale}, m, f.stage, {"g", "x"});
+  for (const RealExpr& m : real_mutants(f.step)) judge({f.stage, m, f.add, f.scale}, m, f.step, {"a", "w", "y"});
+  for (const RealExpr& m : real_mutants(f.add)) judge({f.stage, f.step, m, f.scale}, m, f.add, {"a", "b"});
+  for (const RealExpr& m : real_mutants(f.scale)) judge({f.stage, f.step, f.add, m}, m, f.scale, {"v", "s"});
+  // Hand-made: a bias per K part (added before the fold), the factor applied twice, the staged
+  // input already normalised by a factor the kernel then applies again.
+  const RealExpr b = RealExpr::var("b"), s = RealExpr::var("s"), vv = RealExpr::var("v");
+  EXPECT_TRUE(refuted(prove_dot_product({f.stage, f.step, a + b + b, f.scale}, 5000)));
+  EXPECT_TRUE(refuted(prove_dot_product({f.stage, f.step, f.add, vv * s * s}, 5000)));
+  EXPECT_TRUE(refuted(prove_dot_product({RealExpr::var("g") * RealExpr::var("x") * RealExpr::var("x"), f.step, f.add,
+                                         f.scale}, 5000)));
+  EXPECT_GT(wrong, generated / 2);
+  std::printf("[mutation] a linear's sums: %d mutants, %d wrong (all refuted)\n", generated, wrong);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "base/error.h"
+#include "ir/dot_product.h"
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
 #include "ir/rope.h"
@@ -444,7 +445,8 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   MPK_CHECK(draws >= MPK_MK_SAMPLE_GREEDY && draws <= MPK_MK_SAMPLE_TOPK, InvalidArgument)
       << "megakernel: no draw mode " << draws;
   std::string s = to_defines(params) + "#define MK_DRAWS " + std::to_string(draws) + "\n" +
-                  embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions();
+                  embedded_kernel("task_desc.h") + "\n" + ir::layout_device_functions() +
+                  ir::dot_product_device_functions();
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
   for (const char* f : {"sample.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})

@@ -94,6 +94,10 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                           return superopt::prove_linear_items(ir::linear_items_formula(), ks, r,
                                                               kMaxTileRows, MPK_MK_KSPLIT_SLOTS);
                         }});
+  if (!rows.empty())
+    needed.push_back({"linear: the sums' algebra (RMSNorm factor after the dot product, split-K fold, bias and "
+                      "residual once)",
+                      "dot product", [] { return superopt::prove_dot_product(ir::dot_product_formulas()); }});
   if (attention)
     needed.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",
                       "online softmax",

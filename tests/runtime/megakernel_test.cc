@@ -13,6 +13,7 @@
 
 #include "base/error.h"
 #include "ir/builder.h"
+#include "ir/dot_product.h"
 #include "model/model.h"
 #include "model_configs.h"
 #include "runtime/access_check.h"
@@ -249,7 +250,7 @@ TEST(Megakernel, SeparateMergeTasks) {
 
 // Before a kernel runs, the plan's proofs: the even split over each attention task's chunk
 // count and over every K split count a linear may choose, for every length a position or a
-// row can give, and the online-softmax algebra.
+// row can give, the algebra of a linear's sums and the online-softmax algebra.
 TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const Planned p = plan_fixture("qwen3-bf16", 16, 64);
   const MemoryPlan mem = plan_memory(p.g, p.plan.tasks, p.model->dtype, 64);
@@ -264,8 +265,9 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
       nlohmann::json::parse(prove_plan(t.device_tasks(), MegakernelParams{.max_k_split = max_k_split}));
   EXPECT_TRUE(cache::is_verified(verification.dump())) << verification.dump();
   const auto& records = verification.at("records");
-  // The even splits, the default linear variant's work items per part count, the online softmax.
-  ASSERT_EQ(records.size(), counts.size() + max_k_split + 1);
+  // The even splits, the default linear variant's work items per part count, the linear's sums,
+  // the online softmax.
+  ASSERT_EQ(records.size(), counts.size() + max_k_split + 2);
   int linear = 0, items = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
@@ -278,6 +280,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;
   }
   EXPECT_TRUE(records.back().at("use").get<std::string>().find("online softmax") != std::string::npos);
+  EXPECT_TRUE(records[records.size() - 2].at("use").get<std::string>().find("linear: the sums' algebra") !=
+              std::string::npos);
   EXPECT_EQ(linear, max_k_split);
   EXPECT_EQ(items, max_k_split);
 }
@@ -640,6 +644,18 @@ TEST(Megakernel, TheTopKDrawsSortIsProved) {
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
   EXPECT_NE(src.find("__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return "), std::string::npos);
   EXPECT_NE(src.find("const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);"), std::string::npos);
+}
+
+// The linear runs the sums that were proved: their device functions are printed from
+// ir/dot_product into the source, and the dot product, the lanes' butterfly, the K fold, the
+// RMSNorm staging and factor, and the epilogue call them.
+TEST(Megakernel, LinearSumsAreThePrintedFormulas) {
+  const std::string src = megakernel_source(MegakernelParams{}, DType::BF16);
+  EXPECT_NE(src.find(ir::dot_product_device_functions()), std::string::npos);
+  for (const char* use : {"acc[r] = mk_dp_step(acc[r], f[e], xv[e]);", "v = mk_dp_add(v, __shfl_xor_sync(",
+                          "v = mk_dp_add(v, part_sums[mk_lin_slot(p, total, r)]);", "o[e] = mk_dp_stage(bv[e], av[e]);",
+                          "mk_dp_scale(v, scale)", "v = mk_dp_add(v, bias);", "v = mk_dp_add(v, res);"})
+    EXPECT_NE(src.find(use), std::string::npos) << use;
 }
 
 // Only the model's weight dtype is compiled: one entry point per build.

@@ -93,7 +93,7 @@ struct MkW<MK_F16> : MkHalfW<MK_F16> {};
 
 __device__ __forceinline__ float mk_warp_sum(float v) {
 #pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  for (int o = 16; o > 0; o >>= 1) v = mk_dp_add(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 

@@ -20,7 +20,7 @@ __device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLI
       float f[V];
       MkW<DT>::unpack(u[r][j], f);
 #pragma unroll
-      for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+      for (int e = 0; e < V; ++e) acc[r] = mk_dp_step(acc[r], f[e], xv[e]);
     }
   }
 }
@@ -91,7 +91,7 @@ __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const flo
   } else {
     for (int i = k0 + lane; i < k1; i += 32)
 #pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] += MkW<DT>::load(w[r], i) * xs[i];
+      for (int r = 0; r < R; ++r) acc[r] = mk_dp_step(acc[r], MkW<DT>::load(w[r], i), xs[i]);
   }
 #pragma unroll
   for (int r = 0; r < R; ++r) out[r] = mk_warp_sum(acc[r]);
@@ -109,8 +109,8 @@ __device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, in
 // Epilogue of one output row: bias, then residual, in fp32, as the reference (bias and res are
 // the slice's values at the row, loaded by the caller).
 __device__ __forceinline__ void mk_store_out(const MkSlice& sl, int lr, float v, float bias, float res) {
-  if (sl.bias) v = v + bias;
-  if (sl.res) v = v + res;
+  if (sl.bias) v = mk_dp_add(v, bias);
+  if (sl.res) v = mk_dp_add(v, res);
   ((float*)sl.out)[lr] = v;
 }
 
@@ -187,7 +187,7 @@ __device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut
 #pragma unroll
   for (int j = 0; j < R; ++j) {
     if (ks == 1)
-      mk_store_out(t.slices[o.slice[j]], o.local[j], acc[j] * scale, o.bias[j], o.res[j]);
+      mk_store_out(t.slices[o.slice[j]], o.local[j], mk_dp_scale(acc[j], scale), o.bias[j], o.res[j]);
     else
       part_sums[mk_lin_slot(p, total, r0 + j)] = acc[j];
   }
@@ -255,7 +255,7 @@ __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
         if (t.input_mode == MPK_MK_IN_SILUMUL) {
           o[e] = av[e] / (1.0f + expf(-av[e])) * bv[e];
         } else if (t.input_mode == MPK_MK_IN_RMSNORM) {
-          o[e] = bv[e] * av[e];
+          o[e] = mk_dp_stage(bv[e], av[e]);
           if (vec || e == 0) ss += av[e] * av[e];
         } else {
           o[e] = av[e];
@@ -415,7 +415,7 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
           float f[V];
           MkW<DT>::unpack(u, f);
 #pragma unroll
-          for (int e = 0; e < V; ++e) acc[r] += f[e] * xv[e];
+          for (int e = 0; e < V; ++e) acc[r] = mk_dp_step(acc[r], f[e], xv[e]);
         }
       }
     }
@@ -509,10 +509,10 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     mk_sync();
     for (int r = threadIdx.x; r < total; r += MK_COMPUTE_THREADS) {
       float v = 0.f;
-      for (int p = 0; p < ks; ++p) v += part_sums[mk_lin_slot(p, total, r)];
+      for (int p = 0; p < ks; ++p) v = mk_dp_add(v, part_sums[mk_lin_slot(p, total, r)]);
       int s, lr;
       mk_row_of(t, r, s, lr);
-      mk_store_row(t.slices[s], lr, v * scale);
+      mk_store_row(t.slices[s], lr, mk_dp_scale(v, scale));
     }
   }
 

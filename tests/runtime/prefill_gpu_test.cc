@@ -51,6 +51,19 @@ std::vector<int32_t> prompt_ids(size_t n, int64_t vocab, int seed) {
   return p;
 }
 
+// A float rounded to the nearest-even bf16 (its bits), and bf16 bits widened to float.
+uint16_t bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
+}
+float widen(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
 class PrefillGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PrefillGpu, MatchesTheReferenceAndHandsOffToDecode) {
@@ -155,17 +168,6 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   const PrefillKernels k(ctx, cr.cubin, source_arch);
   cuda::Stream stream(ctx);
   std::printf("[prefill gemm] %s source, M %d N %d K %d\n", source_arch, M, N, K);
-  auto bf16 = [](float f) {  // round to nearest even
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-  };
-  auto widen = [](uint16_t h) {
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
   std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
   std::vector<float> bias(N), res(size_t(M) * N);
   uint32_t state = 12345;
@@ -311,17 +313,6 @@ void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
   auto rnd = [&] {  // xorshift32 in [-1, 1)
     state ^= state << 13, state ^= state >> 17, state ^= state << 5;
     return float(state % 20000) / 10000.f - 1.f;
-  };
-  auto bf16 = [](float f) {
-    uint32_t u;
-    std::memcpy(&u, &f, 4);
-    return uint16_t((u + 0x7fff + ((u >> 16) & 1)) >> 16);
-  };
-  auto widen = [](uint16_t h) {
-    const uint32_t u = uint32_t(h) << 16;
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
   };
   std::vector<float> q(size_t(T) * Hq * D);
   for (auto& x : q) x = 2 * rnd();

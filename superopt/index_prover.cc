@@ -285,9 +285,10 @@ ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t
 }
 
 ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
-                             unsigned timeout_ms) {
-  MPK_CHECK(rows >= 1 && ch >= 1 && threads >= 1 && (rows * ch) % threads == 0 && ld >= ch * 8, InvalidArgument)
-      << "chunk load of " << rows << " x " << ch << " chunks by " << threads << " threads";
+                             unsigned timeout_ms, int64_t width) {
+  MPK_CHECK(rows >= 1 && ch >= 1 && threads >= 1 && width >= 1 && (rows * ch) % threads == 0 && ld >= ch * width,
+            InvalidArgument)
+      << "chunk load of " << rows << " x " << ch << " chunks of " << width << " by " << threads << " threads";
   z3::context ctx;
   Encoder enc(ctx, 32);
   const std::map<std::string, z3::expr> consts = {{"threads", ctx.int_val(threads)}, {"ch", ctx.int_val(ch)}};
@@ -296,6 +297,7 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
     return v;
   };
   const int64_t rounds = rows * ch / threads;
+  const z3::expr W = ctx.int_val(width);
   const z3::expr tid = ctx.int_const("tid"), i = ctx.int_const("i");
   const z3::expr holder = tid >= 0 && tid < ctx.int_val(threads) && i >= 0 && i < ctx.int_val(rounds);
   auto chunk = [&](const z3::expr& t, const z3::expr& k) {
@@ -304,25 +306,26 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
   };
   const auto [row, col] = chunk(tid, i);
   ProofRecord r;
-  r.subject = "chunk load of " + std::to_string(rows) + " rows x " + std::to_string(ch) + " chunks by " +
+  r.subject = "chunk load of " + std::to_string(rows) + " rows x " + std::to_string(ch) + " chunks of " +
+              std::to_string(width) + " by " +
               std::to_string(threads) + " threads into rows of " + std::to_string(ld) +
-              " bf16: row = " + ir::to_string(f.row) + ", col = " + ir::to_string(f.col);
+              " elements: row = " + ir::to_string(f.row) + ", col = " + ir::to_string(f.col);
   r.z3_version = Z3_get_full_version();
   r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", holder,
                                 row.defined && col.defined, {tid, i}, timeout_ms));
   r.obligations.push_back(check(ctx, "bounds (whole chunks inside the tile's shared rows)",
                                 holder && row.defined && col.defined,
                                 row.value >= 0 && row.value < ctx.int_val(rows) && col.value >= 0 &&
-                                    col.value % 8 == 0 && col.value + 8 <= ctx.int_val(ch * 8) &&
-                                    row.value * ctx.int_val(ld) + col.value + 8 <= ctx.int_val(rows * ld),
+                                    col.value % W == 0 && col.value + W <= ctx.int_val(ch * width) &&
+                                    row.value * ctx.int_val(ld) + col.value + W <= ctx.int_val(rows * ld),
                                 {tid, i}, timeout_ms));
   const z3::expr rr = ctx.int_const("r"), cc = ctx.int_const("c");
   const auto at = bind({{"r", rr}, {"c", cc}});
   const Term it = enc.encode(f.tid_of, at), ii = enc.encode(f.i_of, at);
   const auto [back_row, back_col] = chunk(it.value, ii.value);
   r.obligations.push_back(check(ctx, "exactly once: each chunk from the thread and round the inverse names",
-                                rr >= 0 && rr < ctx.int_val(rows) && cc >= 0 && cc < ctx.int_val(ch * 8) &&
-                                    cc % 8 == 0,
+                                rr >= 0 && rr < ctx.int_val(rows) && cc >= 0 && cc < ctx.int_val(ch * width) &&
+                                    cc % W == 0,
                                 it.defined && ii.defined && it.value >= 0 && it.value < ctx.int_val(threads) &&
                                     ii.value >= 0 && ii.value < ctx.int_val(rounds) && back_row.defined &&
                                     back_col.defined && back_row.value == rr && back_col.value == cc,

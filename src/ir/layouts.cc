@@ -53,6 +53,16 @@ const ChunkLoad& chunk_load_formula() {
   return f;
 }
 
+const ChunkLoad& pair_load_formula() {
+  static const ChunkLoad f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr tid = v("tid"), i = v("i"), threads = v("threads"), ch = v("ch"), r = v("r"), c = v("c");
+    return ChunkLoad{(tid + i * threads) / ch, (tid + i * threads) % ch * 2,
+                     (r * ch + c / 2) % threads, (r * ch + c / 2) / threads};
+  }();
+  return f;
+}
+
 const Swizzle128& swizzle128_formula() {
   static const Swizzle128 f = [] {
     const IndexExpr r = IndexExpr::var("r"), c = IndexExpr::var("c"), st = IndexExpr::var("s");
@@ -113,6 +123,11 @@ std::string prefill_layout_device_functions() {
        to_c(l.row, CType::Int) + "; }\n";
   s += "template <int threads, int ch> __device__ __forceinline__ int pf_chunk_col(int tid, int i) { return " +
        to_c(l.col, CType::Int) + "; }\n";
+  const ChunkLoad& pl = pair_load_formula();
+  s += "template <int threads, int ch> __device__ __forceinline__ int pf_pair_row(int tid, int i) { return " +
+       to_c(pl.row, CType::Int) + "; }\n";
+  s += "template <int threads, int ch> __device__ __forceinline__ int pf_pair_col(int tid, int i) { return " +
+       to_c(pl.col, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_swizzle128_chunk(int r, int c) { return " +
        to_c(swizzle128_formula().chunk, CType::Int) + "; }\n";
   const TileOrder& o = tile_order_formula();

@@ -54,6 +54,10 @@ struct ChunkLoad {
   IndexExpr tid_of, i_of;
 };
 const ChunkLoad& chunk_load_formula();
+// The same for pairs of elements (attention's Q, staged from fp32, and its keys and values when
+// a head's row is not a whole number of 16-byte chunks): pair i of thread tid is j = tid + i *
+// threads, at row j / ch and column j % ch * 2 (`ch` pairs per row). Inverse: tid_of, i_of.
+const ChunkLoad& pair_load_formula();
 
 // The 128-byte swizzle of a K-major bf16 tile whose rows are 128 bytes (the prefill's wgmma
 // operands, kernels/prefill_wgmma.cuh): 16-byte chunk c (0..7) of row r is stored in chunk
@@ -122,6 +126,7 @@ std::string layout_device_functions();
 // above (pf_even_split_begin, pf_even_split_end, long long), and templates over the tile
 // constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
 // pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i) and
+// pf_pair_row<threads, ch>(tid, i), pf_pair_col<threads, ch>(tid, i),
 // pf_swizzle128_chunk(r, c), pf_tile_m(x, y, g), pf_tile_n(x, g), pf_ldsm_{a,b,bt}_{row,col}(lane),
 // pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int.
 std::string prefill_layout_device_functions();

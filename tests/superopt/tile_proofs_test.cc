@@ -86,14 +86,15 @@ bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, 
   return int64_t(seen.size()) == bm * bn;
 }
 
-bool brute_force_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld) {
+bool brute_force_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
+                      int64_t width = 8) {
   std::set<std::pair<int64_t, int64_t>> seen;
   try {
     for (int64_t tid = 0; tid < threads; ++tid)
       for (int64_t i = 0; i < rows * ch / threads; ++i) {
         const ir::IndexEnv env = {{"tid", tid}, {"i", i}, {"threads", threads}, {"ch", ch}};
         const int64_t r = ir::eval(f.row, env), c = ir::eval(f.col, env);
-        if (r < 0 || r >= rows || c < 0 || c % 8 != 0 || c + 8 > ch * 8 || r * ld + c + 8 > rows * ld ||
+        if (r < 0 || r >= rows || c < 0 || c % width != 0 || c + width > ch * width || r * ld + c + width > rows * ld ||
             !seen.insert({r, c}).second)
           return false;
       }
@@ -117,8 +118,18 @@ TEST(TileProofs, TheKernelsTileShapesAreProved) {
     const ProofRecord r = prove_chunk_load(ir::chunk_load_formula(), rows, ch, threads, ld);
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
   }
+  // Attention's pairs (Q staged, keys and values of rows that are not whole chunks): 64 rows of
+  // DP / 2 pairs by 128 threads into rows of DP + 8.
+  for (int64_t dp : {16, 32, 64, 128}) {
+    const ProofRecord r = prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8, 10000, 2);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_TRUE(brute_force_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8, 2));
+  }
   EXPECT_TRUE(brute_force_tile(ir::mma_tile_formula(), 64, 128, 1, 4));
   EXPECT_TRUE(brute_force_load(ir::chunk_load_formula(), 64, 4, 128, 40));
+  // A chunk formula is not a pair formula, nor the reverse.
+  EXPECT_FALSE(prove_chunk_load(ir::chunk_load_formula(), 64, 8, 128, 24, 2000, 2).proved());
+  EXPECT_FALSE(prove_chunk_load(ir::pair_load_formula(), 64, 4, 128, 40, 2000, 8).proved());
 }
 
 TEST(TileProofs, MutantsAgreeWithBruteForce) {
@@ -153,6 +164,15 @@ TEST(TileProofs, MutantsAgreeWithBruteForce) {
     tally.judge(prove_chunk_load(m, 16, 4, 32, 40, 2000).proved(), brute_force_load(m, 16, 4, 32, 40),
                 same_values(m.row, l.row, threads) && same_values(m.col, l.col, threads),
                 "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
+  const ir::ChunkLoad& pl = ir::pair_load_formula();
+  std::vector<ir::ChunkLoad> pairs;
+  for (const IndexExpr& m : mutants(pl.row)) pairs.push_back({m, pl.col, pl.tid_of, pl.i_of});
+  for (const IndexExpr& m : mutants(pl.col)) pairs.push_back({pl.row, m, pl.tid_of, pl.i_of});
+  Tally pair_tally{"pair load of 16 x 4 pairs by 32 threads"};
+  for (const ir::ChunkLoad& m : pairs)
+    pair_tally.judge(prove_chunk_load(m, 16, 4, 32, 12, 2000, 2).proved(), brute_force_load(m, 16, 4, 32, 12, 2),
+                     same_values(m.row, pl.row, threads) && same_values(m.col, pl.col, threads),
+                     "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
 }
 
 // The 128-byte swizzle over `rows` rows: every chunk where the hardware's pattern puts it

@@ -155,6 +155,10 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
   tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});
   loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});
+  needed.push_back({"prefill attention: Q staged in pairs, key and value pairs of rows not whole chunks",
+                    "pair load 64 " + std::to_string(dp / 2) + " 128 " + std::to_string(dp + 8), [dp] {
+                      return superopt::prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8, 10000, 2);
+                    }});
   for (const Tile& t : tiles)
     needed.push_back({t.use, "mma tile " + std::to_string(t.bm) + " " + std::to_string(t.bn) + " " +
                                  std::to_string(t.wm) + " " + std::to_string(t.wn),

@@ -372,6 +372,7 @@ TEST(PrefillGpuAttention, MatchesACausalSoftmaxInDoublePrecision) {
   check_attention(200, 77, 4, 4, 128, true);   // a cached prefix, no grouping, bf16 out
   check_attention(129, 1000, 6, 2, 64, false); // one row past a CTA, a long prefix
   check_attention(70, 5, 2, 1, 80, false);     // D padded to 128
+  check_attention(50, 3, 4, 2, 36, false);     // rows of 36: pairs, not 16-byte chunks
   check_attention(33, 0, 2, 2, 16, false);
 }
 

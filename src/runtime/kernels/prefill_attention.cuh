@@ -21,8 +21,9 @@ static_assert(PF_ATT_ROWS == PF_ATT_THREADS / 32 * 16, "a warp takes 16 query ro
 template <int DP>
 __device__ __forceinline__ void pf_stage_rows(pf_bf16* dst, int ld, const float* src, long long stride,
                                               int rows, int D) {
-  for (int i = threadIdx.x; i < 64 * (DP / 2); i += PF_ATT_THREADS) {
-    const int r = i / (DP / 2), c = (i % (DP / 2)) * 2;
+  for (int i = 0; i < 64 * (DP / 2) / PF_ATT_THREADS; ++i) {
+    const int r = pf_pair_row<PF_ATT_THREADS, DP / 2>(threadIdx.x, i);
+    const int c = pf_pair_col<PF_ATT_THREADS, DP / 2>(threadIdx.x, i);
     float2 v = make_float2(0.f, 0.f);
     if (r < rows && c < D) v = *(const float2*)(src + r * stride + c);
     *(unsigned*)&dst[r * ld + c] = pf_pack_bf16(v.x, v.y);
@@ -42,8 +43,9 @@ __device__ __forceinline__ void pf_fetch_rows(pf_bf16* dst, int ld, const pf_bf1
       pf_cp_async16(dst + r * ld + c, ok ? src + (long long)r * D + c : src, ok);
     }
   } else {
-    for (int i = threadIdx.x; i < 64 * (DP / 2); i += PF_ATT_THREADS) {
-      const int r = i / (DP / 2), c = (i % (DP / 2)) * 2;
+    for (int i = 0; i < 64 * (DP / 2) / PF_ATT_THREADS; ++i) {
+      const int r = pf_pair_row<PF_ATT_THREADS, DP / 2>(threadIdx.x, i);
+      const int c = pf_pair_col<PF_ATT_THREADS, DP / 2>(threadIdx.x, i);
       *(unsigned*)&dst[r * ld + c] = r < rows && c < D ? *(const unsigned*)(src + (long long)r * D + c) : 0u;
     }
   }

@@ -25,8 +25,9 @@ int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
 constexpr int kHeadDims[] = {16, 32, 64, 128};
-// The attention's query rows per CTA (printed as PF_ATT_ROWS).
-constexpr int kAttRows = 64;
+// The attention's query rows per CTA (printed as PF_ATT_ROWS) and the largest head dim the
+// head norm and RoPE kernel takes (PF_ROPE_MAX_D: its shared buffers).
+constexpr int kAttRows = 64, kRopeMaxHeadDim = 256;
 
 int padded_head_dim(int d) {
   for (int p : kHeadDims)
@@ -75,6 +76,12 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
           return "the input of " + g.tensor(op.output).name + " is not a bf16 operand (prefill_bf16_tensors)";
         break;
       }
+      case ir::OpKind::Rope:
+      case ir::OpKind::HeadRmsNorm:
+        if (op.attrs.head_dim > kRopeMaxHeadDim || op.attrs.head_dim % 2 != 0)
+          return std::string(ir::op_name(op.kind)) + " over head_dim " + std::to_string(op.attrs.head_dim) +
+                 ": the prefill's head norm and RoPE take even head dims up to " + std::to_string(kRopeMaxHeadDim);
+        break;
       case ir::OpKind::LastRow: ++last_rows; break;
       default: break;
     }
@@ -103,8 +110,8 @@ std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &k
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
                   ir::prefill_layout_device_functions();
-  s += "// The attention's rows per CTA (runtime/prefill.cc: kAttRows).\n#define PF_ATT_ROWS " +
-       std::to_string(kAttRows) + "\n";
+  s += "// runtime/prefill.cc: kAttRows, kRopeMaxHeadDim.\n#define PF_ATT_ROWS " + std::to_string(kAttRows) +
+       "\n#define PF_ROPE_MAX_D " + std::to_string(kRopeMaxHeadDim) + "\n";
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
   if (large.wgmma) {
@@ -261,7 +268,8 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     PrefillStep s{op.kind, int(i), op.inputs, op.output, -1, tail};
     if (op.kind == ir::OpKind::HeadRmsNorm && readers[size_t(op.output)] == 1)
       for (size_t j = i + 1; j < g.ops.size(); ++j)
-        if (g.ops[j].kind == ir::OpKind::Rope && g.ops[j].inputs[0] == op.output) {
+        if (g.ops[j].kind == ir::OpKind::Rope && g.ops[j].inputs[0] == op.output &&
+            g.ops[j].attrs.head_dim == op.attrs.head_dim && g.ops[j].attrs.num_heads == op.attrs.num_heads) {
           s.rope_op = int(j);
           s.output = g.ops[j].output;
           absorbed[j] = true;

@@ -48,6 +48,30 @@ TEST(Prefill, TakesBf16ModelsOnly) {
   c.head_dim = 256;
   const ir::Graph wide = ir::build(c, DType::BF16);
   EXPECT_NE(prefill_unsupported(wide, DType::BF16).find("head_dim 256"), std::string::npos);
+  // A RoPE wider than the head norm and RoPE kernel's buffers, or odd, is refused by name.
+  ir::Graph odd = load("qwen3-bf16").g;
+  for (ir::Op& op : odd.ops)
+    if (op.kind == ir::OpKind::Rope) op.attrs.head_dim = 258;
+  EXPECT_NE(prefill_unsupported(odd, DType::BF16).find("rope over head_dim 258"), std::string::npos)
+      << prefill_unsupported(odd, DType::BF16);
+}
+
+// A head norm is run with the RoPE that reads it only when both see the same heads: a RoPE of
+// another head shape (same row width) keeps its own step.
+TEST(Prefill, HeadNormTakesOnlyARopeOfItsShape) {
+  const Loaded l = load("qwen3-bf16");
+  ir::Graph g = l.g;
+  for (ir::Op& op : g.ops)
+    if (op.kind == ir::OpKind::Rope) op.attrs.head_dim /= 2, op.attrs.num_heads *= 2;
+  const PrefillProgram p(g, l.mem, 16, 132), q(l.g, l.mem, 16, 132);
+  int ropes = 0, fused = 0;
+  for (const PrefillStep& s : p.steps()) {
+    EXPECT_LT(s.rope_op, 0);
+    ropes += s.kind == ir::OpKind::Rope;
+  }
+  for (const PrefillStep& s : q.steps()) fused += s.rope_op >= 0;
+  EXPECT_EQ(ropes, 2 * l.g.config.num_layers);
+  EXPECT_EQ(fused, 2 * l.g.config.num_layers);
 }
 
 // Liveness from the steps, independently of the allocator: a tensor lives from the step writing

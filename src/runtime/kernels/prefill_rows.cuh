@@ -58,8 +58,7 @@ extern "C" __global__ void pf_head_rms_norm(const float* __restrict__ x, const f
 // 2]), after the head RMSNorm with weight w when w is not null: the two ops in one pass over
 // the row, in pf_head_rms_norm's and the reference's formulas. One CTA of PF_ROW_THREADS per row:
 // the row's cos and sin once, a warp per head at a time through its D floats in shared memory
-// (D <= PF_ROPE_MAX_D, prefill_unsupported).
-#define PF_ROPE_MAX_D 256
+// (D even and at most PF_ROPE_MAX_D, printed before this file; prefill_unsupported).
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_head_norm_rope(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ inv_freq,
                   float* __restrict__ out, int heads, int D, float eps, int pos0) {

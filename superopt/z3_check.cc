@@ -1,6 +1,9 @@
 #include "superopt/z3_check.h"
 
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace mpk::superopt {
 
@@ -8,14 +11,35 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
                  const z3::expr& goal, const std::vector<z3::expr>& shown, unsigned timeout_ms) {
   const auto t0 = std::chrono::steady_clock::now();
   z3::solver s(ctx);
-  z3::params p(ctx);
-  p.set("timeout", timeout_ms);
-  s.set(p);
   s.add(assumptions);
   s.add(!goal);
   Obligation o;
   o.name = name;
-  switch (s.check()) {
+  // The time limit by a watchdog of ours that interrupts the query: Z3's own "timeout" runs its
+  // timer on a thread pool that can deadlock (scoped_timer, Z3 4.8.12 as Debian 12 ships it; a
+  // test hung in it). An interrupt that comes after the query has returned does nothing.
+  z3::check_result result;
+  bool timed_out = false;
+  {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool done = false;
+    std::thread watchdog([&] {
+      std::unique_lock<std::mutex> lock(mu);
+      if (!cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done; })) {
+        timed_out = true;
+        ctx.interrupt();
+      }
+    });
+    result = s.check();
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      done = true;
+    }
+    cv.notify_one();
+    watchdog.join();
+  }
+  switch (result) {
     case z3::unsat: o.result = "proved"; break;
     case z3::sat: {
       o.result = "refuted";
@@ -29,7 +53,10 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
           add(m.get_const_decl(i).name().str(), m.get_const_interp(m.get_const_decl(i)).to_string());
       break;
     }
-    default: o.result = "unknown"; o.counterexample = s.reason_unknown(); break;
+    default:
+      o.result = "unknown";
+      o.counterexample = timed_out ? "over the time limit of " + std::to_string(timeout_ms) + " ms" : s.reason_unknown();
+      break;
   }
   o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return o;

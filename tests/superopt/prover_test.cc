@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "superopt/index_prover.h"
+#include "superopt/z3_check.h"
 
 namespace mpk::superopt {
 namespace {
@@ -90,6 +91,19 @@ TEST(IndexProver, HandMadeWrongSplitsAreRefutedByTheRightObligation) {
 TEST(IndexProver, SmallDomainsStillProve) {
   // The proof is per domain: a one-part, zero-length domain is trivially covered.
   EXPECT_TRUE(prove_even_split(ir::even_split_formula(), 0, 1).proved());
+}
+
+// A query Z3 cannot settle (no positive cubes x^3 + y^3 = z^3, over the integers) ends at its
+// time limit as not proved, and the context answers the next query (the limit is a watchdog's
+// interrupt, not Z3's own timer).
+TEST(IndexProver, AQueryPastItsTimeLimitIsUnknown) {
+  z3::context ctx;
+  const z3::expr x = ctx.int_const("x"), y = ctx.int_const("y"), z = ctx.int_const("z");
+  const Obligation o = check(ctx, "cubes", x >= 1 && y >= 1 && z >= 1, x * x * x + y * y * y != z * z * z, {x, y, z}, 300);
+  EXPECT_EQ(o.result, "unknown") << o.counterexample;
+  EXPECT_EQ(o.counterexample, "over the time limit of 300 ms");
+  std::printf("interrupted after %.0f ms (limit 300): %s\n", o.ms, o.counterexample.c_str());
+  EXPECT_EQ(check(ctx, "then a trivial one", x >= 1, x >= 0, {x}, 300).result, "proved");
 }
 
 }  // namespace

@@ -7,7 +7,6 @@
 #include <map>
 #include <mutex>
 #include <set>
-#include <tuple>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -141,15 +140,16 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                       }});
   // The mma.sync operands' ldmatrix addresses (the mma.sync GEMM tiles, Q, K and V) and
   // attention's P taken from its score accumulators.
-  for (const auto& [what, f, use] :
-       {std::tuple{"A operands (activations, Q)", &ir::ldmatrix_formulas().a, superopt::LdmatrixUse::A},
-        std::tuple{"B operands (weights, K)", &ir::ldmatrix_formulas().b, superopt::LdmatrixUse::B},
-        std::tuple{"B operands by .trans (V)", &ir::ldmatrix_formulas().bt, superopt::LdmatrixUse::Bt}})
-    needed.push_back({std::string("prefill mma.sync tiles: ldmatrix lane addresses of ") + what,
-                      std::string("ldmatrix ") + (use == superopt::LdmatrixUse::A   ? "a"
-                                                  : use == superopt::LdmatrixUse::B ? "b"
-                                                                                    : "bt"),
-                      [f, use] { return superopt::prove_ldmatrix(*f, use); }});
+  struct Ldsm {
+    const char *what, *key;
+    const ir::LdmatrixAddr* f;
+    superopt::LdmatrixUse use;
+  };
+  for (const Ldsm& l : {Ldsm{"A operands (activations, Q)", "a", &ir::ldmatrix_formulas().a, superopt::LdmatrixUse::A},
+                        Ldsm{"B operands (weights, K)", "b", &ir::ldmatrix_formulas().b, superopt::LdmatrixUse::B},
+                        Ldsm{"B operands by .trans (V)", "bt", &ir::ldmatrix_formulas().bt, superopt::LdmatrixUse::Bt}})
+    needed.push_back({std::string("prefill mma.sync tiles: ldmatrix lane addresses of ") + l.what,
+                      std::string("ldmatrix ") + l.key, [l] { return superopt::prove_ldmatrix(*l.f, l.use); }});
   needed.push_back({"prefill attention: P as the A operand from the score accumulators", "acc as a",
                     [] { return superopt::prove_acc_as_a(ir::acc_as_a_formula(), ir::mma_tile_formula()); }});
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});

@@ -301,7 +301,8 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
 // keys and values bf16 in [-1, 1), a cached prefix of pos0 positions, T query rows (a partial
 // last CTA), query heads sharing KV heads; against a double-precision causal softmax of the same
 // operands (q rounded to bf16 as the kernel stages it). Cache slots past the last position and
-// the output start as NaN: a read past the keys or an element left unwritten fails.
+// the output, with 4 KiB past its end, start as NaN: a read past the keys, an element left
+// unwritten or a write past the output fails.
 void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
   cuda::Context ctx(0);
   const std::string arch = ctx.props().arch();
@@ -324,7 +325,10 @@ void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
         kc[i] = bf16(rnd()), vc[i] = bf16(rnd());
       }
   const double scale = 1 / std::sqrt(double(D));
-  cuda::DeviceBuffer dq(ctx, q.size() * 4), dk(ctx, kc.size() * 2), dv(ctx, vc.size() * 2), dout(ctx, q.size() * 4);
+  // A write past T rows (or past the bf16 output's half) changes a poison byte of the margin.
+  const size_t out_bytes = q.size() * (bf16_out ? 2 : 4), margin = 4096;
+  cuda::DeviceBuffer dq(ctx, q.size() * 4), dk(ctx, kc.size() * 2), dv(ctx, vc.size() * 2),
+      dout(ctx, q.size() * 4 + margin);
   dq.upload(q.data(), q.size() * 4);
   dk.upload(kc.data(), kc.size() * 2);
   dv.upload(vc.data(), vc.size() * 2);
@@ -336,6 +340,9 @@ void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
   std::vector<float> got(q.size());
   std::vector<uint16_t> got16(q.size());
   if (bf16_out) dout.download(got16.data(), got16.size() * 2); else dout.download(got.data(), got.size() * 4);
+  std::vector<uint8_t> past(dout.size() - out_bytes);
+  dout.download(past.data(), past.size(), out_bytes);
+  for (size_t i = 0; i < past.size(); ++i) ASSERT_EQ(past[i], 0xff) << "byte " << i << " past the output was written";
   double worst = 0;
   std::vector<double> w(size_t(pos0 + T));
   for (int t = 0; t < T; ++t)

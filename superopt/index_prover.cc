@@ -285,7 +285,8 @@ ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t
 }
 
 ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
-                             unsigned timeout_ms, int64_t width) {
+                             unsigned timeout_ms) {
+  const int64_t width = f.width;
   MPK_CHECK(rows >= 1 && ch >= 1 && threads >= 1 && width >= 1 && (rows * ch) % threads == 0 && ld >= ch * width,
             InvalidArgument)
       << "chunk load of " << rows << " x " << ch << " chunks of " << width << " by " << threads << " threads";

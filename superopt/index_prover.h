@@ -60,14 +60,14 @@ ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int6
 ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t warps_m, int64_t warps_n,
                            unsigned timeout_ms = 10000);
 
-// A tile of `rows` rows of ch chunks of `width` elements (8 bf16: 16 bytes; 2: a pair) loaded by
-// `threads` threads in rows * ch / threads rounds (ir::ChunkLoad, or a mutant) into
-// shared-memory rows of `ld` elements (constants):
+// A tile of `rows` rows of ch chunks of the layout's width (f.width elements: 8 bf16 are 16
+// bytes, 2 a pair) loaded by `threads` threads in rows * ch / threads rounds (ir::ChunkLoad, or a
+// mutant) into shared-memory rows of `ld` elements (constants):
 //   defined; bounds (row < rows, column a multiple of width with column + width <= ch * width, so
 //   the chunk lies inside its shared row and the tile's rows * ld elements); exactly once
 //   through the inverse, as above.
 ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
-                             unsigned timeout_ms = 10000, int64_t width = 8);
+                             unsigned timeout_ms = 10000);
 
 // The 128-byte swizzle (ir::Swizzle128, or a mutant) over a tile of `rows` rows of 128 bytes,
 // row r and chunk c symbolic, in int arithmetic:

@@ -43,23 +43,24 @@ const MmaTile& mma_tile_formula() {
   return f;
 }
 
+namespace {
+
+ChunkLoad chunk_load_of_width(int64_t width) {
+  auto v = [](const char* n) { return IndexExpr::var(n); };
+  const IndexExpr tid = v("tid"), i = v("i"), threads = v("threads"), ch = v("ch"), r = v("r"), c = v("c");
+  return ChunkLoad{(tid + i * threads) / ch, (tid + i * threads) % ch * width, (r * ch + c / width) % threads,
+                   (r * ch + c / width) / threads, width};
+}
+
+}  // namespace
+
 const ChunkLoad& chunk_load_formula() {
-  static const ChunkLoad f = [] {
-    auto v = [](const char* n) { return IndexExpr::var(n); };
-    const IndexExpr tid = v("tid"), i = v("i"), threads = v("threads"), ch = v("ch"), r = v("r"), c = v("c");
-    return ChunkLoad{(tid + i * threads) / ch, (tid + i * threads) % ch * 8,
-                     (r * ch + c / 8) % threads, (r * ch + c / 8) / threads};
-  }();
+  static const ChunkLoad f = chunk_load_of_width(8);
   return f;
 }
 
 const ChunkLoad& pair_load_formula() {
-  static const ChunkLoad f = [] {
-    auto v = [](const char* n) { return IndexExpr::var(n); };
-    const IndexExpr tid = v("tid"), i = v("i"), threads = v("threads"), ch = v("ch"), r = v("r"), c = v("c");
-    return ChunkLoad{(tid + i * threads) / ch, (tid + i * threads) % ch * 2,
-                     (r * ch + c / 2) % threads, (r * ch + c / 2) / threads};
-  }();
+  static const ChunkLoad f = chunk_load_of_width(2);
   return f;
 }
 
@@ -119,15 +120,10 @@ std::string prefill_layout_device_functions() {
        "{ return " + to_c(t.row, CType::Int) + "; }\n";
   s += "template <int wn, int wtn> __device__ __forceinline__ int pf_frag_col(int warp, int ni, int lane, int e) "
        "{ return " + to_c(t.col, CType::Int) + "; }\n";
-  s += "template <int threads, int ch> __device__ __forceinline__ int pf_chunk_row(int tid, int i) { return " +
-       to_c(l.row, CType::Int) + "; }\n";
-  s += "template <int threads, int ch> __device__ __forceinline__ int pf_chunk_col(int tid, int i) { return " +
-       to_c(l.col, CType::Int) + "; }\n";
-  const ChunkLoad& pl = pair_load_formula();
-  s += "template <int threads, int ch> __device__ __forceinline__ int pf_pair_row(int tid, int i) { return " +
-       to_c(pl.row, CType::Int) + "; }\n";
-  s += "template <int threads, int ch> __device__ __forceinline__ int pf_pair_col(int tid, int i) { return " +
-       to_c(pl.col, CType::Int) + "; }\n";
+  for (const auto& [name, load] : {std::pair{"chunk", &l}, std::pair{"pair", &pair_load_formula()}})
+    for (const auto& [axis, e] : {std::pair{"row", &load->row}, std::pair{"col", &load->col}})
+      s += std::string("template <int threads, int ch> __device__ __forceinline__ int pf_") + name + "_" + axis +
+           "(int tid, int i) { return " + to_c(*e, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_swizzle128_chunk(int r, int c) { return " +
        to_c(swizzle128_formula().chunk, CType::Int) + "; }\n";
   const TileOrder& o = tile_order_formula();

@@ -45,18 +45,19 @@ struct MmaTile {
 };
 const MmaTile& mma_tile_formula();
 
-// 16-byte chunks of a row-major bf16 tile with `ch` chunks per row, loaded by `threads`
-// threads: chunk i of thread tid is j = tid + i * threads, at row j / ch and bf16 column
-// j % ch * 8. Variables: tid, i; threads, ch. The inverse (not printed), from row r and column
-// c: tid_of, i_of.
+// Chunks of `width` elements of a row-major tile with `ch` chunks per row, loaded by `threads`
+// threads: chunk i of thread tid is j = tid + i * threads, at row j / ch and column
+// j % ch * width. Variables: tid, i; threads, ch. The inverse (not printed), from row r and
+// column c: tid_of, i_of.
 struct ChunkLoad {
   IndexExpr row, col;
   IndexExpr tid_of, i_of;
+  int64_t width;  // elements per chunk (a constant of the layout)
 };
+// 16-byte chunks of bf16 (width 8): the GEMM operands and attention's keys and values.
 const ChunkLoad& chunk_load_formula();
-// The same for pairs of elements (attention's Q, staged from fp32, and its keys and values when
-// a head's row is not a whole number of 16-byte chunks): pair i of thread tid is j = tid + i *
-// threads, at row j / ch and column j % ch * 2 (`ch` pairs per row). Inverse: tid_of, i_of.
+// Pairs of elements (width 2): attention's Q, staged from fp32, and its keys and values when a
+// head's row is not a whole number of 16-byte chunks.
 const ChunkLoad& pair_load_formula();
 
 // The 128-byte swizzle of a K-major bf16 tile whose rows are 128 bytes (the prefill's wgmma

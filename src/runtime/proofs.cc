@@ -157,7 +157,7 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});
   needed.push_back({"prefill attention: Q staged in pairs, key and value pairs of rows not whole chunks",
                     "pair load 64 " + std::to_string(dp / 2) + " 128 " + std::to_string(dp + 8), [dp] {
-                      return superopt::prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8, 10000, 2);
+                      return superopt::prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8);
                     }});
   for (const Tile& t : tiles)
     needed.push_back({t.use, "mma tile " + std::to_string(t.bm) + " " + std::to_string(t.bn) + " " +

@@ -86,8 +86,8 @@ bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, 
   return int64_t(seen.size()) == bm * bn;
 }
 
-bool brute_force_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld,
-                      int64_t width = 8) {
+bool brute_force_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t threads, int64_t ld) {
+  const int64_t width = f.width;
   std::set<std::pair<int64_t, int64_t>> seen;
   try {
     for (int64_t tid = 0; tid < threads; ++tid)
@@ -121,15 +121,18 @@ TEST(TileProofs, TheKernelsTileShapesAreProved) {
   // Attention's pairs (Q staged, keys and values of rows that are not whole chunks): 64 rows of
   // DP / 2 pairs by 128 threads into rows of DP + 8.
   for (int64_t dp : {16, 32, 64, 128}) {
-    const ProofRecord r = prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8, 10000, 2);
+    const ProofRecord r = prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8);
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
-    EXPECT_TRUE(brute_force_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8, 2));
+    EXPECT_TRUE(brute_force_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8));
   }
   EXPECT_TRUE(brute_force_tile(ir::mma_tile_formula(), 64, 128, 1, 4));
   EXPECT_TRUE(brute_force_load(ir::chunk_load_formula(), 64, 4, 128, 40));
-  // A chunk formula is not a pair formula, nor the reverse.
-  EXPECT_FALSE(prove_chunk_load(ir::chunk_load_formula(), 64, 8, 128, 24, 2000, 2).proved());
-  EXPECT_FALSE(prove_chunk_load(ir::pair_load_formula(), 64, 4, 128, 40, 2000, 8).proved());
+  // A chunk layout's columns with another width are wrong: 16-byte columns as pairs leave pairs
+  // unloaded, pair columns as 16-byte chunks overlap.
+  ir::ChunkLoad as_pairs = ir::chunk_load_formula(), as_chunks = ir::pair_load_formula();
+  as_pairs.width = 2, as_chunks.width = 8;
+  EXPECT_FALSE(prove_chunk_load(as_pairs, 64, 8, 128, 24, 2000).proved());
+  EXPECT_FALSE(prove_chunk_load(as_chunks, 64, 4, 128, 40, 2000).proved());
 }
 
 TEST(TileProofs, MutantsAgreeWithBruteForce) {
@@ -152,27 +155,22 @@ TEST(TileProofs, MutantsAgreeWithBruteForce) {
                   same_values(m.row, t.row, holders) && same_values(m.col, t.col, holders),
                   "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
   }
-  const ir::ChunkLoad& l = ir::chunk_load_formula();
-  std::vector<ir::ChunkLoad> loads;
-  for (const IndexExpr& m : mutants(l.row)) loads.push_back({m, l.col, l.tid_of, l.i_of});
-  for (const IndexExpr& m : mutants(l.col)) loads.push_back({l.row, m, l.tid_of, l.i_of});
   std::vector<ir::IndexEnv> threads;  // 16 rows x 4 chunks by 32 threads: 2 rounds
   for (int64_t tid = 0; tid < 32; ++tid)
     for (int64_t i = 0; i < 2; ++i) threads.push_back({{"tid", tid}, {"i", i}, {"threads", 32}, {"ch", 4}});
-  Tally tally{"chunk load of 16 x 4 chunks by 32 threads"};
-  for (const ir::ChunkLoad& m : loads)
-    tally.judge(prove_chunk_load(m, 16, 4, 32, 40, 2000).proved(), brute_force_load(m, 16, 4, 32, 40),
-                same_values(m.row, l.row, threads) && same_values(m.col, l.col, threads),
-                "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
-  const ir::ChunkLoad& pl = ir::pair_load_formula();
-  std::vector<ir::ChunkLoad> pairs;
-  for (const IndexExpr& m : mutants(pl.row)) pairs.push_back({m, pl.col, pl.tid_of, pl.i_of});
-  for (const IndexExpr& m : mutants(pl.col)) pairs.push_back({pl.row, m, pl.tid_of, pl.i_of});
-  Tally pair_tally{"pair load of 16 x 4 pairs by 32 threads"};
-  for (const ir::ChunkLoad& m : pairs)
-    pair_tally.judge(prove_chunk_load(m, 16, 4, 32, 12, 2000, 2).proved(), brute_force_load(m, 16, 4, 32, 12, 2),
-                     same_values(m.row, pl.row, threads) && same_values(m.col, pl.col, threads),
-                     "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
+  // Each load layout's row and column mutants over 16 rows of 4 chunks, in rows of `ld`.
+  auto load_suite = [&](const ir::ChunkLoad& l, const char* name, int64_t ld) {
+    std::vector<ir::ChunkLoad> loads;
+    for (const IndexExpr& m : mutants(l.row)) loads.push_back({m, l.col, l.tid_of, l.i_of, l.width});
+    for (const IndexExpr& m : mutants(l.col)) loads.push_back({l.row, m, l.tid_of, l.i_of, l.width});
+    Tally tally{name};
+    for (const ir::ChunkLoad& m : loads)
+      tally.judge(prove_chunk_load(m, 16, 4, 32, ld, 2000).proved(), brute_force_load(m, 16, 4, 32, ld),
+                  same_values(m.row, l.row, threads) && same_values(m.col, l.col, threads),
+                  "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
+  };
+  load_suite(ir::chunk_load_formula(), "chunk load of 16 x 4 chunks by 32 threads", 40);
+  load_suite(ir::pair_load_formula(), "pair load of 16 x 4 pairs by 32 threads", 12);
 }
 
 // The 128-byte swizzle over `rows` rows: every chunk where the hardware's pattern puts it

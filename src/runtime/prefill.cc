@@ -273,6 +273,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
           s.rope_op = int(j);
           s.output = g.ops[j].output;
           absorbed[j] = true;
+          break;  // the norm's only reader
         }
     if (op.kind == ir::OpKind::Linear && i + 1 < g.ops.size() && readers[size_t(op.output)] == 1) {
       const ir::Op& next = g.ops[i + 1];

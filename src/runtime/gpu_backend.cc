@@ -329,6 +329,12 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   MPK_CHECK(tables_.dynamic_smem <= optin, Unsupported)
       << "megakernel: tasks need " << tables_.dynamic_smem << " bytes of shared memory, the device has "
       << optin;
+  // The weight ring (kernels/stage.cuh) takes the shared memory the tasks leave: one worker per
+  // SM either way.
+  if (m_->params().stage_weights) {
+    tables_.stage_bytes = (optin - tables_.dynamic_smem) / 128 * 128;
+    tables_.dynamic_smem += tables_.stage_bytes;
+  }
   const int fit = m_->function().max_active_blocks_per_sm(m_->block_threads(), size_t(tables_.dynamic_smem));
   MPK_CHECK(fit >= 1, Cuda) << "megakernel: a " << m_->block_threads() << "-thread worker with "
                             << tables_.dynamic_smem << " bytes of shared memory does not fit on an SM";
@@ -566,6 +572,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.num_workers = tables_.num_workers;
   p.timeout_ns = kWaitTimeoutNs;
   p.prefetch_bytes = m_->options().prefetch_bytes;
+  p.stage_bytes = tables_.stage_bytes;
   if (num_forced > 0) {
     forced_.upload(forced, num_forced * 4);
     p.forced = forced_.ptr();
@@ -671,6 +678,11 @@ void GpuSession::reset_event_counter_for_test(int e) {
   MPK_CHECK(e >= 0 && size_t(e) < plan_.tasks.events.size(), InvalidArgument) << "no event " << e;
   const uint32_t zero = 0;
   counters_.upload(&zero, 4, size_t(e) * 4);
+}
+
+void GpuSession::limit_stage_bytes_for_test(int64_t bytes) {
+  MPK_CHECK(bytes >= 0, InvalidArgument) << "a ring of " << bytes << " bytes";
+  tables_.stage_bytes = std::min(tables_.stage_bytes, bytes / 128 * 128);
 }
 
 void GpuSession::reset() {

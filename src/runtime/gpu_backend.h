@@ -136,6 +136,9 @@ class GpuSession {
   // Tests only: sets event `e`'s counter back to zero, so that its next wait never completes
   // and the launch must end through the abort path (Error(Timeout)).
   void reset_event_counter_for_test(int e);
+  // Tests only: shrinks the weight ring (stage_weights) to at most `bytes`, so that tasks copy
+  // at their own start (no room beside the running one) or stream (larger than the ring).
+  void limit_stage_bytes_for_test(int64_t bytes);
 
  private:
   // Runs up to num_steps steps from the current position in one launch; returns the number

@@ -33,6 +33,7 @@ constexpr Field kFields[] = {
     {"ring_stages", "MK_RING_STAGES", &MegakernelParams::ring_stages, 0, 16, 1},
     {"poll_warp_loads", "MK_POLL_WARP_LOADS", &MegakernelParams::poll_warp_loads, 0, 1, 1},
     {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
+    {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
 };
 
 }  // namespace
@@ -46,6 +47,9 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
+  MPK_CHECK(!(p.stage_weights && p.ring_stages > 0), InvalidArgument)
+      << "megakernel parameters: stage_weights and ring_stages " << p.ring_stages
+      << " both take the linear's shared memory; choose one";
   MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
       << "megakernel parameters: block_threads " << p.block_threads
       << " and the controller warp exceed 1024 threads";

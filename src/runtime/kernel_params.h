@@ -34,6 +34,9 @@ struct MegakernelParams {
                              // the task's events and publishes it while the block_threads
                              // compute warps issue their loads, so no poll queues behind them;
                              // 0: thread 0 of the compute warps polls
+  int stage_weights = 0;     // 1: a linear task's weights are copied to a shared-memory ring
+                             // (bulk copies, sm_90+) while the task before it runs, then read
+                             // from there (kernels/stage.cuh); 0: streamed when the task runs
 };
 
 // The parameters for a model whose attention heads have head_dim elements (max_head_dim the

@@ -280,6 +280,12 @@ class TableBuilder {
       sl.res = s.residual[i] >= 0 ? act(s.residual[i], ws.out_begin) : 0;
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
+    // Bulk copies move 16-byte aligned runs of whole 16-byte units; the LM head's tiles stream.
+    const int64_t es = int64_t(dtype_size(m_.weight_dtype));
+    bool stage = params_.stage_weights && !s.argmax;
+    for (int i = 0; i < d.num_slices; ++i)
+      stage = stage && d.slices[i].w % 16 == 0 && (int64_t(d.slices[i].rows) * t.k * es) % 16 == 0;
+    if (stage) d.flags |= MPK_MK_F_STAGE;
     if (s.argmax) {
       d.flags |= MPK_MK_F_ARGMAX;
       d.part_val = act(s.argmax_value, s.argmax_slot);
@@ -449,7 +455,7 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                   ir::dot_product_device_functions();
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
-  for (const char* f : {"sample.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})
+  for (const char* f : {"stage.cuh", "sample.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})
     s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "

@@ -68,7 +68,9 @@ struct MegakernelTables {
   std::vector<int> queue;           // task ids, worker by worker in schedule order
   std::vector<int> waits;           // event ids
   std::vector<uint32_t> needs;      // per event
-  int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need
+  int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need (with the
+                                    // weight ring, when the session sized one: stage_bytes)
+  int64_t stage_bytes = 0;          // the weight ring (MkParams::stage_bytes)
   int num_workers = 0;
   int argmax_event = -1;            // the event the final argmax task triggers
   int num_arrivals = 0;             // arrival counters of attention heads that merge in-chunk

@@ -73,11 +73,11 @@ std::string dispatch_source(const std::vector<Variant>& variants) {
       "// Generated (runtime/variants.cc): the kernel's linear variants, by MkTask::variant.\n"
       "template <int DT, class Wait>\n"
       "__device__ __forceinline__ bool mk_linear_variant(const MkTask& t, float* xs, float* red, "
-      "int* redi,\n    float* part_sums, long long prefetch_bytes, MkDraw draw, Wait wait) {\n";
+      "int* redi,\n    float* part_sums, long long prefetch_bytes, MkDraw draw, MkStaged st, Wait wait) {\n";
   for (size_t j = 0; j < ids.size(); ++j) {
     const Variant& v = variants[ids[j]];
     const std::string call = fmt::format(
-        "return mk_linear<DT, {}>(t, xs, red, redi, part_sums, prefetch_bytes, draw, wait);", v.rows_per_warp);
+        "return mk_linear<DT, {}>(t, xs, red, redi, part_sums, prefetch_bytes, draw, st, wait);", v.rows_per_warp);
     if (j + 1 < ids.size())
       s += fmt::format("  if (t.variant == {}) {}  // {}\n", ids[j], call, variant_name(v));
     else

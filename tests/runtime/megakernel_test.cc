@@ -496,7 +496,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
-            "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1}");
+            "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -523,6 +523,8 @@ TEST(Megakernel, ParametersShapeTheSource) {
                    MegakernelParams{.ring_stages = 17}, MegakernelParams{.down_rows_per_warp = -1},
                    MegakernelParams{.down_rows_per_warp = 5},
                    MegakernelParams{.controller_warp = 2},
+                   MegakernelParams{.ring_stages = 2, .stage_weights = 1},
+                   MegakernelParams{.stage_weights = 2},
                    MegakernelParams{.block_threads = 1024, .controller_warp = 1}}) {
     try {
       (void)megakernel_source(bad, DType::BF16);
@@ -596,12 +598,18 @@ TEST(Megakernel, ParametersParseFromText) {
 // The measured configuration (Qwen3: head_dim 128, the default parameters) keeps its bf16
 // kernel in registers: a spill of the weight round loaded before the events would have to wait
 // for the loads and lose the overlap it is for. ptxas reports spills per entry point.
-// The same holds for the kernels that draw sampled tokens.
+// The same holds for the kernels that draw sampled tokens, and for the small-model layout
+// (controller warp) with weight staging.
 TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
-  for (int draws : {MPK_MK_SAMPLE_GREEDY, MPK_MK_SAMPLE_GUMBEL, MPK_MK_SAMPLE_TOPK}) {
-    SCOPED_TRACE("draws " + std::to_string(draws));
+  MegakernelParams staged = default_params(128, 1'192'000'000, 28, 132);
+  staged.stage_weights = 1;
+  for (const auto& [p, draws] : {std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GREEDY},
+                                 std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GUMBEL},
+                                 std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_TOPK},
+                                 std::pair{staged, MPK_MK_SAMPLE_GREEDY}}) {
+    SCOPED_TRACE(to_json(p) + " draws " + std::to_string(draws));
     cuda::CompileRequest r;
-    r.source = megakernel_source(params_for_head_dim(128), DType::BF16, draws);
+    r.source = megakernel_source(p, DType::BF16, draws);
     r.arch = "sm_90a";
     r.options = megakernel_compile_options();
     r.options.push_back("--ptxas-options=-v");
@@ -659,6 +667,33 @@ TEST(Megakernel, LinearSumsAreThePrintedFormulas) {
 }
 
 // Only the model's weight dtype is compiled: one entry point per build.
+// Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the
+// fixture but the LM head's tiles, which stream); without it none is marked.
+TEST(Megakernel, StagingMarksTheLinearTasks) {
+  const auto [model, g, plan] = plan_fixture("qwen3-bf16", 8, 16);
+  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
+  const MegakernelParams staged = parse_params("stage_weights=1");
+  EXPECT_NE(megakernel_source(staged, DType::BF16).find("#define MK_STAGE_WEIGHTS 1\n"), std::string::npos);
+  const auto on = build_tables(g, plan, mem, SegmentBases{}, staged);
+  const auto off = build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{});
+  int linears = 0, marked = 0;
+  for (size_t i = 0; i < on.tasks.size(); ++i) {
+    const MkTask& d = on.tasks[i];
+    EXPECT_FALSE(off.tasks[i].flags & MPK_MK_F_STAGE);
+    if (d.kind != MPK_MK_LINEAR) {
+      EXPECT_FALSE(d.flags & MPK_MK_F_STAGE);
+      continue;
+    }
+    ++linears;
+    const bool stage = d.flags & MPK_MK_F_STAGE;
+    marked += stage;
+    EXPECT_EQ(stage, !(d.flags & MPK_MK_F_ARGMAX)) << "task " << d.id;
+  }
+  EXPECT_GT(marked, 0);
+  EXPECT_LT(marked, linears);
+  EXPECT_EQ(on.stage_bytes, 0) << "the session sizes the ring";
+}
+
 TEST(Megakernel, CompilesForSm90aPerDtype) {
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
     const cuda::CompileResult r = compile_megakernel("sm_90a", MegakernelParams{}, d);

@@ -112,9 +112,9 @@ TEST(Variants, DispatchHasOneCasePerLinearVariant) {
   const MegakernelParams p{.rows_per_warp = 2, .down_rows_per_warp = 4};
   const std::string src = megakernel_source(p, DType::BF16);
   EXPECT_NE(src.find("  if (t.variant == 0) return mk_linear<DT, 2>(t, xs, red, redi, part_sums, "
-                     "prefetch_bytes, draw, wait);  // linear.r2\n"),
+                     "prefetch_bytes, draw, st, wait);  // linear.r2\n"),
             std::string::npos);
-  EXPECT_NE(src.find("  return mk_linear<DT, 4>(t, xs, red, redi, part_sums, prefetch_bytes, draw, wait);"
+  EXPECT_NE(src.find("  return mk_linear<DT, 4>(t, xs, red, redi, part_sums, prefetch_bytes, draw, st, wait);"
                      "  // linear.r4, variant 4\n"),
             std::string::npos);
   EXPECT_EQ(src.find("t.variant == 4"), std::string::npos);

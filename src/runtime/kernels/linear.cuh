@@ -26,15 +26,20 @@ __device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLI
 }
 
 // Issues round i of R rows' loads (see mk_dot_round); Partial: only the vectors below v1.
-template <int R, bool Partial = false>
+// Smem: the rows are in the shared-memory weight ring (stage.cuh), already landed.
+template <int R, bool Partial = false, bool Smem = false>
 __device__ __forceinline__ void mk_load_round(const char* const (&w)[R], int i,
                                               uint4 (&u)[R][MK_LOADS_IN_FLIGHT], int v1 = 0) {
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
-    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j)
-      u[r][j] = !Partial || i + 32 * j < v1 ? mk_ld_stream((const uint4*)w[r] + i + 32 * j)
-                                            : make_uint4(0u, 0u, 0u, 0u);
+    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) {
+      if (Smem)
+        u[r][j] = !Partial || i + 32 * j < v1 ? *((const uint4*)w[r] + i + 32 * j) : make_uint4(0u, 0u, 0u, 0u);
+      else
+        u[r][j] = !Partial || i + 32 * j < v1 ? mk_ld_stream((const uint4*)w[r] + i + 32 * j)
+                                              : make_uint4(0u, 0u, 0u, 0u);
+    }
 }
 
 // L2 prefetch of the round `ahead` rounds after the one starting at vector v0 (this lane's
@@ -58,8 +63,8 @@ __device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int
 // 16-byte loads before it uses any of them, the last (partial) round too. `aligned`: the rows
 // are 16-byte aligned and k0, k1 are multiples of the vector width. `pre`: when non-null, the
 // lane's first round (partial when the part is shorter), loaded by the caller before the
-// task's events.
-template <int DT, int R>
+// task's events. Smem: the rows are in the weight ring (then aligned).
+template <int DT, int R, bool Smem = false>
 __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0,
                                             int k1, bool aligned,
                                             const uint4 (*pre)[MK_LOADS_IN_FLIGHT],
@@ -79,13 +84,13 @@ __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const flo
     }
     for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
       uint4 u[R][kUnroll];
-      mk_load_round<R>(w, i, u);
-      if (MK_PREFETCH_ROUNDS > 0) mk_prefetch_round<R>(w, i - lane, v1, MK_PREFETCH_ROUNDS);
+      mk_load_round<R, false, Smem>(w, i, u);
+      if (MK_PREFETCH_ROUNDS > 0 && !Smem) mk_prefetch_round<R>(w, i - lane, v1, MK_PREFETCH_ROUNDS);
       mk_dot_round<DT, R>(u, xs, i, acc);
     }
     if (i < v1) {
       uint4 u[R][kUnroll];
-      mk_load_round<R, true>(w, i, u, v1);
+      mk_load_round<R, true, Smem>(w, i, u, v1);
       mk_dot_round<DT, R, true>(u, xs, i, acc, v1);
     }
   } else {
@@ -144,15 +149,17 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw, int units
   return best;
 }
 
-// The rows of a tile's row group r0 .. r0 + R - 1: their weight rows, slices and rows within them.
+// The rows of a tile's row group r0 .. r0 + R - 1: their weight rows, slices and rows within
+// them. ws: the tile's rows staged in shared memory (the slices' rows one after another), or null.
 template <int DT, int R>
 __device__ __forceinline__ void mk_group_rows(const MkTask& t, int r0, const char* (&w)[R],
-                                              int (&slice)[R], int (&local)[R]) {
+                                              int (&slice)[R], int (&local)[R], const char* ws = nullptr) {
   const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
     mk_row_of(t, r0 + j, slice[j], local[j]);
-    w[j] = (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
+    w[j] = ws ? ws + (long long)(r0 + j) * row_bytes
+              : (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
   }
 }
 
@@ -166,8 +173,8 @@ struct MkGroupOut {
 
 template <int DT, int R>
 __device__ __forceinline__ void mk_group_out(const MkTask& t, int r0, int ks, const char* (&w)[R],
-                                             MkGroupOut<R>& o) {
-  mk_group_rows<DT, R>(t, r0, w, o.slice, o.local);
+                                             MkGroupOut<R>& o, const char* ws = nullptr) {
+  mk_group_rows<DT, R>(t, r0, w, o.slice, o.local, ws);
   const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
@@ -195,17 +202,19 @@ __device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut
 
 // Output rows of a tile: rows r of the tile take scale * (x . w_r) over K part p, written
 // straight to the output (one part) or to part_sums (several: added in part order afterwards,
-// then scaled). `pre`: the lane's first round of loads, issued before the events.
-template <int DT, int R>
+// then scaled). `pre`: the lane's first round of loads, issued before the events. Smem: the
+// rows are staged at ws (mk_group_rows).
+template <int DT, int R, bool Smem = false>
 __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, float scale,
                                                int r0, int k0, int k1, bool aligned, int p,
                                                int ks, int total, float* part_sums,
-                                               const uint4 (*pre)[MK_LOADS_IN_FLIGHT]) {
+                                               const uint4 (*pre)[MK_LOADS_IN_FLIGHT],
+                                               const char* ws = nullptr) {
   const char* w[R];
   MkGroupOut<R> o;
-  mk_group_out<DT, R>(t, r0, ks, w, o);
+  mk_group_out<DT, R>(t, r0, ks, w, o, Smem ? ws : nullptr);
   float acc[R];
-  mk_dot_rows<DT, R>(w, xs, k0, k1, aligned, pre, acc);
+  mk_dot_rows<DT, R, Smem>(w, xs, k0, k1, aligned, pre, acc);
   mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);
 }
 
@@ -437,10 +446,12 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 // events): each warp issues the first rounds of its
 // weight stream (MK_RING_STAGES - 1 rounds into the shared-memory ring, or without the ring the
 // first round of its first work item into registers), then the L2 prefetch of the tile's
-// start. Returns false when the wait aborted the launch.
+// start. With its weights staged (stage.cuh) it issues nothing: after the wait and its input,
+// it waits for their copy and reads them from shared memory. Returns false when the wait
+// aborted the launch.
 template <int DT, int kRows, class Wait>
 __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
-                          long long prefetch_bytes, MkDraw draw, Wait wait) {
+                          long long prefetch_bytes, MkDraw draw, MkStaged st, Wait wait) {
   const int warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5;
   const int k = t.k;
   constexpr int V = MkW<DT>::kVec;
@@ -452,6 +463,22 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   const int ks = mk_ksplit(groups, total, nw, units);
   const int full_items = (total / kRows) * ks;  // the items of full row groups
   float scale = 1.0f;
+  const char* ws = nullptr;  // the tile's rows in the weight ring
+#if MK_STAGE
+  if (aligned && st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {
+    if (!wait()) return false;
+    scale = mk_linear_input(t, xs, red);
+    const MkStageRec rec = *st.rec;
+    ws = st.ring + rec.off;
+    mk_mbar_wait((unsigned)rec.bar, (unsigned)rec.parity);
+    for (int it = warp; it < full_items; it += nw) {
+      int k0, k1;
+      mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
+      mk_linear_item<DT, kRows, true>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, true,
+                                      mk_lin_part(it, ks), ks, total, part_sums, nullptr, ws);
+    }
+  } else
+#endif
 #if MK_RING_STAGES > 0
   if (aligned) {
     const unsigned ring = (unsigned)__cvta_generic_to_shared(xs);
@@ -501,9 +528,14 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   for (int it = full_items + ((warp - full_items) % nw + nw) % nw; it < groups * ks; it += nw) {
     int k0, k1;
     mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
-    for (int r = mk_lin_row0(it, ks, kRows); r < total; ++r)
-      mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks, total,
-                            part_sums, nullptr);
+    for (int r = mk_lin_row0(it, ks, kRows); r < total; ++r) {
+      if (ws)
+        mk_linear_item<DT, 1, true>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks,
+                                    total, part_sums, nullptr, ws);
+      else
+        mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks, total,
+                              part_sums, nullptr);
+    }
   }
   if (ks > 1) {
     mk_sync();

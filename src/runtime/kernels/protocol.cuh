@@ -74,7 +74,7 @@ __device__ void mk_run(const MkParams& prm) {
   __shared__ int redi[32];
   __shared__ float part_sums[MPK_MK_KSPLIT_SLOTS];
   __shared__ int abort_launch, stop;
-  __shared__ MkTask desc[2];
+  __shared__ MkTask desc[MK_DESC_AHEAD + 1];
   const MkTask* tasks = (const MkTask*)prm.tasks;  // in queue order
   const int* qb = (const int*)prm.queue_begin;
   const int* waits = (const int*)prm.waits;
@@ -87,22 +87,46 @@ __device__ void mk_run(const MkParams& prm) {
   // The thread that waits on events and publishes; the controller warp runs no task code.
   const bool poller = threadIdx.x == (MK_CONTROLLER_WARP ? MK_BLOCK_THREADS : 0);
   const bool controller = MK_CONTROLLER_WARP && threadIdx.x >= MK_BLOCK_THREADS;
+  // Task code's shared memory follows the weight ring (stage.cuh), when there is one.
+  float* scratch = mk_smem + (MK_STAGE ? prm.stage_bytes / 4 : 0);
+#if MK_STAGE
+  __shared__ __align__(8) unsigned long long stage_bars[2];
+  __shared__ MkStageRec stage_rec[3];  // by descriptor buffer
+  __shared__ MkStager stager;          // the producer's alone (in shared memory: no registers)
+  if (threadIdx.x == MK_STAGE_PRODUCER) {
+    stager = MkStager{(unsigned)__cvta_generic_to_shared(stage_bars), (unsigned)__cvta_generic_to_shared(mk_smem),
+                      prm.stage_bytes, 0u, 0, 0, false};
+    mk_mbar_init(stager.bars);
+    mk_mbar_init(stager.bars + 8);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");  // for the async proxy
+  }
+#endif
   if (threadIdx.x == 0) {
     abort_launch = 0;
     stop = 0;
     worker_start[blockIdx.x] = mk_globaltimer();
   }
   __syncthreads();
+  // The worker leaves: no descriptor or weight copy may still be writing to its shared memory.
+  auto leave = [&]() {
+    mk_drain_copies();
+#if MK_STAGE
+    if (threadIdx.x == MK_STAGE_PRODUCER) mk_stage_drain(stager);
+#endif
+  };
 
-  // Descriptors go to shared memory one task ahead, with cp.async (no registers, no stall):
-  // after an acquire the L1 holds nothing, and a descriptor read from global memory would cost
-  // a round trip (to DRAM when the weight stream has evicted it) on the critical path. Two
-  // buffers used in turn (across steps too: a queue may have an odd length); the next task's
-  // copy starts once every thread has passed this task's first barrier, when thread 0 has
-  // published the previous task (the last reader of that buffer).
+  // Descriptors go to shared memory MK_DESC_AHEAD tasks ahead, with cp.async (no registers,
+  // no stall): after an acquire the L1 holds nothing, and a descriptor read from global memory
+  // would cost a round trip (to DRAM when the weight stream has evicted it) on the critical
+  // path. MK_DESC_AHEAD + 1 buffers used in turn (across steps too: a queue may have any
+  // length); task n + MK_DESC_AHEAD's copy starts once every thread has passed task n's first
+  // barrier, when the poller has published task n - 1 (the last reader of that buffer).
   const int q0 = qb[blockIdx.x], q1 = qb[blockIdx.x + 1];
-  int slot = 0;  // descriptor buffer of the next task
+  int slot = 0;  // descriptor buffer of this task (then of the next)
   if (q1 > q0) mk_fetch_desc(tasks + q0, &desc[0]);
+#if MK_DESC_AHEAD == 2
+  if (q1 > q0) mk_fetch_desc(tasks + (q0 + 1 < q1 ? q0 + 1 : q0), &desc[1]);
+#endif
   for (int i = 0; i < prm.num_steps; ++i) {
     const unsigned step = prm.step + (unsigned)i;
     const int position = prm.position + i;
@@ -122,13 +146,19 @@ __device__ void mk_run(const MkParams& prm) {
         }
       }
       __syncthreads();
-      if (abort_launch || stop) return mk_drain_copies();
+      if (abort_launch || stop) return leave();
     }
     for (int qi = q0; qi < q1; ++qi) {
       if (profile && poller) profile[3 * qi] = mk_globaltimer();
       MkTask& t = desc[slot];
       asm volatile("cp.async.wait_all;" ::: "memory");
       __syncthreads();
+#if MK_STAGE
+      MkStageRec& staged = stage_rec[slot];  // where this task's weights are
+      if (threadIdx.x == MK_STAGE_PRODUCER)
+        mk_stage_advance<DT>(stager, t, desc[slot == 2 ? 0 : slot + 1], qi + 1 < q1 || i + 1 < prm.num_steps,
+                             staged, stage_rec[slot == 2 ? 0 : slot + 1]);
+#endif
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
       // task's start to seeing an event that had already fired).
@@ -138,8 +168,16 @@ __device__ void mk_run(const MkParams& prm) {
         const unsigned epoch = t.num_waits > 0 ? step : step - 1u;
         if ((int)(mk_load_acquire(counters + t.wait_event[0]) - t.wait_need[0] * epoch) >= 0) seen = 1;
       }
+#if MK_DESC_AHEAD == 1
       slot ^= 1;
       mk_fetch_desc(tasks + (qi + 1 < q1 ? qi + 1 : q0), &desc[slot]);
+#else
+      slot = slot == 2 ? 0 : slot + 1;
+      {  // the task after the next, in a queue that wraps around across steps
+        const int f = qi + 2 - q1;
+        mk_fetch_desc(tasks + (f < 0 ? qi + 2 : q0 + f % (q1 - q0)), &desc[slot == 2 ? 0 : slot + 1]);
+      }
+#endif
       // The task's events; false when the launch is aborted.
       auto wait = [&]() -> bool {
         if (poller) {
@@ -162,7 +200,12 @@ __device__ void mk_run(const MkParams& prm) {
         ok = wait();
       } else if (t.kind == MPK_MK_LINEAR) {
         const MkDraw draw{prm.sample_mode == MPK_MK_SAMPLE_GUMBEL, prm.temperature, prm.seed, (u64)position + 1};
-        ok = mk_linear_variant<DT>(t, mk_smem, red, redi, part_sums, prm.prefetch_bytes, draw, wait);
+        MkStaged st{nullptr, nullptr, 0};
+#if MK_STAGE
+        // Read after the wait's barrier: the producer wrote it before.
+        st = MkStaged{&staged, (const char*)mk_smem, prm.stage_bytes};
+#endif
+        ok = mk_linear_variant<DT>(t, scratch, red, redi, part_sums, prm.prefetch_bytes, draw, st, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
         const int n = position + 1;
         const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
@@ -173,18 +216,18 @@ __device__ void mk_run(const MkParams& prm) {
           mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
           mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
         }
-        ok = mk_attention(t, position, mk_smem, (unsigned*)prm.arrivals, wait);
+        ok = mk_attention(t, position, scratch, (unsigned*)prm.arrivals, wait);
       } else {
         ok = wait();
         if (ok) {
           switch (t.kind) {
             case MPK_MK_ATTN_MERGE: mk_attn_merge(t, (const float*)t.partial); break;
-            case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi, mk_smem); break;
+            case MPK_MK_ARGMAX: mk_argmax<DT>(t, prm, i, rec, red, redi, scratch); break;
             default: break;
           }
         }
       }
-      if (!ok) return mk_drain_copies();
+      if (!ok) return leave();
       __syncthreads();
       if (poller) {
         if (t.kind == MPK_MK_ARGMAX) {
@@ -201,5 +244,5 @@ __device__ void mk_run(const MkParams& prm) {
       }
     }
   }
-  mk_drain_copies();
+  leave();
 }

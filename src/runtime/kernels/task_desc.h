@@ -30,6 +30,8 @@
 #define MPK_MK_F_ROPE_K 16    // attention: RoPE of k
 #define MPK_MK_F_EMBED 32     // argmax: also writes the next token's embedding row
 #define MPK_MK_F_MERGE 64     // attention chunk: the last of its head to finish merges the partials
+#define MPK_MK_F_STAGE 128    // linear: its weights may be staged in shared memory (stage.cuh):
+                              //   16-byte aligned slices of whole 16-byte units, no argmax
 
 // Rows [row0, row0 + rows) of one weight matrix of K columns (dtype of the kernel), written
 // to out[0 .. rows) (+ bias[row0 ..]) (+ res[0 .. rows): the residual epilogue).
@@ -152,6 +154,9 @@ struct MkParams {
   int top_k;
   float top_p;
   unsigned long long seed;
+  // Weight staging (MK_STAGE_WEIGHTS): the ring's bytes at the start of dynamic shared
+  // memory (a multiple of 128); task code's shared memory follows it. 0 without staging.
+  long long stage_bytes;
 };
 
 #endif  // MPK_RUNTIME_KERNELS_TASK_DESC_H_

@@ -324,7 +324,10 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
       ctx, std::max<size_t>(plan_.tasks.events.size() + size_t(tables_.num_arrivals), 1) * 4);
   MPK_CHECK(tables_.argmax_event >= 0, Unsupported)
       << "megakernel: the final argmax task triggers no event (needed between steps)";
-  if (profile_on_) profile_ = cuda::DeviceBuffer(ctx, std::max<size_t>(tables_.queue.size(), 1) * 24);
+  if (profile_on_) {
+    profile_ = cuda::DeviceBuffer(ctx, std::max<size_t>(tables_.queue.size(), 1) * 8 * MPK_MK_PROFILE_TIMERS);
+    profile_.fill_bytes(0);  // the points a task does not have stay 0
+  }
   const int optin = m_->max_dynamic_smem();
   MPK_CHECK(tables_.dynamic_smem <= optin, Unsupported)
       << "megakernel: tasks need " << tables_.dynamic_smem << " bytes of shared memory, the device has "
@@ -658,7 +661,7 @@ void GpuSession::throw_timeout(const uint32_t* status) const {
 std::string GpuSession::profile_json() const {
   MPK_CHECK(profile_on_, BadState) << "the session was created without profiling";
   MPK_CHECK(has_logits_ && !broken_, BadState) << "no completed step to report";
-  std::vector<uint64_t> t(tables_.queue.size() * 3);
+  std::vector<uint64_t> t(tables_.queue.size() * MPK_MK_PROFILE_TIMERS);
   if (!t.empty()) profile_.download(t.data(), t.size() * 8);
   return profile_report(plan_, tables_, t, int64_t(position_));
 }

@@ -37,6 +37,9 @@ struct MegakernelParams {
   int stage_weights = 0;     // 1: a linear task's weights are copied to a shared-memory ring
                              // (bulk copies, sm_90+) while the task before it runs, then read
                              // from there (kernels/stage.cuh); 0: streamed when the task runs
+  int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
+                             // staged weights, dot products: MPK_MK_T_*), at the cost of a
+                             // barrier per task while profiling and a few instructions always
 };
 
 // The parameters for a model whose attention heads have head_dim elements (max_head_dim the

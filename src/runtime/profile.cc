@@ -39,7 +39,8 @@ struct Kind {
 
 std::string profile_report(const sched::Plan& plan, const MegakernelTables& tables,
                            const std::vector<uint64_t>& times, int64_t kv_len) {
-  MPK_ICHECK(times.size() == tables.queue.size() * 3) << "profile: " << times.size() << " timers";
+  constexpr size_t kN = MPK_MK_PROFILE_TIMERS;
+  MPK_ICHECK(times.size() == tables.queue.size() * kN) << "profile: " << times.size() << " timers";
   const auto& tasks = plan.tasks.tasks;
   std::map<std::string, Kind> kinds;
   std::vector<std::string> order;
@@ -47,7 +48,8 @@ std::string profile_report(const sched::Plan& plan, const MegakernelTables& tabl
   for (size_t qi = 0; qi < tables.queue.size(); ++qi) {
     const int id = tables.queue[qi];
     const sched::Task& t = tasks[size_t(id)];
-    const uint64_t start = times[3 * qi], ready = times[3 * qi + 1], end = times[3 * qi + 2];
+    const uint64_t start = times[kN * qi + MPK_MK_T_START], ready = times[kN * qi + MPK_MK_T_READY],
+                   end = times[kN * qi + MPK_MK_T_END];
     MPK_ICHECK(start <= ready && ready <= end) << "profile: timers of task " << t.name << " out of order";
     first = std::min(first, start);
     last = std::max(last, end);
@@ -63,7 +65,8 @@ std::string profile_report(const sched::Plan& plan, const MegakernelTables& tabl
     s.last_end = std::max(s.last_end, end);
   }
   nlohmann::json out;
-  out["timer"] = "globaltimer (ns, one clock for all SMs) per task: start, events ready, end";
+  out["timer"] = "globaltimer (ns, one clock for all SMs) per task: start, events ready, end; "
+                 "a linear's input staged, weights landed, dot products done";
   out["step_us"] = tables.queue.empty() ? 0.0 : double(last - first) / 1e3;
   out["workers"] = tables.num_workers;
   out["tasks"] = tables.queue.size();
@@ -86,9 +89,14 @@ std::string profile_report(const sched::Plan& plan, const MegakernelTables& tabl
   // Every task's timers (ns from the step's first start), for critical-path analysis.
   nlohmann::json timeline = nlohmann::json::array();
   for (int w = 0; w + 1 < int(tables.queue_begin.size()); ++w)
-    for (int qi = tables.queue_begin[size_t(w)]; qi < tables.queue_begin[size_t(w) + 1]; ++qi)
-      timeline.push_back({tasks[size_t(tables.queue[size_t(qi)])].name, w, times[3 * size_t(qi)] - first,
-                          times[3 * size_t(qi) + 1] - first, times[3 * size_t(qi) + 2] - first});
+    for (int qi = tables.queue_begin[size_t(w)]; qi < tables.queue_begin[size_t(w) + 1]; ++qi) {
+      const uint64_t* at = &times[kN * size_t(qi)];
+      nlohmann::json e = {tasks[size_t(tables.queue[size_t(qi)])].name, w, at[MPK_MK_T_START] - first,
+                          at[MPK_MK_T_READY] - first, at[MPK_MK_T_END] - first};
+      for (int k : {MPK_MK_T_INPUT, MPK_MK_T_WEIGHTS, MPK_MK_T_DOTS})
+        e.push_back(at[k] ? nlohmann::json(at[k] - first) : nlohmann::json(nullptr));
+      timeline.push_back(std::move(e));
+    }
   out["timeline"] = std::move(timeline);
   return out.dump();
 }

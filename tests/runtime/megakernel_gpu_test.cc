@@ -456,6 +456,51 @@ TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
   }
 }
 
+// A profile session's timers, in order for every task: start <= ready <= end; with
+// phase_timers a linear task's input, staged weights (stage_weights only) and dot products in
+// between (ready <= input <= weights <= dots <= end), other tasks without them; without
+// phase_timers no task has them.
+TEST(MegakernelGpuProfile, PhaseTimersAreInOrder) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/qwen3-bf16";
+  const Expected ex = read_expected(dir);
+  for (const char* params : {"", "phase_timers=1", "phase_timers=1,stage_weights=1"}) {
+    SCOPED_TRACE(params);
+    RuntimeOptions o = test_options();
+    o.mk_params = params;
+    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    SessionOptions so = opts(64);
+    so.profile = true;
+    GpuSession s(m->gpu(), so, m->stats());
+    s.prefill(ex.prompt.data(), ex.prompt.size());
+    std::vector<int32_t> out;
+    s.decode(2, {}, out);
+    const nlohmann::json r = nlohmann::json::parse(s.profile_json());
+    const nlohmann::json& tl = r.at("timeline");
+    ASSERT_EQ(tl.size(), s.tables().queue.size());
+    const bool phases = m->gpu()->params().phase_timers, staged = m->gpu()->params().stage_weights;
+    for (size_t qi = 0; qi < tl.size(); ++qi) {
+      const nlohmann::json& e = tl[qi];
+      const MkTask& d = s.tables().tasks[size_t(s.tables().queue[qi])];
+      SCOPED_TRACE(e.at(0).get<std::string>());
+      ASSERT_EQ(e.size(), 8u);
+      const auto at = [&](int i) { return e.at(size_t(i)).get<uint64_t>(); };
+      EXPECT_LE(at(2), at(3));
+      EXPECT_LE(at(3), at(4));
+      const bool linear = d.kind == MPK_MK_LINEAR && phases;
+      EXPECT_EQ(!e.at(5).is_null(), linear);
+      EXPECT_EQ(!e.at(7).is_null(), linear);
+      EXPECT_EQ(!e.at(6).is_null(), linear && staged && (d.flags & MPK_MK_F_STAGE));
+      if (!linear) continue;
+      EXPECT_LE(at(3), at(5));
+      const uint64_t w = e.at(6).is_null() ? at(5) : at(6);
+      EXPECT_LE(at(5), w);
+      EXPECT_LE(w, at(7));
+      EXPECT_LE(at(7), at(4));
+    }
+  }
+}
+
 // An input that never arrives ends the launch through the abort path with Error(Timeout)
 // (never a hang), and reset() makes the session usable again.
 TEST(MegakernelGpuAbort, LostEventEndsInTimeoutThenResetRecovers) {

@@ -496,7 +496,8 @@ TEST(Megakernel, ParametersShapeTheSource) {
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
-            "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0}");
+            "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
+            "\"phase_timers\":0}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -525,6 +526,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
                    MegakernelParams{.controller_warp = 2},
                    MegakernelParams{.ring_stages = 2, .stage_weights = 1},
                    MegakernelParams{.stage_weights = 2},
+                   MegakernelParams{.phase_timers = 2},
                    MegakernelParams{.block_threads = 1024, .controller_warp = 1}}) {
     try {
       (void)megakernel_source(bad, DType::BF16);

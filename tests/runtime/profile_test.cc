@@ -46,18 +46,26 @@ Fixture make(bool fold_merges) {
   return f;
 }
 
+constexpr size_t kN = MPK_MK_PROFILE_TIMERS;
+
 // Per queue slot: start, ready (start + a wait of 40..80 ns), end (ready + a busy time of
-// 300..450 ns); each worker's slots back to back, 3 ns apart, workers starting 17 ns apart.
+// 300..450 ns); linear tasks also their input (ready + 100), weights (0: not staged) and dot
+// products (end - 50); each worker's slots back to back, 3 ns apart, workers starting 17 ns apart.
 std::vector<uint64_t> synthesize(const MegakernelTables& t) {
-  std::vector<uint64_t> times(t.queue.size() * 3);
+  std::vector<uint64_t> times(t.queue.size() * kN);
   for (int w = 0; w < t.num_workers; ++w) {
     uint64_t now = 1'000'000'000 + uint64_t(w) * 17;
     for (int qi = t.queue_begin[size_t(w)]; qi < t.queue_begin[size_t(w) + 1]; ++qi) {
       const uint64_t wait = 40 + 10 * uint64_t(qi % 5);
       const uint64_t busy = 300 + 25 * uint64_t(t.queue[size_t(qi)] % 7);
-      times[3 * size_t(qi)] = now;
-      times[3 * size_t(qi) + 1] = now + wait;
-      times[3 * size_t(qi) + 2] = now + wait + busy;
+      uint64_t* at = &times[kN * size_t(qi)];
+      at[MPK_MK_T_START] = now;
+      at[MPK_MK_T_READY] = now + wait;
+      at[MPK_MK_T_END] = now + wait + busy;
+      if (t.tasks[size_t(t.queue[size_t(qi)])].kind == MPK_MK_LINEAR) {
+        at[MPK_MK_T_INPUT] = now + wait + 100;
+        at[MPK_MK_T_DOTS] = now + wait + busy - 50;
+      }
       now += wait + busy + 3;
     }
   }
@@ -86,7 +94,8 @@ std::map<std::string, Expected> expected(const Fixture& f, const std::vector<uin
   for (size_t qi = 0; qi < f.tables.queue.size(); ++qi) {
     const sched::Task& t = f.plan.tasks.tasks[size_t(f.tables.queue[qi])];
     Expected& e = kinds[kind_of(f.plan.tasks.stages[size_t(t.stage)].name)];
-    const uint64_t start = times[3 * qi], ready = times[3 * qi + 1], end = times[3 * qi + 2];
+    const uint64_t start = times[kN * qi + MPK_MK_T_START], ready = times[kN * qi + MPK_MK_T_READY],
+                   end = times[kN * qi + MPK_MK_T_END];
     ++e.tasks;
     e.wait += ready - start;
     e.busy += end - ready;
@@ -117,8 +126,8 @@ void check_report(const Fixture& f, int64_t kv_len) {
 
   uint64_t first = UINT64_MAX, last = 0;
   for (size_t qi = 0; qi < n; ++qi) {
-    first = std::min(first, times[3 * qi]);
-    last = std::max(last, times[3 * qi + 2]);
+    first = std::min(first, times[kN * qi + MPK_MK_T_START]);
+    last = std::max(last, times[kN * qi + MPK_MK_T_END]);
   }
   expect_near(r.at("step_us").get<double>(), double(last - first) / 1e3, "step_us");
   EXPECT_EQ(r.at("workers").get<int>(), kWorkers);
@@ -160,8 +169,15 @@ void check_report(const Fixture& f, int64_t kv_len) {
       EXPECT_EQ(e.at(0).get<std::string>(), name);
       EXPECT_TRUE(seen.insert(name).second) << name;
       EXPECT_EQ(e.at(1).get<int>(), w);
-      for (int j = 0; j < 3; ++j)
-        EXPECT_EQ(e.at(size_t(2 + j)).get<uint64_t>(), times[3 * size_t(qi) + size_t(j)] - first) << name;
+      const uint64_t* at = &times[kN * size_t(qi)];
+      const int order[] = {MPK_MK_T_START, MPK_MK_T_READY, MPK_MK_T_END, MPK_MK_T_INPUT, MPK_MK_T_WEIGHTS, MPK_MK_T_DOTS};
+      ASSERT_EQ(e.size(), 2 + std::size(order)) << name;
+      for (size_t j = 0; j < std::size(order); ++j) {
+        if (at[order[j]] == 0)
+          EXPECT_TRUE(e.at(2 + j).is_null()) << name << " point " << order[j];
+        else
+          EXPECT_EQ(e.at(2 + j).get<uint64_t>(), at[order[j]] - first) << name << " point " << order[j];
+      }
     }
 
   // Attention streams exactly the live KV rows of every KV head in every layer.
@@ -221,17 +237,20 @@ TEST(Profile, OutOfOrderTimersAreInternalErrors) {
   const std::vector<uint64_t> good = synthesize(f.tables);
   const size_t slot = f.tables.queue.size() / 2;
   std::vector<uint64_t> t = good;
-  t[3 * slot + 1] = t[3 * slot] - 1;  // ready before start
+  uint64_t* at = &t[kN * slot];
+  at[MPK_MK_T_READY] = at[MPK_MK_T_START] - 1;  // ready before start
   expect_internal(f, t, "ready < start");
   t = good;
-  t[3 * slot + 2] = t[3 * slot + 1] - 1;  // end before ready
+  at = &t[kN * slot];
+  at[MPK_MK_T_END] = at[MPK_MK_T_READY] - 1;  // end before ready
   expect_internal(f, t, "end < ready");
   t = good;
   t.pop_back();
   expect_internal(f, t, "a timer missing");
   // Equal times are in order.
   t = good;
-  t[3 * slot + 1] = t[3 * slot + 2] = t[3 * slot];
+  at = &t[kN * slot];
+  at[MPK_MK_T_READY] = at[MPK_MK_T_END] = at[MPK_MK_T_START];
   EXPECT_NO_THROW(profile_report(f.plan, f.tables, t, 37));
 }
 

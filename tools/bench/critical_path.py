@@ -16,6 +16,14 @@ gate_up, mlp_out (down) per layer, then lm_head and argmax. For each stage:
 The fixed per-step cost: from the first task's start to the first qkv task's ready time (step
 boundary: embedding and the first poll), lm_head and argmax.
 
+Timelines of linear tasks that also carry [.., input, weights, dots] (profile sessions since
+the phase timers) split that task's busy time into its phases:
+
+  input      ready -> its input vector staged in shared memory (loads from L2, the prologue)
+  weights    input -> its staged weights landed (stage_weights only)
+  dots       -> every warp's dot products done
+  out        dots -> the task's end (split-K fold, epilogue and stores, the last barrier)
+
 Usage: critical_path.py TIMELINE [--json OUT]; critical_path.py --self-test
 """
 import argparse
@@ -42,28 +50,42 @@ def stage_of(name):
     return (int(m.group(1)) if m.group(1) is not None else None, m.group(2))
 
 
+PHASES = ("input_us", "weights_us", "dots_us", "out_us")
+
+
+def phases(task):
+    """A task's busy time by phase (PHASES, us), or None without the phase timers."""
+    if len(task) < 6 or task[3] is None or task[5] is None:
+        return None
+    _, ready, end, inp, wgt, dots = task[:6]
+    w = wgt if wgt is not None else inp
+    return {"input_us": (inp - ready) / 1e3, "weights_us": (w - inp) / 1e3,
+            "dots_us": (dots - w) / 1e3, "out_us": (end - dots) / 1e3}
+
+
 def breakdown(timeline):
-    by = collections.defaultdict(list)  # (layer, stage) -> [(start, ready, end)]
-    for name, _worker, start, ready, end in timeline:
-        by[stage_of(name)].append((start, ready, end))
+    by = collections.defaultdict(list)  # (layer, stage) -> [(start, ready, end, input, weights, dots)]
+    for entry in timeline:
+        by[stage_of(entry[0])].append(tuple(entry[2:5]) + tuple(entry[5:8]))
     layers = sorted({l for l, _ in by if l is not None})
     chain = [(l, s) for l in layers for s in STAGES if (l, s) in by]
     chain += [(None, s) for s in ("lm_head", "argmax") if (None, s) in by]
-    t0 = min(start for _, _, start, _, _ in timeline)
-    first_ready = min(r for _, r, _ in by[chain[0]])
+    t0 = min(e[2] for e in timeline)
+    first_ready = min(t[1] for t in by[chain[0]])
     rows = []
     prev_end = first_ready
     for key in chain:
         tasks = by[key]
         last = max(tasks, key=lambda t: t[2])
-        readies = [r for _, r, _ in tasks]
+        readies = [t[1] for t in tasks]
         rows.append({
             "layer": key[0], "stage": key[1], "tasks": len(tasks),
             "span_us": (last[2] - prev_end) / 1e3,
             "handoff_us": (last[1] - prev_end) / 1e3,
             "busy_us": (last[2] - last[1]) / 1e3,
             "spread_us": (max(readies) - min(readies)) / 1e3,
-            "busy_median_us": statistics.median(e - r for _, r, e in tasks) / 1e3,
+            "busy_median_us": statistics.median(t[2] - t[1] for t in tasks) / 1e3,
+            "phases": phases(last),
         })
         prev_end = last[2]
     return {"step_us": (prev_end - t0) / 1e3, "boundary_us": (first_ready - t0) / 1e3, "stages": rows}
@@ -79,8 +101,12 @@ def summary(b):
         if not rs:
             continue
         mean = lambda k: statistics.fmean(r[k] for r in rs)
-        out.append({"stage": stage, "count": len(rs), **{k: mean(k) for k in
-                    ("span_us", "handoff_us", "busy_us", "spread_us", "busy_median_us")}})
+        row = {"stage": stage, "count": len(rs), **{k: mean(k) for k in
+               ("span_us", "handoff_us", "busy_us", "spread_us", "busy_median_us")}}
+        ph = [r["phases"] for r in rs if r["phases"]]
+        if len(ph) == len(rs):
+            row.update({k: statistics.fmean(p[k] for p in ph) for k in PHASES})
+        out.append(row)
     return out
 
 
@@ -105,6 +131,20 @@ def self_test():
         assert abs(r["busy_us"] - 2.0) < 1e-9 and abs(r["spread_us"] - 0.2) < 1e-9, r
     assert abs(st["argmax"]["handoff_us"] - 0.3) < 1e-9 and abs(st["argmax"]["busy_us"] - 0.5) < 1e-9
     assert len(summary(b)) == len(STAGES) + 2
+    assert all("input_us" not in r for r in summary(b))
+    # With the phase timers: the last-ending task's busy time by phase (qkv's task 0 was ready at
+    # 1300 and ended at 3300: input 1300 -> 1700, no staged weights, dots -> 3000, out -> 3300).
+    for e in tl:
+        e += [e[3] + 400, None, e[4] - 300] if not e[0].startswith("argmax") else [None, None, None]
+    tl[1][6] = tl[1][5] + 200  # a staged task (not the last-ending one of its stage)
+    s = {r["stage"]: r for r in summary(breakdown(tl))}
+    q = s["qkv"]
+    assert abs(q["input_us"] - 0.4) < 1e-9 and q["weights_us"] == 0, q
+    assert abs(q["dots_us"] - 1.3) < 1e-9 and abs(q["out_us"] - 0.3) < 1e-9, q
+    assert "input_us" not in s["argmax"], s["argmax"]
+    tl[0][6] = tl[0][5] + 200
+    q = summary(breakdown(tl))[0]
+    assert abs(q["weights_us"] - 0.2) < 1e-9 and abs(q["dots_us"] - 1.1) < 1e-9, q
     print("critical_path self-test passed")
     return 0
 
@@ -124,12 +164,15 @@ def main(argv=None):
     print(f"step {b['step_us']:.1f} us on the device clock; step boundary (first start -> first "
           f"qkv ready) {b['boundary_us']:.1f} us")
     print(f"{'stage':<10} {'n':>3} {'span':>8} {'hand-off':>9} {'busy':>8} {'spread':>8} "
-          f"{'busy p50':>9}   (us, mean over layers; busy/hand-off of the last-ending task)")
+          f"{'busy p50':>9} {'input':>7} {'weights':>8} {'dots':>7} {'out':>7}   (us, mean over "
+          f"layers; busy, hand-off and phases of the last-ending task)")
     total = 0.0
     for r in s:
         total += r["span_us"] * r["count"]
+        ph = "".join(f" {r[k]:>{w}.2f}" if k in r else f" {'':>{w}}"
+                     for k, w in zip(PHASES, (7, 8, 7, 7)))
         print(f"{r['stage']:<10} {r['count']:>3} {r['span_us']:>8.2f} {r['handoff_us']:>9.2f} "
-              f"{r['busy_us']:>8.2f} {r['spread_us']:>8.2f} {r['busy_median_us']:>9.2f}")
+              f"{r['busy_us']:>8.2f} {r['spread_us']:>8.2f} {r['busy_median_us']:>9.2f}{ph}")
     ho = sum(r["handoff_us"] for r in b["stages"])
     print(f"sum of spans {total:.1f} us: hand-offs {ho:.1f} us, busy {total - ho:.1f} us")
     if a.json:

@@ -292,9 +292,13 @@ def reset_compiler():
 # ----------------------------------------------------------------------------- mpk-run phases
 # These use no torch: --self-test runs them against a stand-in mpk-run.
 
-def run_mpk_cmd(args, cmd, deadline, cap_s=420):
-    """One mpk-run command, its time limit within the deadline: (result dict or None, record)."""
-    return bc.run_mpk(cmd, min(max(deadline.left() - 10, 30), cap_s), env=bc.mpk_env(args.mpk_run))
+def run_mpk_cmd(args, cmd, deadline, cap_s=420, extra_params=""):
+    """One mpk-run command, its time limit within the deadline: (result dict or None, record).
+    extra_params: appended to the megakernel parameters ($MPK_MK_PARAMS) of this run."""
+    env = bc.mpk_env(args.mpk_run)
+    if extra_params:
+        env["MPK_MK_PARAMS"] = ",".join(p for p in (env.get("MPK_MK_PARAMS", ""), extra_params) if p)
+    return bc.run_mpk(cmd, min(max(deadline.left() - 10, 30), cap_s), env=env)
 
 
 def phase_mpk_decode(args, result, model_dir, prompt, deadline, name):
@@ -358,15 +362,15 @@ def phase_ttft(args, result, model_dir, vocab, deadline, est_s):
 
 
 def phase_profile(args, result, model_dir, prompt, deadline):
-    """The single-step setting once more with --profile-out: mpk-run's per-kind report of the
-    last decode step goes into result["profile"] (this run's latencies are kept beside it, but
-    profiling perturbs them)."""
+    """The single-step setting once more with --profile-out and the kernel's phase timers
+    (phase_timers=1): mpk-run's per-kind report of the last decode step goes into
+    result["profile"] (this run's latencies are kept beside it, but profiling perturbs them)."""
     tmp = tempfile.mkdtemp(prefix="mpk-profile-")
     path = os.path.join(tmp, "profile.json")
     try:
         cmd = bc.mpk_command(args.mpk_run, model_dir, prompt, args.steps, args.mpk_backend,
                              kv_capacity=args.kv_capacity, steps_per_launch=1, profile_out=path)
-        res, rec = run_mpk_cmd(args, cmd, deadline)
+        res, rec = run_mpk_cmd(args, cmd, deadline, extra_params="phase_timers=1")
         result["profile_run"] = rec
         if res is not None:
             rec["latency_ms_perturbed"] = res.get("latency_ms")

@@ -447,8 +447,8 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 // weight stream (MK_RING_STAGES - 1 rounds into the shared-memory ring, or without the ring the
 // first round of its first work item into registers), then the L2 prefetch of the tile's
 // start. With its weights staged (stage.cuh) it issues nothing: after the wait and its input,
-// it waits for their copy and reads them from shared memory. Returns false when the wait
-// aborted the launch.
+// it waits for their copy and reads them from shared memory. Profile sessions: records its
+// phases (mk_time). Returns false when the wait aborted the launch.
 template <int DT, int kRows, class Wait>
 __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
                           long long prefetch_bytes, MkDraw draw, MkStaged st, Wait wait) {
@@ -468,9 +468,11 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   if (aligned && st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
+    mk_time(MPK_MK_T_INPUT);
     const MkStageRec rec = *st.rec;
     ws = st.ring + rec.off;
     mk_mbar_wait((unsigned)rec.bar, (unsigned)rec.parity);
+    mk_time(MPK_MK_T_WEIGHTS);
     for (int it = warp; it < full_items; it += nw) {
       int k0, k1;
       mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
@@ -490,6 +492,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     mk_prefetch_weights<DT>(t, prefetch_bytes);
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
+    mk_time(MPK_MK_T_INPUT);
     mk_ring_rows<DT, kRows>(t, ring, c, xs, scale, full_items, ks, units, total, part_sums);
   } else
 #endif
@@ -515,6 +518,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     mk_prefetch_weights<DT>(t, prefetch_bytes);
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
+    mk_time(MPK_MK_T_INPUT);
     for (int it = warp; it < full_items; it += nw) {
       int k0, k1;
       mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
@@ -536,6 +540,10 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
         mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks, total,
                               part_sums, nullptr);
     }
+  }
+  if (mk_timers()) {  // profile sessions only: one more barrier, so that the timer sees every warp
+    mk_sync();
+    mk_time(MPK_MK_T_DOTS);
   }
   if (ks > 1) {
     mk_sync();

@@ -149,7 +149,7 @@ __device__ void mk_run(const MkParams& prm) {
       if (abort_launch || stop) return leave();
     }
     for (int qi = q0; qi < q1; ++qi) {
-      if (profile && poller) profile[3 * qi] = mk_globaltimer();
+      if (profile && poller) profile[MPK_MK_PROFILE_TIMERS * qi + MPK_MK_T_START] = mk_globaltimer();
       MkTask& t = desc[slot];
       asm volatile("cp.async.wait_all;" ::: "memory");
       __syncthreads();
@@ -188,7 +188,7 @@ __device__ void mk_run(const MkParams& prm) {
             const unsigned epoch = wi < t.num_waits ? step : step - 1u;
             if (!mk_wait(prm, e, need * epoch, t.id)) abort_launch = 1;
           }
-          if (profile) profile[3 * qi + 1] = mk_globaltimer();
+          if (profile) profile[MPK_MK_PROFILE_TIMERS * qi + MPK_MK_T_READY] = mk_globaltimer();
         }
         mk_sync_wait();
         return !abort_launch;
@@ -204,6 +204,10 @@ __device__ void mk_run(const MkParams& prm) {
 #if MK_STAGE
         // Read after the wait's barrier: the producer wrote it before.
         st = MkStaged{&staged, (const char*)mk_smem, prm.stage_bytes};
+#endif
+#if MK_PHASE_TIMERS
+        // This task's timers (or none), read after the wait's barrier.
+        if (threadIdx.x == 0) mk_task_timers = profile ? profile + MPK_MK_PROFILE_TIMERS * qi : nullptr;
 #endif
         ok = mk_linear_variant<DT>(t, scratch, red, redi, part_sums, prm.prefetch_bytes, draw, st, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
@@ -234,7 +238,7 @@ __device__ void mk_run(const MkParams& prm) {
           rec[i].end_ns = mk_globaltimer();
           status[4] = (unsigned)(i + 1);
         }
-        if (profile) profile[3 * qi + 2] = mk_globaltimer();
+        if (profile) profile[MPK_MK_PROFILE_TIMERS * qi + MPK_MK_T_END] = mk_globaltimer();
         // The block's writes (ordered before this thread by the barrier), then the event:
         // a release (the fence.acq_rel + relaxed add pattern), not a full sequential fence.
         if (t.trigger >= 0) {

@@ -108,6 +108,18 @@ struct MkTask {
   int num_logits;  // the logits (a draw reads them) are at x
 };
 
+// Profile sessions: globaltimer ns per task. With MK_PHASE_TIMERS a linear task also records
+// when its input was staged, when its staged weights had landed (stage_weights) and when every
+// warp had finished its dot products (before the split-K fold and the stores); 0 where a task
+// has no such point.
+#define MPK_MK_PROFILE_TIMERS 6
+#define MPK_MK_T_START 0
+#define MPK_MK_T_READY 1   // the task's events seen by the poller
+#define MPK_MK_T_INPUT 2
+#define MPK_MK_T_WEIGHTS 3
+#define MPK_MK_T_DOTS 4
+#define MPK_MK_T_END 5     // after the task's last barrier, just before its release
+
 // Per step of a launch, in the control block after the status words and the worker starts.
 #define MPK_MK_STEP_NONFINITE 1  // MkStepRecord::flags: a logit was NaN or infinite
 
@@ -136,7 +148,7 @@ struct MkParams {
   unsigned long long counters;      // unsigned per event (monotonic)
   unsigned long long arrivals;      // unsigned per merging attention head (cyclic: 0 .. chunks - 1)
   unsigned long long control;       // status words, u64 start per worker, MkStepRecord per step
-  unsigned long long profile;       // 0, or u64[queue length][3]: start, ready, end per task
+  unsigned long long profile;       // 0, or u64[queue length][MPK_MK_PROFILE_TIMERS] per task
   unsigned int step;                // 1-based epoch of the first step of this launch
   int position;                     // the first step's position
   int num_steps;                    // steps to run (fewer when a fed token is an EOS id)

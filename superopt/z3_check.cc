@@ -1,11 +1,94 @@
 #include "superopt/z3_check.h"
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
 #include <thread>
 
 namespace mpk::superopt {
+namespace {
+
+// The time limit of every query, by one thread of ours that interrupts a query's context at its
+// deadline: Z3's own "timeout" runs its timer on a thread pool that can deadlock (scoped_timer,
+// Z3 4.8.12 as Debian 12 ships it; a test hung in it), and a thread per query meant hundreds of
+// thread starts per model load. Queries run on many threads at once (one context each).
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static Watchdog w;
+    return w;
+  }
+
+  // Interrupts ctx at `deadline` unless disarmed first.
+  uint64_t arm(z3::context& ctx, std::chrono::steady_clock::time_point deadline) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const uint64_t id = next_++;
+    armed_[id] = {&ctx, deadline, false};
+    cv_.notify_one();
+    return id;
+  }
+
+  // Whether the query was interrupted. The interrupt happens under the lock, so none comes after
+  // this returns (one that came after the query returned does nothing).
+  bool disarm(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = armed_.find(id);
+    if (it == armed_.end()) return false;
+    const bool fired = it->second.fired;
+    armed_.erase(it);
+    return fired;
+  }
+
+ private:
+  struct Entry {
+    z3::context* ctx;
+    std::chrono::steady_clock::time_point deadline;
+    bool fired;
+  };
+
+  Watchdog() : thread_([this] { run(); }) {}
+  ~Watchdog() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (!stop_) {
+      auto next = std::chrono::steady_clock::time_point::max();
+      const auto now = std::chrono::steady_clock::now();
+      for (auto& entry : armed_) {
+        Entry& e = entry.second;
+        if (e.fired) continue;
+        if (e.deadline <= now) {
+          e.fired = true;
+          e.ctx->interrupt();
+        } else {
+          next = std::min(next, e.deadline);
+        }
+      }
+      if (next == std::chrono::steady_clock::time_point::max())
+        cv_.wait(lock);
+      else
+        cv_.wait_until(lock, next);
+    }
+  }
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Entry> armed_;
+  uint64_t next_ = 0;
+  bool stop_ = false;
+  std::thread thread_;  // last: started once the members it uses exist
+};
+
+}  // namespace
 
 Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
                  const z3::expr& goal, const std::vector<z3::expr>& shown, unsigned timeout_ms) {
@@ -15,30 +98,10 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
   s.add(!goal);
   Obligation o;
   o.name = name;
-  // The time limit by a watchdog of ours that interrupts the query: Z3's own "timeout" runs its
-  // timer on a thread pool that can deadlock (scoped_timer, Z3 4.8.12 as Debian 12 ships it; a
-  // test hung in it). An interrupt that comes after the query has returned does nothing.
-  z3::check_result result;
-  bool timed_out = false;
-  {
-    std::mutex mu;
-    std::condition_variable cv;
-    bool done = false;
-    std::thread watchdog([&] {
-      std::unique_lock<std::mutex> lock(mu);
-      if (!cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return done; })) {
-        timed_out = true;
-        ctx.interrupt();
-      }
-    });
-    result = s.check();
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      done = true;
-    }
-    cv.notify_one();
-    watchdog.join();
-  }
+  Watchdog& w = Watchdog::instance();
+  const uint64_t id = w.arm(ctx, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
+  const z3::check_result result = s.check();
+  const bool timed_out = w.disarm(id);
   switch (result) {
     case z3::unsat: o.result = "proved"; break;
     case z3::sat: {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <thread>
 
 #include "superopt/index_prover.h"
 #include "superopt/z3_check.h"
@@ -104,6 +105,26 @@ TEST(IndexProver, AQueryPastItsTimeLimitIsUnknown) {
   EXPECT_EQ(o.counterexample, "over the time limit of 300 ms");
   std::printf("interrupted after %.0f ms (limit 300): %s\n", o.ms, o.counterexample.c_str());
   EXPECT_EQ(check(ctx, "then a trivial one", x >= 1, x >= 0, {x}, 300).result, "proved");
+}
+
+// Queries on several threads at once (a context each) share the one watchdog: each undecidable
+// query ends at its own limit, each decidable one is answered, interleaved in any order.
+TEST(IndexProver, ConcurrentQueriesEachKeepTheirLimit) {
+  std::vector<std::string> results(8);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i)
+    threads.emplace_back([&results, i] {
+      z3::context ctx;
+      const z3::expr x = ctx.int_const("x"), y = ctx.int_const("y"), z = ctx.int_const("z");
+      results[size_t(2 * i)] = check(ctx, "cubes", x >= 1 && y >= 1 && z >= 1,
+                                     x * x * x + y * y * y != z * z * z, {}, 100 + 50 * unsigned(i)).result;
+      results[size_t(2 * i + 1)] = check(ctx, "trivial", x >= 1, x >= 0, {}, 100).result;
+    });
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(results[size_t(2 * i)], "unknown") << i;
+    EXPECT_EQ(results[size_t(2 * i + 1)], "proved") << i;
+  }
 }
 
 }  // namespace

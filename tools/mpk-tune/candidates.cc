@@ -34,6 +34,7 @@ const Axis kAxes[] = {
     {"heads_per_pass", {2, 4, 8}},         {"merge_batch", {4, 8, 16}},
     {"prefetch_rounds", {0, 1, 2}},        {"ring_stages", {0, 2, 3, 4}},
     {"poll_warp_loads", {0, 1}},           {"block_threads", {384, 448, 480, 512}},
+    {"stage_weights", {0, 1}},
 };
 
 // Shared memory one block may opt into, by architecture (bytes); 0 when not known here.
@@ -53,7 +54,7 @@ struct Candidate {
   int64_t smem = 0;
   int obligations = 0;
   double prove_ms = 0, compile_ms = 0;
-  cuda::PtxasInfo ptxas;
+  cuda::PtxasInfo ptxas{};
 };
 
 std::vector<Candidate> enumerate(const rt::MegakernelParams& defaults, uint64_t seed) {

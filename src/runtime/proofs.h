@@ -3,8 +3,8 @@
 // task cuts the live KV length into its chunk count; a linear task cuts each row's K into
 // ks <= max_k_split parts, ks chosen on the device from the tile's shape, and the fold adds
 // every part once), the linear tile's work items (ir/layouts.h: rows, K parts and split-K
-// slots, for every linear variant and part count), and the online-softmax algebra
-// (ir/online_softmax.h) attention rests on.
+// slots, for every linear variant and part count), a linear's reorganised sums
+// (ir/dot_product.h), and the online-softmax algebra (ir/online_softmax.h) attention rests on.
 #pragma once
 
 #include <string>
@@ -31,14 +31,15 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // The proofs the prefill kernels rest on (runtime/prefill.h): the even split for every K-split
 // count in split_counts (prefill_split_counts), the mma output tiles and chunked loads of every
 // GEMM tile (gemm_tiles: those of other architectures too) and of attention for padded head
-// dimension dp (16 .. 128), the wgmma tile's 128-byte swizzle, the GEMM grids' tile order for
-// every group size tile_grid picks, memoised as above.
-// Not covered: the ldmatrix addresses, the wgmma descriptors (the hardware's reading of the
-// swizzled tile; the GPU tests check the products), attention's staging of Q and its 4-byte key/value loads
-// for head dims that are not a multiple of 8 (hand-written element-pair loops), attention's
-// shared-memory size (PrefillKernels::attention_smem; the GEMMs' is derived from the tile table
-// their entries are printed from), and the online-softmax update written in the attention
-// kernel (the decode kernels' formulas are not printed there).
+// dimension dp (16 .. 128), attention's pair loads (Q, and key/value rows that are not whole
+// chunks), the mma.sync operands' ldmatrix lane addresses and attention's packing of P into an
+// A operand, the wgmma tile's 128-byte swizzle, the GEMM grids' tile order for every group size
+// tile_grid picks, memoised as above.
+// Not covered: the wgmma descriptors (the hardware's reading of the swizzled tile; the GPU tests
+// check the products), attention's shared-memory size (PrefillKernels::attention_smem; the
+// GEMMs' is derived from the tile table their entries are printed from), and the
+// online-softmax update written in the attention kernel (the decode kernels' formulas are not
+// printed there).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp);
 // The same for `graph`'s prefill on a device of num_sms SMs: its split counts for chunks of up to
 // kPrefillChunk rows and its padded head dimension.

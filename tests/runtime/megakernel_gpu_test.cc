@@ -49,6 +49,22 @@ Expected read_expected(const std::string& dir) {
   return {j.at("prompt").get<std::vector<int32_t>>(), j.at("tokens").get<std::vector<int32_t>>()};
 }
 
+// Feeds the fixture's prompt, then its tokens one at a time, to the session `s` (Session or
+// GpuSession) and the reference `r`, comparing their logits before every token and after the
+// last (relative L2, argmax).
+template <class S>
+void expect_teacher_forced(S& s, ref::Executor& r, const Expected& ex) {
+  s.prefill(ex.prompt.data(), ex.prompt.size());
+  r.forward(ex.prompt.data(), ex.prompt.size());
+  for (size_t i = 0; i <= ex.tokens.size(); ++i) {
+    EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance) << "step " << i;
+    EXPECT_EQ(argmax(s.logits()), argmax(r.logits())) << "step " << i;
+    if (i == ex.tokens.size()) break;
+    s.prefill(&ex.tokens[i], 1);
+    r.forward(&ex.tokens[i], 1);
+  }
+}
+
 RuntimeOptions test_options() {
   RuntimeOptions o;
   o.cache_dir = std::filesystem::temp_directory_path() / ("mpk-mk-test-" + std::to_string(getpid()));
@@ -333,15 +349,7 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
       Session s(m, opts(64));
       auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
       ref::Executor r(rm->model(), rm->graph(), 64);
-      s.prefill(ex.prompt.data(), ex.prompt.size());
-      r.forward(ex.prompt.data(), ex.prompt.size());
-      for (size_t i = 0; i <= ex.tokens.size(); ++i) {
-        EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance) << "step " << i;
-        EXPECT_EQ(argmax(s.logits()), argmax(r.logits())) << "step " << i;
-        if (i == ex.tokens.size()) break;
-        s.prefill(&ex.tokens[i], 1);
-        r.forward(&ex.tokens[i], 1);
-      }
+      expect_teacher_forced(s, r, ex);
     }
   }
 }
@@ -437,15 +445,7 @@ TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
         ASSERT_GE(s.tables().stage_bytes, 2 * largest) << "the ring holds two tasks at full size";
         if (limit > 0) s.limit_stage_bytes_for_test(((largest + 127) / 128 * 128) / limit);
         ref::Executor r(rm->model(), rm->graph(), 64);
-        s.prefill(ex.prompt.data(), ex.prompt.size());
-        r.forward(ex.prompt.data(), ex.prompt.size());
-        for (size_t i = 0; i <= ex.tokens.size(); ++i) {
-          EXPECT_LE(rel_l2(s.logits(), r.logits()), kTolerance) << "step " << i;
-          EXPECT_EQ(argmax(s.logits()), argmax(r.logits())) << "step " << i;
-          if (i == ex.tokens.size()) break;
-          s.prefill(&ex.tokens[i], 1);
-          r.forward(&ex.tokens[i], 1);
-        }
+        expect_teacher_forced(s, r, ex);
         s.reset();
         s.prefill(ex.prompt.data(), ex.prompt.size());
         std::vector<int32_t> out;

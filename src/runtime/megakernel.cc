@@ -280,11 +280,11 @@ class TableBuilder {
       sl.res = s.residual[i] >= 0 ? act(s.residual[i], ws.out_begin) : 0;
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
-    // Bulk copies move 16-byte aligned runs of whole 16-byte units; the LM head's tiles stream.
+    // Bulk copies move 16-byte aligned rows of whole 16-byte units (the rows the tile reads
+    // with vector loads; the kernel checks the same); the LM head's tiles stream.
     const int64_t es = int64_t(dtype_size(m_.weight_dtype));
-    bool stage = params_.stage_weights && !s.argmax;
-    for (int i = 0; i < d.num_slices; ++i)
-      stage = stage && d.slices[i].w % 16 == 0 && (int64_t(d.slices[i].rows) * t.k * es) % 16 == 0;
+    bool stage = params_.stage_weights && !s.argmax && (t.k * es) % 16 == 0;
+    for (int i = 0; i < d.num_slices; ++i) stage = stage && d.slices[i].w % 16 == 0;
     if (stage) d.flags |= MPK_MK_F_STAGE;
     if (s.argmax) {
       d.flags |= MPK_MK_F_ARGMAX;

@@ -694,6 +694,21 @@ TEST(Megakernel, StagingMarksTheLinearTasks) {
   EXPECT_GT(marked, 0);
   EXPECT_LT(marked, linears);
   EXPECT_EQ(on.stage_bytes, 0) << "the session sizes the ring";
+  // Rows that are not whole 16-byte units stream: a hidden size of 1,004 bf16 (2,008 bytes)
+  // leaves qkv and gate/up unmarked, o_proj (K 2,048) and down (K 3,072) marked.
+  model::Config c = mpk::testing::qwen3_0_6b();
+  c.num_layers = 1;
+  c.hidden_size = 1004;
+  const ir::Graph g2 = ir::build(c);
+  const sched::Plan plan2 = sched::plan(g2, megakernel_plan_options(g2, 16, 16));
+  const MemoryPlan mem2 = plan_memory(g2, plan2.tasks, DType::BF16, 16);
+  int unmarked = 0;
+  for (const MkTask& d : build_tables(g2, plan2, mem2, SegmentBases{}, staged).tasks) {
+    if (d.kind != MPK_MK_LINEAR || (d.flags & MPK_MK_F_ARGMAX)) continue;
+    EXPECT_EQ(bool(d.flags & MPK_MK_F_STAGE), d.k % 8 == 0) << "task " << d.id << " K " << d.k;
+    unmarked += d.k % 8 != 0;
+  }
+  EXPECT_GT(unmarked, 0);
 }
 
 TEST(Megakernel, CompilesForSm90aPerDtype) {

@@ -465,7 +465,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   float scale = 1.0f;
   const char* ws = nullptr;  // the tile's rows in the weight ring
 #if MK_STAGE
-  if (aligned && st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {
+  if (st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {  // then aligned
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
     mk_time(MPK_MK_T_INPUT);

@@ -38,13 +38,18 @@ struct MkStaged {
   long long size;
 };
 
-// The bytes of a linear task's weight rows when its weights are staged (flag set by the host:
-// 16-byte aligned slices of whole 16-byte units) and fit in the ring; 0 otherwise.
+// The bytes of a linear task's weight rows when its weights are staged (flag set by the host)
+// and fit in the ring; 0 otherwise. The producer and the task's readers decide by this alone,
+// so it requires what the readers' vector loads do too: 16-byte aligned rows of whole 16-byte
+// units (mk_linear_aligned), whatever the flag says.
 template <int DT>
 __device__ __forceinline__ long long mk_stage_bytes(const MkTask& t, long long ring) {
-  if (t.kind != MPK_MK_LINEAR || !(t.flags & MPK_MK_F_STAGE)) return 0;
+  if (t.kind != MPK_MK_LINEAR || !(t.flags & MPK_MK_F_STAGE) || (t.k * MkW<DT>::kSize) % 16 != 0) return 0;
   long long b = 0;
-  for (int s = 0; s < t.num_slices; ++s) b += (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
+  for (int s = 0; s < t.num_slices; ++s) {
+    if (t.slices[s].w & 15) return 0;
+    b += (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
+  }
   return b <= ring ? b : 0;
 }
 

@@ -182,7 +182,9 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   EXPECT_LT(p.scratch_bytes() - gemm_workspace_bytes(132), unshared * 2 / 3);  // slots are reused
   // The projections' operands are the bf16 outputs of the norms, the gating and attention.
   for (const ir::Op& op : l.g.ops)
-    if (op.kind == ir::OpKind::Linear) EXPECT_TRUE(bf16[size_t(op.inputs[0])]) << t[size_t(op.output)].name;
+    if (op.kind == ir::OpKind::Linear) {
+      EXPECT_TRUE(bf16[size_t(op.inputs[0])]) << t[size_t(op.output)].name;
+    }
   int n_bf16 = 0;
   for (bool b : bf16) n_bf16 += b;
   EXPECT_EQ(n_bf16, 4 * l.g.config.num_layers + 1);  // attn/mlp norms, attention, gating; final norm
@@ -257,7 +259,9 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
             EXPECT_FALSE(g.large);
             EXPECT_LE(int64_t(g.splits) * m * n * 4, gemm_workspace_bytes(sms)) << m << " " << n << " " << k;
           }
-          if (g.large) EXPECT_GE(int64_t(g.grid_m) * g.grid_n * 4, int64_t(sms) * 3);
+          if (g.large) {
+            EXPECT_GE(int64_t(g.grid_m) * g.grid_n * 4, int64_t(sms) * 3);
+          }
         }
   const Loaded l = load("qwen3-bf16");
   const std::vector<int64_t> counts = prefill_split_counts(l.g, 4096, 132);
@@ -317,7 +321,9 @@ TEST(Prefill, TileGridsCoverEveryTileOnce) {
       for (int64_t y = 0; y < int64_t(t.y); ++y)
         for (int64_t x = 0; x < int64_t(t.x); ++x) {
           const int64_t m = ir::eval(f.m, {{"x", x}, {"y", y}, {"g", t.g}}), n = ir::eval(f.n, {{"x", x}, {"g", t.g}});
-          if (m < nm) EXPECT_TRUE(seen.insert({m, n}).second) << m << " " << n;
+          if (m < nm) {
+            EXPECT_TRUE(seen.insert({m, n}).second) << m << " " << n;
+          }
         }
       EXPECT_EQ(int64_t(seen.size()), nm * nn) << nm << " x " << nn;
     }

@@ -110,6 +110,20 @@ def summary(b):
     return out
 
 
+def per_layer(s):
+    """A layer's critical path by kind of time (us, means over layers): the hand-offs, the
+    linear stages' phases summed, and the busy time of stages without phases (attention), or
+    None when a linear stage has no phases."""
+    rows = [r for r in s if r["stage"] in STAGES]
+    if not rows or not any("input_us" in r for r in rows):
+        return None
+    out = {"span_us": sum(r["span_us"] for r in rows), "handoff_us": sum(r["handoff_us"] for r in rows)}
+    for k in PHASES:
+        out[k] = sum(r.get(k, 0.0) for r in rows)
+    out["other_busy_us"] = sum(r["busy_us"] for r in rows if "input_us" not in r)
+    return out
+
+
 def self_test():
     # Two tasks per stage, one layer, known times (ns): every number of the breakdown follows.
     tl, t = [], 1000
@@ -145,6 +159,12 @@ def self_test():
     tl[0][6] = tl[0][5] + 200
     q = summary(breakdown(tl))[0]
     assert abs(q["weights_us"] - 0.2) < 1e-9 and abs(q["dots_us"] - 1.1) < 1e-9, q
+    # Per layer: five stages of 2.3 us spans (qkv 2.2), their hand-offs and phases add up.
+    lay = per_layer(summary(breakdown(tl)))
+    assert abs(lay["span_us"] - 11.4) < 1e-9 and abs(lay["handoff_us"] - 1.4) < 1e-9, lay
+    parts = lay["handoff_us"] + sum(lay[k] for k in PHASES) + lay["other_busy_us"]
+    assert abs(parts - lay["span_us"]) < 1e-9, lay
+    assert per_layer(summary(breakdown([e[:5] for e in tl]))) is None
     print("critical_path self-test passed")
     return 0
 
@@ -175,6 +195,11 @@ def main(argv=None):
               f"{r['busy_us']:>8.2f} {r['spread_us']:>8.2f} {r['busy_median_us']:>9.2f}{ph}")
     ho = sum(r["handoff_us"] for r in b["stages"])
     print(f"sum of spans {total:.1f} us: hand-offs {ho:.1f} us, busy {total - ho:.1f} us")
+    lay = per_layer(s)
+    if lay:
+        print(f"a layer: {lay['span_us']:.1f} us = hand-offs {lay['handoff_us']:.1f} + input "
+              f"{lay['input_us']:.1f} + weights {lay['weights_us']:.1f} + dots {lay['dots_us']:.1f} + out "
+              f"{lay['out_us']:.1f} + stages without phases (attention) {lay['other_busy_us']:.1f}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump({"breakdown": b, "summary": s}, f, indent=1)

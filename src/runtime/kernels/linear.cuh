@@ -150,16 +150,17 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw, int units
 }
 
 // The rows of a tile's row group r0 .. r0 + R - 1: their weight rows, slices and rows within
-// them. ws: the tile's rows staged in shared memory (the slices' rows one after another), or null.
-template <int DT, int R>
+// them. Staged: the tile's rows are in shared memory at ws (the slices' rows one after another;
+// a compile-time choice, so that the compiler keeps the addresses in the shared space).
+template <int DT, int R, bool Staged = false>
 __device__ __forceinline__ void mk_group_rows(const MkTask& t, int r0, const char* (&w)[R],
                                               int (&slice)[R], int (&local)[R], const char* ws = nullptr) {
   const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
     mk_row_of(t, r0 + j, slice[j], local[j]);
-    w[j] = ws ? ws + (long long)(r0 + j) * row_bytes
-              : (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
+    w[j] = Staged ? ws + (long long)(r0 + j) * row_bytes
+                  : (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
   }
 }
 
@@ -171,10 +172,10 @@ struct MkGroupOut {
   float bias[R], res[R];
 };
 
-template <int DT, int R>
+template <int DT, int R, bool Staged = false>
 __device__ __forceinline__ void mk_group_out(const MkTask& t, int r0, int ks, const char* (&w)[R],
                                              MkGroupOut<R>& o, const char* ws = nullptr) {
-  mk_group_rows<DT, R>(t, r0, w, o.slice, o.local, ws);
+  mk_group_rows<DT, R, Staged>(t, r0, w, o.slice, o.local, ws);
   const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
 #pragma unroll
   for (int j = 0; j < R; ++j) {
@@ -212,7 +213,7 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
                                                const char* ws = nullptr) {
   const char* w[R];
   MkGroupOut<R> o;
-  mk_group_out<DT, R>(t, r0, ks, w, o, Smem ? ws : nullptr);
+  mk_group_out<DT, R, Smem>(t, r0, ks, w, o, ws);
   float acc[R];
   mk_dot_rows<DT, R, Smem>(w, xs, k0, k1, aligned, pre, acc);
   mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);

@@ -87,8 +87,10 @@ __device__ void mk_run(const MkParams& prm) {
   // The thread that waits on events and publishes; the controller warp runs no task code.
   const bool poller = threadIdx.x == (MK_CONTROLLER_WARP ? MK_BLOCK_THREADS : 0);
   const bool controller = MK_CONTROLLER_WARP && threadIdx.x >= MK_BLOCK_THREADS;
-  // Task code's shared memory follows the weight ring (stage.cuh), when there is one.
-  float* scratch = mk_smem + (MK_STAGE ? prm.stage_bytes / 4 : 0);
+  // Task code's shared memory follows the weight ring (stage.cuh), when there is one. The ring's
+  // size is a multiple of 128 bytes (the host's), written so that the compiler sees it: with an
+  // offset of unknown alignment the tasks' 16-byte vector accesses compile to scalar ones.
+  float* scratch = mk_smem + (MK_STAGE ? prm.stage_bytes / 128 * 32 : 0);
 #if MK_STAGE
   __shared__ __align__(8) unsigned long long stage_bars[2];
   __shared__ MkStageRec stage_rec[3];  // by descriptor buffer

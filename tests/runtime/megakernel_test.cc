@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <nvrtc.h>
 #include <regex>
 #include <set>
 #include <string>
@@ -671,6 +672,54 @@ TEST(Megakernel, LinearSumsAreThePrintedFormulas) {
 }
 
 // Only the model's weight dtype is compiled: one entry point per build.
+// The megakernel's PTX for compute_90a (NVRTC without ptxas).
+std::string megakernel_ptx(const MegakernelParams& p) {
+  const std::string src = megakernel_source(p, DType::BF16);
+  nvrtcProgram prog;
+  EXPECT_EQ(nvrtcCreateProgram(&prog, src.c_str(), "mk.cu", 0, nullptr, nullptr), NVRTC_SUCCESS);
+  std::vector<std::string> opts = megakernel_compile_options();
+  opts.push_back("--gpu-architecture=compute_90a");
+  std::vector<const char*> argv;
+  for (const std::string& o : opts) argv.push_back(o.c_str());
+  std::string ptx;
+  if (nvrtcCompileProgram(prog, int(argv.size()), argv.data()) == NVRTC_SUCCESS) {
+    size_t n = 0;
+    nvrtcGetPTXSize(prog, &n);
+    ptx.resize(n);
+    nvrtcGetPTX(prog, ptx.data());
+  }
+  nvrtcDestroyProgram(&prog);
+  return ptx;
+}
+
+size_t count_of(const std::string& text, const std::regex& re) {
+  return size_t(std::distance(std::sregex_iterator(text.begin(), text.end(), re), std::sregex_iterator()));
+}
+
+// The kernel's 16-byte shared-memory accesses stay 16-byte loads in every layout: with staging,
+// task code's shared memory starts at a run-time offset, and a staged kernel once lost every
+// vector shared load to an offset the compiler could not see to be aligned (and read its staged
+// rows through generic loads), which made it slower for reasons that had nothing to do with
+// staging. No generic 16-byte loads anywhere; at least as many vector shared loads as the
+// kernel without staging.
+TEST(Megakernel, SharedMemoryLoadsStayVectorised) {
+  const std::regex vec_shared("ld\\.shared\\.v4\\.f32"), generic16("\\bld\\.v4\\.");
+  const MegakernelParams plain = params_for_head_dim(128), small = default_params(128, 1'192'000'000, 28, 132);
+  MegakernelParams staged = small;
+  staged.stage_weights = 1;
+  const std::string base = megakernel_ptx(plain);
+  ASSERT_FALSE(base.empty());
+  const size_t want = count_of(base, vec_shared);
+  EXPECT_GT(want, 0u);
+  EXPECT_EQ(count_of(base, generic16), 0u);
+  for (const MegakernelParams& p : {small, staged}) {
+    SCOPED_TRACE(to_json(p));
+    const std::string ptx = megakernel_ptx(p);
+    EXPECT_GE(count_of(ptx, vec_shared), want);
+    EXPECT_EQ(count_of(ptx, generic16), 0u);
+  }
+}
+
 // Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the
 // fixture but the LM head's tiles, which stream); without it none is marked.
 TEST(Megakernel, StagingMarksTheLinearTasks) {

@@ -332,10 +332,11 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   MPK_CHECK(tables_.dynamic_smem <= optin, Unsupported)
       << "megakernel: tasks need " << tables_.dynamic_smem << " bytes of shared memory, the device has "
       << optin;
-  // The weight ring (kernels/stage.cuh) takes the shared memory the tasks leave: one worker per
-  // SM either way.
+  // The weight ring (kernels/stage.cuh): what its tasks need, within the shared memory they
+  // leave (tasks too large for it stream).
   if (m_->params().stage_weights) {
-    tables_.stage_bytes = (optin - tables_.dynamic_smem) / 128 * 128;
+    tables_.stage_bytes = std::min((optin - tables_.dynamic_smem) / 128 * 128,
+                                   stage_ring_need(tables_, m_->weight_dtype()));
     tables_.dynamic_smem += tables_.stage_bytes;
   }
   const int fit = m_->function().max_active_blocks_per_sm(m_->block_threads(), size_t(tables_.dynamic_smem));

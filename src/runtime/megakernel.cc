@@ -407,6 +407,27 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
   return t;
 }
 
+int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype) {
+  const int64_t es = int64_t(dtype_size(weight_dtype));
+  auto bytes = [&](int id) -> int64_t {
+    const MkTask& d = tables.tasks[size_t(id)];
+    if (!(d.flags & MPK_MK_F_STAGE)) return 0;
+    int64_t b = 0;
+    for (int s = 0; s < d.num_slices; ++s) b += int64_t(d.slices[s].rows) * d.k * es;
+    return b;
+  };
+  int64_t need = 0;
+  for (size_t w = 0; w + 1 < tables.queue_begin.size(); ++w) {
+    const int q0 = tables.queue_begin[w], n = tables.queue_begin[w + 1] - q0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t cur = bytes(tables.queue[size_t(q0 + i)]);
+      const int64_t next = bytes(tables.queue[size_t(q0 + (i + 1) % n)]);
+      need = std::max(need, cur > 0 && next > 0 ? cur + next + 127 : cur);
+    }
+  }
+  return (need + 127) / 128 * 128;
+}
+
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
                                                        const MemoryPlan& mem, const MegakernelParams& params,
                                                        std::vector<int>* variants) {

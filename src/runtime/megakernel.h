@@ -87,6 +87,13 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
 
+// The weight ring staging needs (stage_weights, kernels/stage.cuh): copies alternate between the
+// ring's two ends, so a task's copy is issued ahead when it and the running task's fit together
+// with the 128-byte rounding of the top end's offset: the most bytes two consecutive tasks of a
+// worker's queue stage (the queue wraps into the next step) plus 127, or one task alone,
+// rounded up to 128; 0 when no task stages. A larger ring only takes shared memory from the L1.
+int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype);
+
 // The tasks of the plan the kernel does not run, each with why (build_tables refuses the
 // first); `variants`, when given, gets every task's variant id (-1 for a refused one).
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,

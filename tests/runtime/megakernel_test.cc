@@ -672,6 +672,33 @@ TEST(Megakernel, LinearSumsAreThePrintedFormulas) {
 }
 
 // Only the model's weight dtype is compiled: one entry point per build.
+// The weight ring holds any two consecutive staged tasks of a queue (the wrap into the next step
+// included) with the 127 bytes the top end's rounding may cost, or one task alone; no more.
+TEST(Megakernel, TheWeightRingHoldsTwoConsecutiveStagedTasks) {
+  mpk::rt::MegakernelTables t;
+  auto task = [&](int rows, int k, bool staged) {
+    MkTask d{};
+    d.kind = MPK_MK_LINEAR;
+    d.flags = staged ? MPK_MK_F_STAGE : 0;
+    d.k = k;
+    d.num_slices = 1;
+    d.slices[0].rows = rows;
+    t.tasks.push_back(d);
+    return int(t.tasks.size()) - 1;
+  };
+  // Worker 0: 1,000 bytes staged, one not staged, 3,000, 500 (bf16).
+  t.queue = {task(5, 100, true), task(64, 100, false), task(15, 100, true), task(5, 50, true)};
+  t.queue_begin = {0, 4};
+  EXPECT_EQ(stage_ring_need(t, DType::BF16), 3712);  // 3,000 + 500 + 127 -> 3,627, rounded up
+  EXPECT_EQ(stage_ring_need(t, DType::F32), 7168);   // 6,000 + 1,000 + 127 -> 7,127, rounded up
+  // Worker 1 runs one task of 8,000 bytes: its next step's copy is issued beside it.
+  t.queue.push_back(task(40, 100, true));
+  t.queue_begin.push_back(5);
+  EXPECT_EQ(stage_ring_need(t, DType::BF16), 16128);  // 16,000 + 127
+  t.tasks.back().flags = 0;
+  EXPECT_EQ(stage_ring_need(t, DType::BF16), 3712);
+}
+
 // The megakernel's PTX for compute_90a (NVRTC without ptxas).
 std::string megakernel_ptx(const MegakernelParams& p) {
   const std::string src = megakernel_source(p, DType::BF16);
@@ -745,6 +772,8 @@ TEST(Megakernel, StagingMarksTheLinearTasks) {
   EXPECT_GT(marked, 0);
   EXPECT_LT(marked, linears);
   EXPECT_EQ(on.stage_bytes, 0) << "the session sizes the ring";
+  EXPECT_EQ(stage_ring_need(off, DType::BF16), 0);
+  EXPECT_GT(stage_ring_need(on, DType::BF16), 0);
   // Rows that are not whole 16-byte units stream: a hidden size of 1,004 bf16 (2,008 bytes)
   // leaves qkv and gate/up unmarked, o_proj (K 2,048) and down (K 3,072) marked.
   model::Config c = mpk::testing::qwen3_0_6b();

@@ -407,15 +407,15 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
   return t;
 }
 
+int64_t staged_weight_bytes(const MkTask& d, DType weight_dtype) {
+  if (!(d.flags & MPK_MK_F_STAGE)) return 0;
+  int64_t b = 0;
+  for (int s = 0; s < d.num_slices; ++s) b += int64_t(d.slices[s].rows) * d.k;
+  return b * int64_t(dtype_size(weight_dtype));
+}
+
 int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype) {
-  const int64_t es = int64_t(dtype_size(weight_dtype));
-  auto bytes = [&](int id) -> int64_t {
-    const MkTask& d = tables.tasks[size_t(id)];
-    if (!(d.flags & MPK_MK_F_STAGE)) return 0;
-    int64_t b = 0;
-    for (int s = 0; s < d.num_slices; ++s) b += int64_t(d.slices[s].rows) * d.k * es;
-    return b;
-  };
+  auto bytes = [&](int id) { return staged_weight_bytes(tables.tasks[size_t(id)], weight_dtype); };
   int64_t need = 0;
   for (size_t w = 0; w + 1 < tables.queue_begin.size(); ++w) {
     const int q0 = tables.queue_begin[w], n = tables.queue_begin[w + 1] - q0;

@@ -87,6 +87,10 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
 
+// The bytes of a linear task's weight rows when the host marked them for staging
+// (MPK_MK_F_STAGE), else 0 (the kernel's mk_stage_bytes before the ring's size).
+int64_t staged_weight_bytes(const MkTask& task, DType weight_dtype);
+
 // The weight ring staging needs (stage_weights, kernels/stage.cuh): copies alternate between the
 // ring's two ends, so a task's copy is issued ahead when it and the running task's fit together
 // with the 128-byte rounding of the top end's offset: the most bytes two consecutive tasks of a

@@ -435,11 +435,9 @@ TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
         GpuSession s(m->gpu(), opts(64, 8), m->stats());
         int64_t largest = 0, staged = 0;
         for (const MkTask& d : s.tables().tasks) {
-          if (!(d.flags & MPK_MK_F_STAGE)) continue;
-          int64_t b = 0;
-          for (int i = 0; i < d.num_slices; ++i) b += int64_t(d.slices[i].rows) * d.k * int64_t(dtype_size(m->gpu()->weight_dtype()));
+          const int64_t b = staged_weight_bytes(d, m->gpu()->weight_dtype());
           largest = std::max(largest, b);
-          ++staged;
+          staged += b > 0;
         }
         ASSERT_GT(staged, 0) << "no linear task stages its weights";
         ASSERT_EQ(s.tables().stage_bytes, stage_ring_need(s.tables(), m->gpu()->weight_dtype()))

@@ -24,6 +24,14 @@ std::string failed(const ProofRecord& r) {
 }
 
 // True when a and b evaluate alike at every point of `domain` (an undefined value differs).
+// Every (a, b) with 0 <= a < na and 0 <= b < nb, as environments of the variables a and b.
+std::vector<ir::IndexEnv> grid(const std::string& a, int64_t na, const std::string& b, int64_t nb) {
+  std::vector<ir::IndexEnv> out;
+  for (int64_t i = 0; i < na; ++i)
+    for (int64_t j = 0; j < nb; ++j) out.push_back({{a, i}, {b, j}});
+  return out;
+}
+
 bool same_values(const IndexExpr& a, const IndexExpr& b, const std::vector<ir::IndexEnv>& domain) {
   for (const ir::IndexEnv& env : domain) {
     try {
@@ -205,9 +213,7 @@ TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
     EXPECT_FALSE(prove_swizzle128({wrong, f.c_of}, 64, 2000).proved()) << ir::to_string(wrong);
     EXPECT_FALSE(brute_force_swizzle({wrong, f.c_of}, 64)) << ir::to_string(wrong);
   }
-  std::vector<ir::IndexEnv> chunks;
-  for (int64_t row = 0; row < 64; ++row)
-    for (int64_t ch = 0; ch < 8; ++ch) chunks.push_back({{"r", row}, {"c", ch}});
+  const std::vector<ir::IndexEnv> chunks = grid("r", 64, "c", 8);
   Tally tally{"128-byte swizzle of 64 rows"};
   for (const IndexExpr& m : mutants(f.chunk)) {
     const ir::Swizzle128 g{m, f.c_of};
@@ -301,9 +307,7 @@ TEST(LdmatrixProofs, AttentionsPackingOfPIsProvedAndMutantsAgreeWithBruteForce) 
   const ProofRecord r = prove_acc_as_a(f, ir::mma_tile_formula());
   EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
   EXPECT_TRUE(brute_force_acc_as_a(f));
-  std::vector<ir::IndexEnv> regs;
-  for (int64_t i = 0; i < 4; ++i)
-    for (int64_t j = 0; j < 2; ++j) regs.push_back({{"i", i}, {"j", j}});
+  const std::vector<ir::IndexEnv> regs = grid("i", 4, "j", 2);
   Tally tally{"attention's P from its accumulators"};
   for (const IndexExpr& m : mutants(f.tile)) {
     const ir::AccAsA g{m, f.elem};

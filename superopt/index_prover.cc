@@ -6,6 +6,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <tuple>
+#include <utility>
 
 #include "base/error.h"
 #include "superopt/z3_check.h"
@@ -422,6 +424,12 @@ ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, i
   return r;
 }
 
+// mma.sync m16n8k16's A fragment (PTX ISA, .bf16): thread t's register i, half j holds row
+// t / 4 + 8 (i % 2), column 2 (t % 4) + j + 8 (i / 2) of the 16 x 16 block (t >= 0: C's division).
+static std::pair<z3::expr, z3::expr> mma_a_element(const z3::expr& t, const z3::expr& i, const z3::expr& j) {
+  return {t / 4 + 8 * (i % 2), 2 * (t % 4) + j + 8 * (i / 2)};
+}
+
 ProofRecord prove_ldmatrix(const ir::LdmatrixAddr& f, LdmatrixUse use, unsigned timeout_ms) {
   z3::context ctx;
   Encoder enc(ctx, 32);
@@ -457,7 +465,7 @@ ProofRecord prove_ldmatrix(const ir::LdmatrixAddr& f, LdmatrixUse use, unsigned 
   // holds k = 2c + j + 8 r, n = g (+ 8 for the second tile).
   const z3::expr lo = 2 * c + j + 8 * (i % 2), hi = g + 8 * (i / 2);
   z3::expr want_row = lo, want_col = hi;  // Bt: rows k, columns n
-  if (use == LdmatrixUse::A) want_row = g + 8 * (i % 2), want_col = 2 * c + j + 8 * (i / 2);
+  if (use == LdmatrixUse::A) std::tie(want_row, want_col) = mma_a_element(t, i, j);
   if (use == LdmatrixUse::B) want_row = hi, want_col = lo;
   r.obligations.push_back(check(ctx, "the fragment (what ldmatrix delivers is what mma.sync expects)",
                                 t >= 0 && t < 32 && i >= 0 && i < 4 && j >= 0 && j < 2 && srow.defined && scol.defined,
@@ -488,7 +496,7 @@ ProofRecord prove_acc_as_a(const ir::AccAsA& f, const ir::MmaTile& tile, unsigne
   r.obligations.push_back(check(ctx, "the fragment (the accumulator packed is the A element mma.sync expects)",
                                 holder && tl.defined && el.defined && tl.value >= 0 && el.value >= 0 && row.defined &&
                                     col.defined,
-                                row.value == t / 4 + 8 * (i % 2) && col.value == 2 * (t % 4) + j + 8 * (i / 2),
+                                row.value == mma_a_element(t, i, j).first && col.value == mma_a_element(t, i, j).second,
                                 {t, i, j}, timeout_ms));
   return r;
 }

@@ -115,9 +115,15 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                         return superopt::prove_even_split(ir::even_split_formula(), kMaxLen, parts);
                       }});
   // Tiles (rows, cols, warps down, warps across) and chunked loads (rows, chunks per row,
-  // threads, shared row stride) as kernels/prefill_gemm.cuh and prefill_attention.cuh use them.
+  // threads, shared row stride; 16-byte chunks or element pairs) as kernels/prefill_gemm.cuh
+  // and prefill_attention.cuh use them.
   struct Tile { std::string use; int64_t bm, bn, wm, wn; };
-  struct Load { std::string use; int64_t rows, ch, threads, ld; };
+  struct Load {
+    std::string use;
+    int64_t rows, ch, threads, ld;
+    const char* kind = "chunk load";
+    const ir::ChunkLoad* f = &ir::chunk_load_formula();
+  };
   std::vector<Tile> tiles;
   std::vector<Load> loads;
   for (const GemmTile* t : gemm_tiles()) {  // the table the kernels are printed from
@@ -155,18 +161,16 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
   tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});
   loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});
-  needed.push_back({"prefill attention: Q staged in pairs, key and value pairs of rows not whole chunks",
-                    "pair load 64 " + std::to_string(dp / 2) + " 128 " + std::to_string(dp + 8), [dp] {
-                      return superopt::prove_chunk_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8);
-                    }});
+  loads.push_back({"prefill attention: Q staged in pairs, key and value pairs of rows not whole chunks", 64,
+                   dp / 2, 128, dp + 8, "pair load", &ir::pair_load_formula()});
   for (const Tile& t : tiles)
     needed.push_back({t.use, "mma tile " + std::to_string(t.bm) + " " + std::to_string(t.bn) + " " +
                                  std::to_string(t.wm) + " " + std::to_string(t.wn),
                       [t] { return superopt::prove_mma_tile(ir::mma_tile_formula(), t.bm, t.bn, t.wm, t.wn); }});
   for (const Load& l : loads)
-    needed.push_back({l.use, "chunk load " + std::to_string(l.rows) + " " + std::to_string(l.ch) + " " +
+    needed.push_back({l.use, std::string(l.kind) + " " + std::to_string(l.rows) + " " + std::to_string(l.ch) + " " +
                                  std::to_string(l.threads) + " " + std::to_string(l.ld),
-                      [l] { return superopt::prove_chunk_load(ir::chunk_load_formula(), l.rows, l.ch, l.threads, l.ld); }});
+                      [l] { return superopt::prove_chunk_load(*l.f, l.rows, l.ch, l.threads, l.ld); }});
   const std::vector<superopt::ProofRecord> records = proved(needed);
   std::vector<PlanProof> out;
   for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});

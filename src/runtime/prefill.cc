@@ -414,9 +414,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
     return c;
   };
-  // RoPE op `rope` of rows x to out, after the head norm of weight w (0: none).
-  auto launch_rope = [&](const ir::Op& rope, uint64_t w, float eps, uint64_t x, uint64_t out) {
-    const size_t r = size_t(&rope - g_.ops.data());
+  // RoPE op r of rows x to out, after the head norm of weight w (0: none).
+  auto launch_rope = [&](size_t r, uint64_t w, float eps, uint64_t x, uint64_t out) {
+    const ir::Op& rope = g_.ops[r];
     MPK_ICHECK(mem_.rope_offset[r] >= 0) << "prefill: RoPE without a table";
     cuda::LaunchConfig c;
     c.grid.x = unsigned(rows);
@@ -447,7 +447,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       }
       case ir::OpKind::HeadRmsNorm: {
         if (s.rope_op >= 0) {
-          launch_rope(g_.ops[size_t(s.rope_op)], cnst(op.weight), float(op.attrs.eps), ptr(s.inputs[0]), out);
+          launch_rope(size_t(s.rope_op), cnst(op.weight), float(op.attrs.eps), ptr(s.inputs[0]), out);
           break;
         }
         const long long units = (long long)nrows(s.output) * op.attrs.num_heads;
@@ -458,7 +458,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
                           op.attrs.head_dim, float(op.attrs.eps));
         break;
       }
-      case ir::OpKind::Rope: launch_rope(op, 0, 0.f, ptr(s.inputs[0]), out); break;
+      case ir::OpKind::Rope: launch_rope(size_t(s.op), 0, 0.f, ptr(s.inputs[0]), out); break;
       case ir::OpKind::Attention: {
         const int d = op.attrs.head_dim, hq = op.attrs.num_heads, hkv = op.attrs.num_kv_heads;
         const int cap = int(mem_.kv_capacity);

@@ -108,6 +108,11 @@ class Decomposer {
     }
     const int stage =
         new_stage(layer_prefix(head.layer) + name, TaskKind::Linear, head.layer, rows, k);
+    if (o_.pair_siblings && members.size() == 2 &&
+        numel(g_.ops[size_t(members[0])].output) == numel(g_.ops[size_t(members[1])].output)) {
+      paired_tiles(stage, members, k);
+      return 2;
+    }
     const int64_t tile = linear_tile_rows(rows, o_);
     for (int64_t r0 = 0; r0 < rows; r0 += tile) {
       const int64_t r1 = std::min(rows, r0 + tile);
@@ -130,6 +135,28 @@ class Decomposer {
       finish(t);
     }
     return int(members.size());
+  }
+
+  // Tile t of two sibling linears of n rows each: rows [a, b) of both, the stage's rows
+  // [2a, 2b) (Task::row_begin: ordered tile by tile).
+  void paired_tiles(int stage, const std::vector<int>& members, int64_t k) {
+    const int64_t n = numel(g_.ops[size_t(members[0])].output);
+    const int64_t tile = linear_tile_rows(n, o_);
+    for (int64_t a = 0; a < n; a += tile) {
+      const int64_t b = std::min(n, a + tile);
+      Task& t = new_task(stage);
+      t.row_begin = 2 * a, t.row_end = 2 * b, t.k = k;
+      t.reads.push_back(whole(g_.ops[size_t(members[0])].inputs[0]));
+      for (int m : members) {
+        const ir::Op& op = g_.ops[size_t(m)];
+        t.ops.push_back({m, OpKind::Linear});
+        t.weights.push_back({op.weight, op.bias, a, b, op.output, a});
+        t.writes.push_back({op.output, a, b});
+        t.weight_bytes += (b - a) * (k + (op.bias >= 0 ? 1 : 0)) * wbytes_;
+        t.flops += 2.0 * double(b - a) * double(k) + (op.bias >= 0 ? double(b - a) : 0.0);
+      }
+      finish(t);
+    }
   }
 
   void attention(int index) {

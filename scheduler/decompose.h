@@ -32,6 +32,10 @@ struct DecomposeOptions {
   // Consecutive linears reading the same input (q/k/v, gate/up) become one stage over their
   // concatenated output rows: one wave of tiles instead of three (two) smaller ones.
   bool merge_sibling_linears = true;
+  // Two merged siblings of equal rows (gate/up) are tiled by pairs: a tile takes rows [a, b)
+  // of both (tile_rows / target_tiles apply to one linear's rows), so that it holds every
+  // input of silu(gate) * up for [a, b) (what FuseOptions::down_into_gate_up needs).
+  bool pair_siblings = false;
   DType kv_dtype = DType::BF16;  // KV cache element type on the device
 };
 

@@ -25,16 +25,21 @@ Json task_json(const Task& t) {
             {"weight_bytes", t.weight_bytes}, {"kv_bytes", t.kv_bytes},
             {"act_bytes", t.act_bytes},       {"flops", t.flops},
             {"reads", accesses(t.reads)},     {"writes", accesses(t.writes)},
+            {"adds", accesses(t.adds)},
             {"waits", t.waits},    {"waits_prev", t.waits_prev},
             {"trigger", t.trigger}};
   if (t.kind == TaskKind::Linear) {
     Json w = Json::array();
     for (const WeightSlice& s : t.weights)
       w.push_back({{"weight", s.weight}, {"bias", s.bias}, {"row_begin", s.row_begin},
-                   {"row_end", s.row_end}, {"out", s.out}, {"out_begin", s.out_begin}});
+                   {"row_end", s.row_end}, {"out", s.out}, {"out_begin", s.out_begin},
+                   {"copy", s.copy}});
     j["rows"] = {t.row_begin, t.row_end};
     j["k"] = t.k;
     j["weights"] = w;
+    for (const WeightColumns& c : t.columns)
+      j["columns"].push_back({{"weight", c.weight}, {"rows", c.rows}, {"cols", c.cols},
+                              {"col_begin", c.col_begin}, {"col_end", c.col_end}, {"out", c.out}});
   } else if (t.kind != TaskKind::Vector) {
     j["kv_head"] = t.kv_head;
     j["q_heads"] = {t.q_head_begin, t.q_head_end};

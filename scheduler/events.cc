@@ -81,9 +81,15 @@ void carried_events(TaskGraph& tg, const std::vector<std::vector<Write>>& writes
 
 TaskGraph build_events(TaskGraph tg) {
   const size_t n = tg.tasks.size();
-  std::vector<std::vector<Write>> writes(tg.buffers.size());
-  for (const Task& t : tg.tasks)
+  std::vector<std::vector<Write>> writes(tg.buffers.size()), adds(tg.buffers.size());
+  for (const Task& t : tg.tasks) {
     for (const Access& a : t.writes) writes[size_t(a.buffer)].push_back({a.begin, a.end, t.id});
+    for (const Access& a : t.adds) {
+      MPK_ICHECK(!tg.buffers[size_t(a.buffer)].carried)
+          << "events: task " << t.name << " adds into carried " << tg.buffers[size_t(a.buffer)].name;
+      adds[size_t(a.buffer)].push_back({a.begin, a.end, t.id});
+    }
+  }
   std::vector<int64_t> written(tg.buffers.size(), 0);
   for (size_t b = 0; b < writes.size(); ++b) {
     auto& w = writes[b];
@@ -101,24 +107,37 @@ TaskGraph build_events(TaskGraph tg) {
   BufferSets full(n, tg.buffers.size());
   std::vector<std::vector<int>> producers(n);
   std::vector<std::vector<int>> consumers(n);
+  // The tasks that write (or add into) a range of buffer r.buffer overlapping r.
+  auto overlapping = [&](const Task& t, const Access& r, const std::vector<Write>& w, bool sorted,
+                         std::vector<int>& p) {
+    auto it = w.begin();
+    if (sorted) {
+      it = std::upper_bound(w.begin(), w.end(), r.begin,
+                            [](int64_t v, const Write& x) { return v < x.begin; });
+      if (it != w.begin()) --it;
+    }
+    for (; it != w.end() && (!sorted || it->begin < r.end); ++it)
+      if (it->end > r.begin && it->begin < r.end) {
+        MPK_ICHECK(it->task < t.id) << "events: task " << t.name << " reads "
+                                    << tg.buffers[size_t(r.buffer)].name
+                                    << " written by a later task " << it->task;
+        p.push_back(it->task);
+      }
+  };
   for (Task& t : tg.tasks) {
+    // A read waits for the range's writers and adders; an add for its writers only.
+    std::vector<Access> deps = t.reads;
+    deps.insert(deps.end(), t.adds.begin(), t.adds.end());
     std::vector<std::vector<int>> per_read;
-    for (const Access& r : t.reads) {
+    for (size_t i = 0; i < deps.size(); ++i) {
+      const Access& r = deps[i];
+      const bool read = i < t.reads.size();
       std::vector<int> p;
       if (!tg.buffers[size_t(r.buffer)].carried) {
-        const auto& w = writes[size_t(r.buffer)];
-        auto it = std::upper_bound(w.begin(), w.end(), r.begin,
-                                   [](int64_t v, const Write& x) { return v < x.begin; });
-        if (it != w.begin()) --it;
-        for (; it != w.end() && it->begin < r.end; ++it)
-          if (it->end > r.begin) {
-            MPK_ICHECK(it->task < t.id) << "events: task " << t.name << " reads "
-                                        << tg.buffers[size_t(r.buffer)].name
-                                        << " written by a later task " << it->task;
-            p.push_back(it->task);
-          }
+        overlapping(t, r, writes[size_t(r.buffer)], true, p);
+        if (read) overlapping(t, r, adds[size_t(r.buffer)], false, p);
       }
-      if (!tg.buffers[size_t(r.buffer)].carried && r.begin == 0 &&
+      if (read && !tg.buffers[size_t(r.buffer)].carried && r.begin == 0 &&
           r.end >= tg.buffers[size_t(r.buffer)].numel && written[size_t(r.buffer)] > 0)
         full.set(t.id, r.buffer);
       per_read.push_back(std::move(p));
@@ -127,8 +146,8 @@ TaskGraph build_events(TaskGraph tg) {
     for (const auto& p : per_read) all.insert(all.end(), p.begin(), p.end());
     sort_unique(all);
     std::vector<int>& mine = producers[size_t(t.id)];
-    for (size_t i = 0; i < t.reads.size(); ++i) {
-      const int b = t.reads[i].buffer;
+    for (size_t i = 0; i < deps.size(); ++i) {
+      const int b = deps[i].buffer;
       const bool implied = std::any_of(all.begin(), all.end(), [&](int q) { return full.has(q, b); });
       if (!implied) mine.insert(mine.end(), per_read[i].begin(), per_read[i].end());
     }

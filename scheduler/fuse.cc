@@ -27,6 +27,8 @@ class Fuser {
         if (Task* a = single_op(int(s), OpKind::Add)) residual(*a);
     // Consumers first, so a chain (rope after head norm) folds into the same tasks in order.
     for (size_t s = tg_.stages.size(); s-- > 0;) prologue(int(s));
+    if (o_.down_into_gate_up)
+      for (size_t s = 0; s < tg_.stages.size(); ++s) fold_down(int(s));
     if (o_.merge_into_attention) fold_merges();
     if (o_.argmax_into_linear) argmax();
     if (o_.embedding_into_argmax) embedding();
@@ -151,6 +153,83 @@ class Fuser {
       first = false;
     }
     dead_[size_t(p->id)] = true;
+  }
+
+  // Live tasks of a stage.
+  std::vector<int> live(int stage) const {
+    std::vector<int> r;
+    for (int id : tg_.stages[size_t(stage)].tasks)
+      if (!dead_[size_t(id)]) r.push_back(id);
+    return r;
+  }
+
+  // The down projection's tiles (ops silu_mul, linear, add: out = res + W . silu(g) * u, after
+  // the prologue and residual fusions) into the tiles of the gate/up stage when those are paired
+  // (rows [a, b) of g and of u each) and nothing else reads g and u: tile [a, b) multiplies its
+  // silu(g) * u by columns [a, b) of W and adds the sums into out, which res's producers (one
+  // linear stage) also write when they write res (WeightSlice::copy), before any tile adds.
+  void fold_down(int stage) {
+    const std::vector<int> down = live(stage);
+    if (down.empty() || tg_.stages[size_t(stage)].kind != TaskKind::Linear) return;
+    const Task& d0 = tg_.tasks[size_t(down[0])];
+    if (d0.ops.size() != 3 || d0.ops[0].kind != OpKind::SiluMul || d0.ops[1].kind != OpKind::Linear ||
+        d0.ops[2].kind != OpKind::Add || d0.weights.size() != 1)
+      return;
+    const ir::Op& silu = g_.ops[size_t(d0.ops[0].op)];
+    const ir::Op& lin = g_.ops[size_t(d0.ops[1].op)];
+    const ir::Op& add = g_.ops[size_t(d0.ops[2].op)];
+    const int gate = silu.inputs[0], up = silu.inputs[1], out = add.output;
+    const int res = add.inputs[0] == lin.output ? add.inputs[1] : add.inputs[0];
+    if (lin.bias >= 0 || gate == up || res == lin.output || graph_output(out) ||
+        tg_.buffers[size_t(out)].carried)
+      return;
+    for (int id : down) {
+      const Task& d = tg_.tasks[size_t(id)];
+      if (d.ops.size() != 3 || d.ops[1].op != d0.ops[1].op || d.weights.size() != 1 ||
+          d.weights[0].out != out)
+        return;
+    }
+    // The gate/up tiles: paired, read only by the down tiles.
+    const std::vector<int> tiles = writers(gate);
+    if (!one_linear_stage(tiles) || writers(up) != tiles || readers(gate) != down ||
+        readers(up) != down)
+      return;
+    for (int id : tiles) {
+      const Task& t = tg_.tasks[size_t(id)];
+      if (t.weights.size() != 2 || t.weights[0].out != gate || t.weights[1].out != up ||
+          t.weights[0].row_begin != t.weights[1].row_begin || t.weights[0].row_end != t.weights[1].row_end ||
+          t.weights[0].out_begin != t.weights[0].row_begin || t.weights[1].out_begin != t.weights[1].row_begin)
+        return;
+    }
+    // res's producers: linear tiles writing it from their slices.
+    const std::vector<int> inits = writers(res);
+    if (!one_linear_stage(inits)) return;
+    for (int id : inits)
+      for (const WeightSlice& s : tg_.tasks[size_t(id)].weights)
+        if (s.out != res) return;
+    const int64_t n = tg_.buffers[size_t(out)].numel, cols = tg_.buffers[size_t(gate)].numel;
+    const ir::WeightRef& w = g_.weight(lin.weight);
+    if (w.shape.size() != 2 || w.shape[0] != n || w.shape[1] != cols || n != tg_.buffers[size_t(res)].numel)
+      return;
+    for (int id : inits) {
+      Task& t = tg_.tasks[size_t(id)];
+      for (WeightSlice& s : t.weights) {
+        s.copy = out;
+        t.writes.push_back({out, s.out_begin, s.out_begin + (s.row_end - s.row_begin)});
+      }
+      t.writes = normalize(std::move(t.writes));
+    }
+    const int64_t wbytes = int64_t(dtype_size(g_.weight_dtype));
+    for (int id : tiles) {
+      Task& t = tg_.tasks[size_t(id)];
+      const int64_t a = t.weights[0].row_begin, b = t.weights[0].row_end;
+      t.columns.push_back({lin.weight, n, cols, a, b, out});
+      t.adds.push_back({out, 0, n});
+      for (size_t i = 0; i < 3; ++i) t.ops.push_back(d0.ops[i]);
+      t.weight_bytes += n * (b - a) * wbytes;
+      t.flops += 2.0 * double(n) * double(b - a) + 5.0 * double(b - a) + double(n);
+    }
+    for (int id : down) dead_[size_t(id)] = true;
   }
 
   // Whether every read in `reads` (the live tasks' reads of out.buffer) that overlaps `out`

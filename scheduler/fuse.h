@@ -18,6 +18,12 @@ struct FuseOptions {
   bool residual_into_linear = true;
   // silu(gate) * up into the prologue of the linear reading it (down_proj).
   bool silu_into_linear = true;
+  // The MLP's down projection into the gate/up tiles (needs paired gate/up tiles,
+  // DecomposeOptions::pair_siblings, and the SiLU and residual fusions): each tile computes
+  // silu(gate) * up for its rows and adds that times the matching columns of down into the
+  // output (Task::columns, Task::adds), which the residual's producers (o_proj's tiles) wrote
+  // first (WeightSlice::copy). One wave less per layer; the sums' order varies from run to run.
+  bool down_into_gate_up = false;
   // The merge of a KV head's chunk partials into its chunk tasks (the last to finish merges):
   // no merge wave of its own (see Task::merges).
   bool merge_into_attention = true;

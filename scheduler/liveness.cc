@@ -41,7 +41,7 @@ HappensBefore::HappensBefore(const TaskGraph& tg) {
   }
   accessors_.assign(tg.buffers.size(), {});
   for (const Task& t : tg.tasks) {
-    for (const auto* list : {&t.reads, &t.writes})
+    for (const auto* list : {&t.reads, &t.writes, &t.adds})
       for (const Access& a : *list) {
         auto& v = accessors_[size_t(a.buffer)];
         if (v.empty() || v.back() != t.id) v.push_back(t.id);
@@ -85,7 +85,8 @@ std::vector<int> share_buffers(const TaskGraph& tg, const std::vector<bool>& hos
   const size_t nb = tg.buffers.size();
   std::vector<bool> pinned = host_visible, written(nb);
   for (const Task& t : tg.tasks)
-    for (const Access& a : t.writes) written[size_t(a.buffer)] = true;
+    for (const auto* list : {&t.writes, &t.adds})
+      for (const Access& a : *list) written[size_t(a.buffer)] = true;
   for (size_t b = 0; b < nb; ++b) pinned[b] = pinned[b] || tg.buffers[b].carried || !written[b];
   for (size_t c = 0; c < nb; ++c) {
     if (!tg.buffers[c].carried) continue;

@@ -23,6 +23,23 @@ LinearSpec linear(const ir::Graph& g, const TaskGraph& tg, const Task& t) {
   for (; i < t.ops.size() && t.ops[i].kind != ir::OpKind::Linear; ++i) pro.push_back(&g.ops[size_t(t.ops[i].op)]);
   std::vector<int> lin;
   for (; i < t.ops.size() && t.ops[i].kind == ir::OpKind::Linear; ++i) lin.push_back(t.ops[i].op);
+  if (!t.columns.empty()) {
+    // silu_mul(gate, up), the down linear over it, the residual add into columns[0].out.
+    if (t.columns.size() != 1 || lin.size() != 2 || t.weights.size() != 2 || i + 3 != t.ops.size() ||
+        t.ops[i].kind != ir::OpKind::SiluMul || t.ops[i + 1].kind != ir::OpKind::Linear ||
+        t.ops[i + 2].kind != ir::OpKind::Add)
+      throw NoSpec{"folded down projection: unexpected ops"};
+    const ir::Op& silu = g.ops[size_t(t.ops[i].op)];
+    const ir::Op& down = g.ops[size_t(t.ops[i + 1].op)];
+    const ir::Op& add = g.ops[size_t(t.ops[i + 2].op)];
+    if (silu.inputs[0] != t.weights[0].out || silu.inputs[1] != t.weights[1].out ||
+        down.inputs[0] != silu.output || down.weight != t.columns[0].weight ||
+        add.output != t.columns[0].out ||
+        (add.inputs[0] != down.output && add.inputs[1] != down.output))
+      throw NoSpec{"folded down projection: operands"};
+    s.down_fold = true;
+    i = t.ops.size();
+  }
   const ir::Op* add = nullptr;
   for (; i < t.ops.size(); ++i) {
     if (t.ops[i].kind == ir::OpKind::Add && !add && !s.argmax)

@@ -25,6 +25,9 @@ struct LinearSpec {
   double eps = 0;
   std::vector<int> residual;  // per slice: the tensor added to its output, or -1
   bool argmax = false;        // the tile's argmax partial of its outputs
+  // The folded down projection (Task::columns): slices 0 and 1 are gate and up, and the tile
+  // adds W . silu(gate) * up over its rows into columns[0].out.
+  bool down_fold = false;
   int argmax_value = -1, argmax_index = -1;  // buffers of the partials
   int64_t argmax_slot = -1;                  // this tile's element in them
 };

@@ -68,6 +68,19 @@ struct WeightSlice {
   int64_t row_end = 0;
   int out = -1;  // buffer id
   int64_t out_begin = 0;
+  // A buffer its outputs are also written to, from out_begin, or -1: the start of a sum that
+  // other tasks add into (Task::adds), the residual of the MLP's folded down projection.
+  int copy = -1;
+};
+
+// Columns [col_begin, col_end) of every row of a weight matrix of `rows` rows and `cols`
+// columns: a linear over a tile's own outputs, its reduction split across the stage's tiles
+// (each tile one K part), every tile adding its `rows` sums into `out` (Task::adds).
+struct WeightColumns {
+  int weight = -1;  // ir::Graph::weights index
+  int64_t rows = 0, cols = 0;
+  int64_t col_begin = 0, col_end = 0;
+  int out = -1;  // buffer id
 };
 
 // A graph op a task implements. In a Linear task an argmax is the per-tile partial; in a
@@ -97,11 +110,16 @@ struct Task {
   int layer = -1;
   std::vector<FusedOp> ops;  // in execution order
 
-  // Linear: rows [row_begin, row_end) of the stage's (concatenated) output rows, K = k.
+  // Linear: rows [row_begin, row_end) of the stage's (concatenated) output rows, K = k. With
+  // paired siblings (DecomposeOptions::pair_siblings) the stage's rows are ordered tile by
+  // tile: a tile's rows of the first linear, then the same rows of the second.
   int64_t row_begin = 0;
   int64_t row_end = 0;
   int64_t k = 0;
   std::vector<WeightSlice> weights;
+  // Linear: the folded down projection (FuseOptions::down_into_gate_up): silu(gate) * up of
+  // the tile's rows times those columns of the down matrix, added into columns.out.
+  std::vector<WeightColumns> columns;
 
   // Attention / AttentionMerge: KV head, its query heads [q_head_begin, q_head_end), and the
   // KV positions [kv_begin, kv_end) of this chunk (chunk of num_chunks; 0 of 1 when unsplit),
@@ -141,6 +159,10 @@ struct Task {
 
   std::vector<Access> reads;   // activation reads (what events order)
   std::vector<Access> writes;
+  // Ranges the task adds into (red.global.add) instead of writing: ordered after the range's
+  // writers (which write its start) and before its readers; the adds of several tasks to one
+  // range commute, so they are not ordered among themselves.
+  std::vector<Access> adds;
 
   std::vector<int> waits;       // event ids, ascending
   std::vector<int> waits_prev;  // event ids, ascending, to be ready for the previous step

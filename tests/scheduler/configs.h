@@ -27,7 +27,7 @@ int64_t expected_weight_bytes(const model::Config& c, DType weight_dtype);
 
 // Fuse options with every fusion off.
 inline FuseOptions unfused() {
-  static_assert(sizeof(FuseOptions) == 7, "a new FuseOptions flag: turn it off here too");
+  static_assert(sizeof(FuseOptions) == 8, "a new FuseOptions flag: turn it off here too");
   FuseOptions f;
   f.norm_into_linear = false;
   f.qk_into_attention = false;
@@ -36,6 +36,7 @@ inline FuseOptions unfused() {
   f.merge_into_attention = false;
   f.argmax_into_linear = false;
   f.embedding_into_argmax = false;
+  f.down_into_gate_up = false;
   return f;
 }
 

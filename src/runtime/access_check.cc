@@ -80,7 +80,7 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
   }
   for (const sched::Task& t : tg.tasks) {
     const MkTask& d = tables.tasks.at(size_t(t.id));
-    std::vector<Range> reads, writes, head;  // head: a merging chunk's whole-head accesses
+    std::vector<Range> reads, writes, adds, head;  // head: a merging chunk's whole-head accesses
     switch (d.kind) {
       case MPK_MK_LINEAR:
         c.expect(reads, d.x, d.k);
@@ -88,6 +88,12 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
         for (int s = 0; s < d.num_slices; ++s) {
           c.expect(writes, d.slices[s].out, d.slices[s].rows);
           if (d.slices[s].res) c.expect(reads, d.slices[s].res, d.slices[s].rows);
+          if (d.slices[s].copy) c.expect(writes, d.slices[s].copy, d.slices[s].rows);
+        }
+        if (d.flags & MPK_MK_F_FOLD) {  // reads back its own gate and up outputs
+          c.expect(writes, d.slices[0].out, d.slices[0].rows);
+          c.expect(writes, d.slices[1].out, d.slices[0].rows);
+          c.expect(adds, d.fold_out, d.fold_rows);
         }
         if (d.flags & MPK_MK_F_ARGMAX) {
           c.expect(writes, d.part_val, 1);
@@ -126,13 +132,16 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
         break;
       default: MPK_THROW(Internal) << "task " << t.name << ": unknown kind " << d.kind;
     }
-    const std::vector<Range> r = c.declared(t.reads), w = c.declared(t.writes);
+    const std::vector<Range> r = c.declared(t.reads), w = c.declared(t.writes), a = c.declared(t.adds);
     for (const Range& x : reads)
       MPK_CHECK(inside(x, r), Internal) << "task " << t.name << " reads activations " << text(x, bases)
                                          << " outside its declared reads";
     for (const Range& x : writes)
       MPK_CHECK(inside(x, w), Internal) << "task " << t.name << " writes activations " << text(x, bases)
                                           << " outside its declared writes";
+    for (const Range& x : adds)
+      MPK_CHECK(inside(x, a), Internal) << "task " << t.name << " adds into activations " << text(x, bases)
+                                          << " outside its declared adds";
     if (!head.empty()) {
       const std::vector<Range> hw = c.declared(head_writes[d.arrival]);
       for (const Range& x : head)

@@ -129,8 +129,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
                           : def;
   sched::PlanOptions po = megakernel_plan_options(graph, num_workers_, cap);
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
-  const sched::Plan plan = sched::plan(graph, po);
-  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
+  sched::Plan plan = sched::plan(graph, po);
   // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
   defaults_ = rt::default_params(int(graph.config.head_dim), plan.tasks.total_weight_bytes(),
                                  graph.config.num_layers, num_workers_);
@@ -139,6 +138,12 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
     params_ = parse_params(options.mk_params, params_);
     log(LogLevel::Info, "megakernel parameters {}", to_json(params_));
   }
+  if (params_.fold_down) {  // a plan with the down projection folded (same weights)
+    po = megakernel_plan_options(graph, num_workers_, cap, true);
+    po.dump = std::string();
+    plan = sched::plan(graph, po);
+  }
+  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   // The plan's layout proofs, before anything is compiled or run.
   const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
   stats.plan_ms = ms_since(t);
@@ -305,7 +310,8 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   MPK_CHECK(steps_per_launch_ >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   const ir::Graph& g = m_->graph();
   const cuda::Context& ctx = m_->context();
-  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(capacity_)));
+  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(capacity_),
+                                                 m_->params().fold_down != 0));
   const bool share = options.share_activations || m_->options().share_activations;
   mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(capacity_), share);
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));

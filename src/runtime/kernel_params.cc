@@ -34,6 +34,7 @@ constexpr Field kFields[] = {
     {"poll_warp_loads", "MK_POLL_WARP_LOADS", &MegakernelParams::poll_warp_loads, 0, 1, 1},
     {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
+    {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
     {"phase_timers", "MK_PHASE_TIMERS", &MegakernelParams::phase_timers, 0, 1, 1},
 };
 

@@ -37,6 +37,9 @@ struct MegakernelParams {
   int stage_weights = 0;     // 1: a linear task's weights are copied to a shared-memory ring
                              // (bulk copies, sm_90+) while the task before it runs, then read
                              // from there (kernels/stage.cuh); 0: streamed when the task runs
+  int fold_down = 0;         // 1: the MLP's down projection is folded into the gate/up tiles
+                             // (sched::FuseOptions::down_into_gate_up: one wave less per layer,
+                             // sums added with red.add in an order that varies between runs)
   int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
                              // staged weights, dot products: MPK_MK_T_*), at the cost of a
                              // barrier per task while profiling and a few instructions always

@@ -46,8 +46,10 @@ int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_cap
 }
 
 sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers,
-                                           int64_t kv_capacity) {
+                                           int64_t kv_capacity, bool fold_down) {
   sched::PlanOptions o;
+  o.decompose.pair_siblings = fold_down;
+  o.fuse.down_into_gate_up = fold_down;
   o.decompose.seq_len = kv_capacity;
   o.decompose.kv_chunk = 0;
   o.decompose.kv_splits = megakernel_kv_splits(graph, num_workers, kv_capacity);
@@ -278,6 +280,18 @@ class TableBuilder {
       sl.bias = ws.bias >= 0 ? cst(ws.bias, ws.row_begin) : 0;
       sl.out = act(ws.out, ws.out_begin);
       sl.res = s.residual[i] >= 0 ? act(s.residual[i], ws.out_begin) : 0;
+      sl.copy = ws.copy >= 0 ? act(ws.copy, ws.out_begin) : 0;
+    }
+    if (s.down_fold) {
+      const sched::WeightColumns& c = t.columns[0];
+      if (!params_.fold_down) unsupported(t, "a folded down projection in a kernel without fold_down");
+      if (d.slices[0].rows != d.slices[1].rows || c.col_end - c.col_begin != d.slices[0].rows)
+        unsupported(t, "folded down projection: gate, up and columns of different lengths");
+      d.flags |= MPK_MK_F_FOLD;
+      d.fold_w = mat(c.weight, c.col_begin);
+      d.fold_out = act(c.out);
+      d.fold_rows = int(c.rows);
+      d.fold_ld = int(c.cols);
     }
     MPK_ICHECK(rows == t.row_end - t.row_begin) << "task " << t.name << ": slice rows " << rows;
     // Bulk copies move 16-byte aligned rows of whole 16-byte units (the rows the tile reads
@@ -292,7 +306,9 @@ class TableBuilder {
       d.part_idx = act(s.argmax_index, s.argmax_slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    return ring_bytes(params_) + int64_t(t.k) * 4;  // the ring, the input vector
+    // The ring, the input vector; the fold's sums and its silu(gate) * up after it.
+    const int64_t fold = s.down_fold ? (d.fold_rows + 4 + d.slices[0].rows) * 4 : 0;
+    return ring_bytes(params_) + std::max<int64_t>(int64_t(t.k) * 4, fold);
   }
 
   // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (layout

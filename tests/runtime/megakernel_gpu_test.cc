@@ -455,6 +455,39 @@ TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
   }
 }
 
+// The MLP's down projection folded into the gate/up tiles (fold_down): teacher-forced against
+// the reference and greedy to the fixture's tokens, on the default weight path, with the
+// controller warp, the shared-memory ring, staged weights, one load per round (qwen3-f32's 176
+// columns as a full round and a partial one) and shared activation memory.
+TEST(MegakernelGpuFold, FoldedDownMatchesTheReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  for (const char* params : {"fold_down=1", "fold_down=1,controller_warp=1,block_threads=480",
+                             "fold_down=1,ring_stages=2,loads_in_flight=2",
+                             "fold_down=1,stage_weights=1", "fold_down=1,loads_in_flight=1,max_k_split=1"}) {
+    for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32", "qwen2-bf16"}) {
+      SCOPED_TRACE(std::string(params) + " on " + fixture);
+      const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+      const Expected ex = read_expected(dir);
+      RuntimeOptions o = test_options();
+      o.mk_params = params;
+      o.share_activations = std::string(fixture) == "qwen3-bf16";
+      auto m = LoadedModel::load(o, dir, Backend::Gpu);
+      auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+      GpuSession s(m->gpu(), opts(64, 8), m->stats());
+      int folds = 0;
+      for (const MkTask& d : s.tables().tasks) folds += (d.flags & MPK_MK_F_FOLD) != 0;
+      ASSERT_GT(folds, 0) << "no task folds the down projection";
+      ref::Executor r(rm->model(), rm->graph(), 64);
+      expect_teacher_forced(s, r, ex);
+      s.reset();
+      s.prefill(ex.prompt.data(), ex.prompt.size());
+      std::vector<int32_t> out;
+      s.decode(ex.tokens.size(), m->config().eos_token_ids, out);
+      EXPECT_EQ(out, ex.tokens);
+    }
+  }
+}
+
 // A profile session's timers, in order for every task: start <= ready <= end; with
 // phase_timers a linear task's input, staged weights (stage_weights only) and dot products in
 // between (ready <= input <= weights <= dots <= end), other tasks without them; without

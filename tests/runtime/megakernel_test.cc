@@ -500,7 +500,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
-            "\"phase_timers\":0}");
+            "\"fold_down\":0,\"phase_timers\":0}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -789,6 +789,53 @@ TEST(Megakernel, StagingMarksTheLinearTasks) {
     unmarked += d.k % 8 != 0;
   }
   EXPECT_GT(unmarked, 0);
+}
+
+// The folded down projection's descriptors: every gate/up tile folds, o_proj's tiles write the
+// sum's start, every activation a fold touches lies in its declared ranges (adds included), and
+// a kernel without fold_down refuses such a plan.
+TEST(Megakernel, FoldedDownProjectionTables) {
+  for (const char* name : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
+    SCOPED_TRACE(name);
+    const auto model = model::load(std::string(MPK_TEST_DATA) + "/" + name);
+    const ir::Graph g = ir::build(model->config);
+    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 64, true));
+    const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 64);
+    const SegmentBases b{kAct, kWeights, kConsts, kKv};
+    const rt::MegakernelTables t = build_tables(g, plan, mem, b, parse_params("fold_down=1"));
+    check_access_ranges(plan, mem, b, t);
+    int folds = 0, copies = 0, gate_up = 0;
+    for (const sched::Task& task : plan.tasks.tasks)
+      gate_up += plan.tasks.stages[size_t(task.stage)].name.ends_with(".gate_up");
+    int fold = -1;
+    for (const MkTask& d : t.tasks) {
+      if (d.kind != MPK_MK_LINEAR) continue;
+      if (d.flags & MPK_MK_F_FOLD) {
+        ++folds;
+        if (fold < 0) fold = d.id;
+        EXPECT_EQ(d.fold_rows, int(model->config.hidden_size));
+        EXPECT_EQ(d.fold_ld, int(model->config.intermediate_size));
+      }
+      for (int s = 0; s < d.num_slices; ++s) copies += d.slices[s].copy != 0;
+    }
+    EXPECT_EQ(folds, gate_up);
+    EXPECT_GT(copies, 0);
+    ASSERT_GE(fold, 0);
+    rt::MegakernelTables bad = t;
+    bad.tasks[size_t(fold)].fold_rows += 1;
+    try {
+      check_access_ranges(plan, mem, b, bad);
+      ADD_FAILURE() << "a fold one row past the output was not caught";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("outside its declared adds"), std::string::npos) << e.what();
+    }
+    try {
+      (void)build_tables(g, plan, mem, b, MegakernelParams{});
+      ADD_FAILURE() << "a kernel without fold_down took a folded plan";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+    }
+  }
 }
 
 TEST(Megakernel, CompilesForSm90aPerDtype) {

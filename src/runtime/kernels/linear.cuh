@@ -117,6 +117,9 @@ __device__ __forceinline__ void mk_store_out(const MkSlice& sl, int lr, float v,
   if (sl.bias) v = mk_dp_add(v, bias);
   if (sl.res) v = mk_dp_add(v, res);
   ((float*)sl.out)[lr] = v;
+#if MK_FOLD_DOWN
+  if (sl.copy) ((float*)sl.copy)[lr] = v;
+#endif
 }
 
 __device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float v) {
@@ -443,6 +446,95 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 }
 #endif
 
+#if MK_FOLD_DOWN
+// The folded down projection (MPK_MK_F_FOLD), after the tile's outputs are stored: a =
+// silu(gate) * up over the tile's rows (slices 0 and 1, as the SiluMul input staging computes
+// it), then for every row n of the down matrix the sum over its columns of the tile, added into
+// fold_out[n]. A 16-byte vector of a row per thread and load; the vectors of a row meet in
+// shared memory (acc), then one red.global.add per row. xs holds acc then a (megakernel.cc
+// sizes it).
+// The fold's first rows into L2 before the task's events (its columns are a short piece of
+// each row, 16-byte pieces of rows far apart): up to MK_FOLD_PREFETCH bytes of rows.
+#define MK_FOLD_PREFETCH 65536
+template <int DT>
+__device__ __forceinline__ void mk_fold_prefetch(const MkTask& t) {
+  if (!(t.flags & MPK_MK_F_FOLD)) return;
+  const long long seg = (long long)t.slices[0].rows * MkW<DT>::kSize;
+  const long long ld = (long long)t.fold_ld * MkW<DT>::kSize;
+  const int rows = (int)min((long long)t.fold_rows, MK_FOLD_PREFETCH / seg + 1);
+  for (int n = threadIdx.x; n < rows; n += MK_COMPUTE_THREADS) {
+    const u64 p = t.fold_w + n * ld;
+    for (long long off = 0; off < seg; off += 128) asm volatile("prefetch.global.L2 [%0];" ::"l"(p + off));
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p + seg - 1));
+  }
+}
+
+template <int DT>
+__device__ void mk_linear_fold(const MkTask& t, float* xs) {
+  constexpr int V = MkW<DT>::kVec, U = MK_LOADS_IN_FLIGHT;
+  const int cols = t.slices[0].rows, rows = t.fold_rows;
+  float* acc = xs;
+  float* a = xs + ((rows + 3) & ~3);
+  mk_sync();  // the outputs stored (block-visible) and xs free
+  const float* g = (const float*)t.slices[0].out;
+  const float* u = (const float*)t.slices[1].out;
+  for (int i = threadIdx.x; i < cols; i += MK_COMPUTE_THREADS) {
+    const float gv = __ldcg(g + i);
+    a[i] = gv / (1.0f + expf(-gv)) * __ldcg(u + i);
+  }
+  for (int n = threadIdx.x; n < rows; n += MK_COMPUTE_THREADS) acc[n] = 0.f;
+  mk_sync();
+  const char* w = (const char*)t.fold_w;
+  const long long ld = (long long)t.fold_ld * MkW<DT>::kSize;  // row stride, bytes
+  if (cols % V == 0 && t.fold_ld % V == 0 && (t.fold_w & 15) == 0) {
+    // Item i is vector i % vpr of row i / vpr; a thread's items are MK_COMPUTE_THREADS apart,
+    // (dn, dv) in rows and vectors, so no division in the loop.
+    const int vpr = cols / V, items = rows * vpr;
+    const int dn = (int)MK_COMPUTE_THREADS / vpr, dv = (int)MK_COMPUTE_THREADS % vpr;
+    int n = threadIdx.x / vpr, v = threadIdx.x % vpr;
+    // 32-bit shared-window addresses (generic ones cost a register pair per item).
+    const unsigned acc_s = (unsigned)__cvta_generic_to_shared(acc), a_s = (unsigned)__cvta_generic_to_shared(a);
+    for (int i0 = threadIdx.x; i0 < items; i0 += MK_COMPUTE_THREADS * U) {
+      uint4 q[U];
+      const int n0 = n, v0 = v;
+#pragma unroll
+      for (int j = 0; j < U; ++j) {
+        if (i0 + j * (int)MK_COMPUTE_THREADS < items) q[j] = mk_ld_stream((const uint4*)(w + n * ld) + v);
+        n += dn;
+        v += dv;
+        if (v >= vpr) { v -= vpr; ++n; }
+      }
+      n = n0;
+      v = v0;
+#pragma unroll
+      for (int j = 0; j < U; ++j, n += dn, v += dv, n += v >= vpr, v -= v >= vpr ? vpr : 0) {
+        if (i0 + j * (int)MK_COMPUTE_THREADS >= items) continue;
+        float f[V];
+        MkW<DT>::unpack(q[j], f);
+        float sum = 0.f;
+#pragma unroll
+        for (int e = 0; e < V; e += 4) {
+          float x[4];
+          asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];"
+                       : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
+                       : "r"(a_s + (unsigned)(v * V + e) * 4u));
+#pragma unroll
+          for (int c = 0; c < 4; ++c) sum = mk_dp_step(sum, f[e + c], x[c]);
+        }
+        asm volatile("red.shared.add.f32 [%0], %1;" ::"r"(acc_s + (unsigned)n * 4u), "f"(sum) : "memory");
+      }
+    }
+  } else {
+    for (int i = threadIdx.x; i < rows * cols; i += MK_COMPUTE_THREADS)
+      atomicAdd(acc + i / cols, MkW<DT>::load(w + (i / cols) * ld, i % cols) * a[i % cols]);
+  }
+  mk_sync();
+  float* out = (float*)t.fold_out;
+  for (int n = threadIdx.x; n < rows; n += MK_COMPUTE_THREADS)
+    asm volatile("red.global.add.f32 [%0], %1;" ::"l"(out + n), "f"(acc[n]) : "memory");
+}
+#endif
+
 // A linear tile, variant kRows (output rows a warp streams together). Before `wait` (the task's
 // events): each warp issues the first rounds of its
 // weight stream (MK_RING_STAGES - 1 rounds into the shared-memory ring, or without the ring the
@@ -586,5 +678,8 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       *(int*)t.part_idx = bi;
     }
   }
+#if MK_FOLD_DOWN
+  if (t.flags & MPK_MK_F_FOLD) mk_linear_fold<DT>(t, xs);
+#endif
   return true;
 }

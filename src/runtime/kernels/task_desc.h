@@ -32,14 +32,17 @@
 #define MPK_MK_F_MERGE 64     // attention chunk: the last of its head to finish merges the partials
 #define MPK_MK_F_STAGE 128    // linear: its weights may be staged in shared memory (stage.cuh):
                               //   16-byte aligned slices of whole 16-byte units, no argmax
+#define MPK_MK_F_FOLD 256     // linear: the folded down projection (MkTask::fold_*)
 
 // Rows [row0, row0 + rows) of one weight matrix of K columns (dtype of the kernel), written
-// to out[0 .. rows) (+ bias[row0 ..]) (+ res[0 .. rows): the residual epilogue).
+// to out[0 .. rows) (+ bias[row0 ..]) (+ res[0 .. rows): the residual epilogue), and to
+// copy[0 .. rows) too when copy is set (the start of a folded down projection's sums).
 struct MkSlice {
   unsigned long long w;     // address of weight row row0
   unsigned long long bias;  // f32 address of bias[row0], or 0
   unsigned long long out;   // f32 address of the first output element
   unsigned long long res;   // f32 address of the residual matching out[0], or 0
+  unsigned long long copy;  // f32 address, or 0
   int rows;
   int pad;
 };
@@ -70,6 +73,13 @@ struct MkTask {
   unsigned long long part_val;  // f32 argmax partial value slot (this tile's)
   unsigned long long part_idx;  // i32 argmax partial index slot
   long long out_index0;         // logits index of the first output row (for argmax)
+  // MPK_MK_F_FOLD: a = silu(slice 0's outputs) * slice 1's outputs (slices[0].rows of them);
+  // for each of fold_rows rows n, fold_out[n] += sum_i W[n][i] * a[i] over the row's
+  // slices[0].rows columns at fold_w + n * fold_ld elements (red.global.add).
+  unsigned long long fold_w;    // the down matrix's row 0 at the tile's first column
+  unsigned long long fold_out;  // f32 fold_rows sums
+  int fold_rows;
+  int fold_ld;                  // the down matrix's row stride, elements
 
   // Attention: one KV head and its query heads, chunk `chunk` of `num_chunks` of the live KV
   // length n = position + 1: positions [chunk * n / num_chunks, (chunk + 1) * n / num_chunks).

@@ -306,8 +306,12 @@ class TableBuilder {
       d.part_idx = act(s.argmax_index, s.argmax_slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    // The ring, the input vector; the fold's sums and its silu(gate) * up after it.
-    const int64_t fold = s.down_fold ? (d.fold_rows + 4 + d.slices[0].rows) * 4 : 0;
+    // The ring, the input vector; or the fold's sums, its silu(gate) * up and a 16-byte slot
+    // per thread and load in flight (linear.cuh mk_linear_fold).
+    const auto up4 = [](int64_t n) { return (n + 3) / 4 * 4; };
+    const int64_t fold = s.down_fold ? (up4(d.fold_rows) + up4(d.slices[0].rows)) * 4 +
+                                           int64_t(params_.block_threads) * params_.loads_in_flight * 16
+                                     : 0;
     return ring_bytes(params_) + std::max<int64_t>(int64_t(t.k) * 4, fold);
   }
 

@@ -608,10 +608,13 @@ TEST(Megakernel, ParametersParseFromText) {
 TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   MegakernelParams staged = default_params(128, 1'192'000'000, 28, 132);
   staged.stage_weights = 1;
+  MegakernelParams fold = default_params(128, 1'192'000'000, 28, 132);
+  fold.fold_down = 1;
   for (const auto& [p, draws] : {std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GREEDY},
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GUMBEL},
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_TOPK},
-                                 std::pair{staged, MPK_MK_SAMPLE_GREEDY}}) {
+                                 std::pair{staged, MPK_MK_SAMPLE_GREEDY},
+                                 std::pair{fold, MPK_MK_SAMPLE_GREEDY}}) {
     SCOPED_TRACE(to_json(p) + " draws " + std::to_string(draws));
     cuda::CompileRequest r;
     r.source = megakernel_source(p, DType::BF16, draws);

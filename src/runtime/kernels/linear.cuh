@@ -447,12 +447,6 @@ __device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkC
 #endif
 
 #if MK_FOLD_DOWN
-// The folded down projection (MPK_MK_F_FOLD), after the tile's outputs are stored: a =
-// silu(gate) * up over the tile's rows (slices 0 and 1, as the SiluMul input staging computes
-// it), then for every row n of the down matrix the sum over its columns of the tile, added into
-// fold_out[n]. A 16-byte vector of a row per thread and load; the vectors of a row meet in
-// shared memory (acc), then one red.global.add per row. xs holds acc then a (megakernel.cc
-// sizes it).
 // The fold's first rows into L2 before the task's events (its columns are a short piece of
 // each row, 16-byte pieces of rows far apart): up to MK_FOLD_PREFETCH bytes of rows.
 #define MK_FOLD_PREFETCH 65536
@@ -469,68 +463,88 @@ __device__ __forceinline__ void mk_fold_prefetch(const MkTask& t) {
   }
 }
 
+// The folded down projection (MPK_MK_F_FOLD), after the tile's outputs are stored: a =
+// silu(gate) * up over the tile's rows (slices 0 and 1, as the SiluMul input staging computes
+// it), then for every row n of the down matrix the sum over its columns of the tile, added into
+// fold_out[n]. A row's vpr 16-byte vectors go to vpr lanes of a group of vp2 (vpr rounded up to
+// a power of two), 32 / vp2 rows per warp and load; the group's sums meet by shuffles, so each
+// row's sum is written once (acc). Each thread copies MK_LOADS_IN_FLIGHT loads at a time into
+// its own shared-memory slots with cp.async (no registers held while they fly: loads into
+// registers here made ptxas schedule the whole kernel's weight loops with fewer loads in
+// flight) and reads back only its own slots, so its wait_group is the only synchronisation.
+// Then one red.global.add per row (four rows per reduction where aligned). xs holds acc, a,
+// then the slots (megakernel.cc sizes it).
 template <int DT>
 __device__ void mk_linear_fold(const MkTask& t, float* xs) {
   constexpr int V = MkW<DT>::kVec, U = MK_LOADS_IN_FLIGHT;
+  const int T = (int)MK_COMPUTE_THREADS;
   const int cols = t.slices[0].rows, rows = t.fold_rows;
   float* acc = xs;
   float* a = xs + ((rows + 3) & ~3);
   mk_sync();  // the outputs stored (block-visible) and xs free
   const float* g = (const float*)t.slices[0].out;
   const float* u = (const float*)t.slices[1].out;
-  for (int i = threadIdx.x; i < cols; i += MK_COMPUTE_THREADS) {
+  for (int i = threadIdx.x; i < cols; i += T) {
     const float gv = __ldcg(g + i);
     a[i] = gv / (1.0f + expf(-gv)) * __ldcg(u + i);
   }
-  for (int n = threadIdx.x; n < rows; n += MK_COMPUTE_THREADS) acc[n] = 0.f;
-  mk_sync();
   const char* w = (const char*)t.fold_w;
   const long long ld = (long long)t.fold_ld * MkW<DT>::kSize;  // row stride, bytes
-  if (cols % V == 0 && t.fold_ld % V == 0 && (t.fold_w & 15) == 0) {
-    // Item i is vector i % vpr of row i / vpr; a thread's items are MK_COMPUTE_THREADS apart,
-    // (dn, dv) in rows and vectors, so no division in the loop.
-    const int vpr = cols / V, items = rows * vpr;
-    const int dn = (int)MK_COMPUTE_THREADS / vpr, dv = (int)MK_COMPUTE_THREADS % vpr;
-    int n = threadIdx.x / vpr, v = threadIdx.x % vpr;
-    // 32-bit shared-window addresses (generic ones cost a register pair per item).
-    const unsigned acc_s = (unsigned)__cvta_generic_to_shared(acc), a_s = (unsigned)__cvta_generic_to_shared(a);
-    for (int i0 = threadIdx.x; i0 < items; i0 += MK_COMPUTE_THREADS * U) {
-      uint4 q[U];
-      const int n0 = n, v0 = v;
+  const int vpr = cols / V;
+  int vp2 = 1;
+  while (vp2 < vpr) vp2 *= 2;
+  if (cols % V == 0 && t.fold_ld % V == 0 && (t.fold_w & 15) == 0 && vp2 <= 32) {
+    mk_sync();  // a
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = T >> 5;
+    const int rpw = 32 / vp2, r = lane / vp2, v = lane % vp2, groups = (rows + rpw - 1) / rpw;
+    const unsigned slot = (unsigned)__cvta_generic_to_shared(a + ((cols + 3) & ~3)) + threadIdx.x * 16u;
+    float av[V];
+#pragma unroll
+    for (int e = 0; e < V; ++e) av[e] = v < vpr ? a[v * V + e] : 0.f;
+    for (int g0 = warp; g0 < groups; g0 += nw * U) {
 #pragma unroll
       for (int j = 0; j < U; ++j) {
-        if (i0 + j * (int)MK_COMPUTE_THREADS < items) q[j] = mk_ld_stream((const uint4*)(w + n * ld) + v);
-        n += dn;
-        v += dv;
-        if (v >= vpr) { v -= vpr; ++n; }
+        const int n = (g0 + j * nw) * rpw + r;
+        if (g0 + j * nw < groups && n < rows && v < vpr)
+          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(slot + j * T * 16u),
+                       "l"(w + n * ld + v * 16) : "memory");
       }
-      n = n0;
-      v = v0;
+      asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
 #pragma unroll
-      for (int j = 0; j < U; ++j, n += dn, v += dv, n += v >= vpr, v -= v >= vpr ? vpr : 0) {
-        if (i0 + j * (int)MK_COMPUTE_THREADS >= items) continue;
-        float f[V];
-        MkW<DT>::unpack(q[j], f);
+      for (int j = 0; j < U; ++j) {
+        if (g0 + j * nw >= groups) break;  // warp-uniform
+        const int n = (g0 + j * nw) * rpw + r;
         float sum = 0.f;
+        if (n < rows && v < vpr) {
+          uint4 q;
+          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
+                       : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(slot + j * T * 16u));
+          float f[V];
+          MkW<DT>::unpack(q, f);
 #pragma unroll
-        for (int e = 0; e < V; e += 4) {
-          float x[4];
-          asm volatile("ld.shared.v4.f32 {%0,%1,%2,%3}, [%4];"
-                       : "=f"(x[0]), "=f"(x[1]), "=f"(x[2]), "=f"(x[3])
-                       : "r"(a_s + (unsigned)(v * V + e) * 4u));
-#pragma unroll
-          for (int c = 0; c < 4; ++c) sum = mk_dp_step(sum, f[e + c], x[c]);
+          for (int e = 0; e < V; ++e) sum = mk_dp_step(sum, f[e], av[e]);
         }
-        asm volatile("red.shared.add.f32 [%0], %1;" ::"r"(acc_s + (unsigned)n * 4u), "f"(sum) : "memory");
+        for (int o = vp2 / 2; o > 0; o /= 2) sum = mk_dp_add(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+        if (v == 0 && n < rows) acc[n] = sum;
       }
     }
   } else {
-    for (int i = threadIdx.x; i < rows * cols; i += MK_COMPUTE_THREADS)
+    for (int n = threadIdx.x; n < rows; n += T) acc[n] = 0.f;
+    mk_sync();  // a, acc
+    for (int i = threadIdx.x; i < rows * cols; i += T)
       atomicAdd(acc + i / cols, MkW<DT>::load(w + (i / cols) * ld, i % cols) * a[i % cols]);
   }
   mk_sync();
+  // Four rows per reduction where aligned: a quarter of the atomics the L2 must serialise (every
+  // tile of the stage adds into the same rows).
   float* out = (float*)t.fold_out;
-  for (int n = threadIdx.x; n < rows; n += MK_COMPUTE_THREADS)
+  const int quads = rows % 4 == 0 && (t.fold_out & 15) == 0 ? rows / 4 : 0;
+  for (int q = threadIdx.x; q < quads; q += T) {
+    const float4 s4 = *(const float4*)(acc + 4 * q);
+    asm volatile("red.global.add.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(out + 4 * q), "f"(s4.x), "f"(s4.y),
+                 "f"(s4.z), "f"(s4.w) : "memory");
+  }
+  for (int n = 4 * quads + threadIdx.x; n < rows; n += T)
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(out + n), "f"(acc[n]) : "memory");
 }
 #endif
@@ -583,6 +597,9 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     for (int s = 0; s < MK_RING_STAGES - 1; ++s)
       mk_ring_issue<DT, kRows>(t, ring, s, c, full_items, ks, units, nw);
     mk_prefetch_weights<DT>(t, prefetch_bytes);
+#if MK_FOLD_DOWN
+    mk_fold_prefetch<DT>(t);
+#endif
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
     mk_time(MPK_MK_T_INPUT);
@@ -609,6 +626,9 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       for (int a = 1; a <= MK_PREFETCH_ROUNDS; ++a) mk_prefetch_round<kRows>(w, k0 / V, k1 / V, a);
     }
     mk_prefetch_weights<DT>(t, prefetch_bytes);
+#if MK_FOLD_DOWN
+    mk_fold_prefetch<DT>(t);
+#endif
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
     mk_time(MPK_MK_T_INPUT);

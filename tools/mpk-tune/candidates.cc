@@ -34,7 +34,7 @@ const Axis kAxes[] = {
     {"heads_per_pass", {2, 4, 8}},         {"merge_batch", {4, 8, 16}},
     {"prefetch_rounds", {0, 1, 2}},        {"ring_stages", {0, 2, 3, 4}},
     {"poll_warp_loads", {0, 1}},           {"block_threads", {384, 448, 480, 512}},
-    {"stage_weights", {0, 1}},
+    {"stage_weights", {0, 1}},             {"fold_down", {0, 1}},
 };
 
 // Shared memory one block may opt into, by architecture (bytes); 0 when not known here.
@@ -116,12 +116,14 @@ int cmd_candidates(std::ostream& out, const std::filesystem::path& model_dir, in
                    int64_t kv_capacity, const std::string& arch, uint64_t seed, size_t max,
                    bool json) {
   const ConfigPlan p = plan_from_config(model_dir, workers, kv_capacity);
+  // fold_down runs another plan (the MLP in one wave): its candidates are checked against it.
+  const ConfigPlan folded = plan_from_config(model_dir, workers, kv_capacity, true);
   std::vector<Candidate> cands = enumerate(p.params, seed);
   if (max > 0 && cands.size() > max) cands.resize(max);
   std::vector<std::string> errors(cands.size());
   tbb::parallel_for(size_t(0), cands.size(), [&](size_t i) {
     try {
-      check(cands[i], p, arch);
+      check(cands[i], cands[i].params.fold_down ? folded : p, arch);
     } catch (const Error& e) {
       cands[i].verdict = std::string("error: ") + e.what();
     }

@@ -20,6 +20,9 @@ struct ConfigPlan {
   rt::MegakernelParams params;  // the defaults for the model's head_dim
 };
 
-ConfigPlan plan_from_config(const std::filesystem::path& model_dir, int workers, int64_t kv_capacity);
+// `fold_down`: the plan with the MLP's down projection folded into the gate/up tiles (what a
+// kernel with MegakernelParams::fold_down runs); the defaults stay the model's.
+ConfigPlan plan_from_config(const std::filesystem::path& model_dir, int workers, int64_t kv_capacity,
+                            bool fold_down = false);
 
 }  // namespace mpk::tune

@@ -125,16 +125,21 @@ class Decomposer {
         const int64_t n = numel(op.output);
         const int64_t b = std::max(r0, base) - base, e = std::min(r1, base + n) - base;
         base += n;
-        if (b >= e) continue;
-        t.ops.push_back({m, OpKind::Linear});
-        t.weights.push_back({op.weight, op.bias, b, e, op.output, b});
-        t.writes.push_back({op.output, b, e});
-        t.weight_bytes += (e - b) * (k + (op.bias >= 0 ? 1 : 0)) * wbytes_;
-        t.flops += 2.0 * double(e - b) * double(k) + (op.bias >= 0 ? double(e - b) : 0.0);
+        if (b < e) add_rows(t, m, b, e, k);
       }
       finish(t);
     }
     return int(members.size());
+  }
+
+  // Rows [b, e) of linear op m (K = k) into tile t: its slice, output and costs.
+  void add_rows(Task& t, int m, int64_t b, int64_t e, int64_t k) {
+    const ir::Op& op = g_.ops[size_t(m)];
+    t.ops.push_back({m, OpKind::Linear});
+    t.weights.push_back({op.weight, op.bias, b, e, op.output, b});
+    t.writes.push_back({op.output, b, e});
+    t.weight_bytes += (e - b) * (k + (op.bias >= 0 ? 1 : 0)) * wbytes_;
+    t.flops += 2.0 * double(e - b) * double(k) + (op.bias >= 0 ? double(e - b) : 0.0);
   }
 
   // Tile t of two sibling linears of n rows each: rows [a, b) of both, the stage's rows
@@ -147,14 +152,7 @@ class Decomposer {
       Task& t = new_task(stage);
       t.row_begin = 2 * a, t.row_end = 2 * b, t.k = k;
       t.reads.push_back(whole(g_.ops[size_t(members[0])].inputs[0]));
-      for (int m : members) {
-        const ir::Op& op = g_.ops[size_t(m)];
-        t.ops.push_back({m, OpKind::Linear});
-        t.weights.push_back({op.weight, op.bias, a, b, op.output, a});
-        t.writes.push_back({op.output, a, b});
-        t.weight_bytes += (b - a) * (k + (op.bias >= 0 ? 1 : 0)) * wbytes_;
-        t.flops += 2.0 * double(b - a) * double(k) + (op.bias >= 0 ? double(b - a) : 0.0);
-      }
+      for (int m : members) add_rows(t, m, a, b, k);
       finish(t);
     }
   }

@@ -418,6 +418,18 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
 // stop with a copy in flight). Also with the ring limited to the largest task (a copy that
 // finds no room beside the running task's is issued at its own task's start) and to half of
 // it (the larger tasks stream from global memory as without staging).
+// A session of `m` teacher-forced against the reference model `rm` (capacity 64), then reset
+// and greedy from the prompt to the fixture's tokens.
+void expect_forced_then_greedy(GpuSession& s, const LoadedModel& rm, const LoadedModel& m, const Expected& ex) {
+  ref::Executor r(rm.model(), rm.graph(), 64);
+  expect_teacher_forced(s, r, ex);
+  s.reset();
+  s.prefill(ex.prompt.data(), ex.prompt.size());
+  std::vector<int32_t> out;
+  s.decode(ex.tokens.size(), m.config().eos_token_ids, out);
+  EXPECT_EQ(out, ex.tokens);
+}
+
 TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   for (const char* params : {"stage_weights=1", "stage_weights=1,controller_warp=1,block_threads=480",
@@ -443,13 +455,7 @@ TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
         ASSERT_EQ(s.tables().stage_bytes, stage_ring_need(s.tables(), m->gpu()->weight_dtype()))
             << "the ring holds what two consecutive tasks stage";
         if (limit > 0) s.limit_stage_bytes_for_test(((largest + 127) / 128 * 128) / limit);
-        ref::Executor r(rm->model(), rm->graph(), 64);
-        expect_teacher_forced(s, r, ex);
-        s.reset();
-        s.prefill(ex.prompt.data(), ex.prompt.size());
-        std::vector<int32_t> out;
-        s.decode(ex.tokens.size(), m->config().eos_token_ids, out);
-        EXPECT_EQ(out, ex.tokens);
+        expect_forced_then_greedy(s, *rm, *m, ex);
       }
     }
   }
@@ -477,13 +483,7 @@ TEST(MegakernelGpuFold, FoldedDownMatchesTheReference) {
       int folds = 0;
       for (const MkTask& d : s.tables().tasks) folds += (d.flags & MPK_MK_F_FOLD) != 0;
       ASSERT_GT(folds, 0) << "no task folds the down projection";
-      ref::Executor r(rm->model(), rm->graph(), 64);
-      expect_teacher_forced(s, r, ex);
-      s.reset();
-      s.prefill(ex.prompt.data(), ex.prompt.size());
-      std::vector<int32_t> out;
-      s.decode(ex.tokens.size(), m->config().eos_token_ids, out);
-      EXPECT_EQ(out, ex.tokens);
+      expect_forced_then_greedy(s, *rm, *m, ex);
     }
   }
 }

@@ -26,6 +26,9 @@ struct PlanProof {
 // tasks use (kernel_variants(params)) for every part count, then the online softmax when there
 // is an attention task, whatever their results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
+// Not covered: the folded down projection's lane map and its rows' adds (fold_down,
+// kernels/linear.cuh mk_linear_fold: hand-written indices; the GPU tests check it against the
+// reference, the scheduler tests that the tiles' columns cover the matrix once).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
 // The proofs the prefill kernels rest on (runtime/prefill.h): the even split for every K-split

@@ -841,6 +841,13 @@ TEST(Megakernel, FoldedDownProjectionTables) {
   }
 }
 
+// fold_down's kernel compiles below sm_90 too (scalar reductions there: the vector ones are
+// sm_90's).
+TEST(Megakernel, FoldKernelCompilesForSm80) {
+  const cuda::CompileResult r = compile_megakernel("sm_80", parse_params("fold_down=1"), DType::BF16);
+  EXPECT_FALSE(r.cubin.empty()) << r.log;
+}
+
 TEST(Megakernel, CompilesForSm90aPerDtype) {
   for (DType d : {DType::F32, DType::BF16, DType::F16}) {
     const cuda::CompileResult r = compile_megakernel("sm_90a", MegakernelParams{}, d);

@@ -538,12 +538,16 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
   // Four rows per reduction where aligned: a quarter of the atomics the L2 must serialise (every
   // tile of the stage adds into the same rows).
   float* out = (float*)t.fold_out;
+#if __CUDA_ARCH__ >= 900
   const int quads = rows % 4 == 0 && (t.fold_out & 15) == 0 ? rows / 4 : 0;
   for (int q = threadIdx.x; q < quads; q += T) {
     const float4 s4 = *(const float4*)(acc + 4 * q);
     asm volatile("red.global.add.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(out + 4 * q), "f"(s4.x), "f"(s4.y),
                  "f"(s4.z), "f"(s4.w) : "memory");
   }
+#else
+  const int quads = 0;  // vector reductions need sm_90
+#endif
   for (int n = 4 * quads + threadIdx.x; n < rows; n += T)
     asm volatile("red.global.add.f32 [%0], %1;" ::"l"(out + n), "f"(acc[n]) : "memory");
 }

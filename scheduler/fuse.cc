@@ -179,6 +179,7 @@ class Fuser {
     const ir::Op& lin = g_.ops[size_t(d0.ops[1].op)];
     const ir::Op& add = g_.ops[size_t(d0.ops[2].op)];
     const int gate = silu.inputs[0], up = silu.inputs[1], out = add.output;
+    if (add.inputs[0] != lin.output && add.inputs[1] != lin.output) return;
     const int res = add.inputs[0] == lin.output ? add.inputs[1] : add.inputs[0];
     if (lin.bias >= 0 || gate == up || res == lin.output || graph_output(out) ||
         tg_.buffers[size_t(out)].carried)

@@ -92,7 +92,7 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
         }
         if (d.flags & MPK_MK_F_FOLD) {  // reads back its own gate and up outputs
           c.expect(writes, d.slices[0].out, d.slices[0].rows);
-          c.expect(writes, d.slices[1].out, d.slices[0].rows);
+          c.expect(writes, d.slices[1].out, d.slices[1].rows);
           c.expect(adds, d.fold_out, d.fold_rows);
         }
         if (d.flags & MPK_MK_F_ARGMAX) {

@@ -308,8 +308,7 @@ class TableBuilder {
     }
     // The ring, the input vector; or the fold's sums, its silu(gate) * up and a 16-byte slot
     // per thread and load in flight (linear.cuh mk_linear_fold).
-    const auto up4 = [](int64_t n) { return (n + 3) / 4 * 4; };
-    const int64_t fold = s.down_fold ? (up4(d.fold_rows) + up4(d.slices[0].rows)) * 4 +
+    const int64_t fold = s.down_fold ? int64_t(MPK_MK_FOLD_SLOTS(d.fold_rows, d.slices[0].rows)) * 4 +
                                            int64_t(params_.block_threads) * params_.loads_in_flight * 16
                                      : 0;
     return ring_bytes(params_) + std::max<int64_t>(int64_t(t.k) * 4, fold);

@@ -266,7 +266,7 @@ __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         if (t.input_mode == MPK_MK_IN_SILUMUL) {
-          o[e] = av[e] / (1.0f + expf(-av[e])) * bv[e];
+          o[e] = mk_silu_mul(av[e], bv[e]);
         } else if (t.input_mode == MPK_MK_IN_RMSNORM) {
           o[e] = mk_dp_stage(bv[e], av[e]);
           if (vec || e == 0) ss += av[e] * av[e];
@@ -480,14 +480,11 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
   const int T = (int)MK_COMPUTE_THREADS;
   const int cols = t.slices[0].rows, rows = t.fold_rows;
   float* acc = xs;
-  float* a = xs + ((rows + 3) & ~3);
+  float* a = xs + MPK_MK_FOLD_A(rows);
   mk_sync();  // the outputs stored (block-visible) and xs free
   const float* g = (const float*)t.slices[0].out;
   const float* u = (const float*)t.slices[1].out;
-  for (int i = threadIdx.x; i < cols; i += T) {
-    const float gv = __ldcg(g + i);
-    a[i] = gv / (1.0f + expf(-gv)) * __ldcg(u + i);
-  }
+  for (int i = threadIdx.x; i < cols; i += T) a[i] = mk_silu_mul(__ldcg(g + i), __ldcg(u + i));
   const char* w = (const char*)t.fold_w;
   const long long ld = (long long)t.fold_ld * MkW<DT>::kSize;  // row stride, bytes
   const int vpr = cols / V;
@@ -497,7 +494,7 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
     mk_sync();  // a
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = T >> 5;
     const int rpw = 32 / vp2, r = lane / vp2, v = lane % vp2, groups = (rows + rpw - 1) / rpw;
-    const unsigned slot = (unsigned)__cvta_generic_to_shared(a + ((cols + 3) & ~3)) + threadIdx.x * 16u;
+    const unsigned slot = (unsigned)__cvta_generic_to_shared(xs + MPK_MK_FOLD_SLOTS(rows, cols)) + threadIdx.x * 16u;
     float av[V];
 #pragma unroll
     for (int e = 0; e < V; ++e) av[e] = v < vpr ? a[v * V + e] : 0.f;

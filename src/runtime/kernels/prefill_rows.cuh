@@ -132,7 +132,7 @@ extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* _
 
 extern "C" __global__ void pf_silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
                                        void* __restrict__ out, long long n, int bf16) {
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) pf_store(out, i, gate[i] / (1.0f + expf(-gate[i])) * up[i], bf16);
+  for (long long i = pf_gid(); i < n; i += pf_gstride()) pf_store(out, i, mk_silu_mul(gate[i], up[i]), bf16);
 }
 
 extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) {

@@ -219,7 +219,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_tile(const pf_bf16* __restrict__
   pf_wgmma_mainloop<true>(acc, A, Wg, Wu, M, N, K, m0, n0);
   pf_wg_each<PF_WG_BN / 16>(m0, n0, M, N, [&](int i, int r, int c) {
     const float gate = acc[i], up = acc[i + PF_WG_BN / 16 * 4];  // column c + 128
-    pf_store(out, (long long)r * N + c, gate / (1.0f + expf(-gate)) * up, bf16);
+    pf_store(out, (long long)r * N + c, mk_silu_mul(gate, up), bf16);
   });
 }
 

@@ -1,9 +1,12 @@
 // Scalar device rules both kernel sources share (the megakernel's and the prefill's): the bf16
-// widening and the argmax order.
+// widening, SwiGLU's silu(gate) * up and the argmax order.
 
 __device__ __forceinline__ float mk_bf16_to_f32(unsigned short h) {
   return __uint_as_float(((unsigned)h) << 16);
 }
+
+// silu(gate) * up, in fp32 as the reference.
+__device__ __forceinline__ float mk_silu_mul(float gate, float up) { return gate / (1.0f + expf(-gate)) * up; }
 
 // Argmax pairs: the first maximum wins; a NaN counts as the maximum (first NaN wins).
 __device__ __forceinline__ void mk_better(float& v, int& i, float v2, int i2) {

@@ -33,6 +33,8 @@
 #define MPK_MK_F_STAGE 128    // linear: its weights may be staged in shared memory (stage.cuh):
                               //   16-byte aligned slices of whole 16-byte units, no argmax
 #define MPK_MK_F_FOLD 256     // linear: the folded down projection (MkTask::fold_*)
+#define MPK_MK_FOLD_A(rows) (((rows) + 3) / 4 * 4)
+#define MPK_MK_FOLD_SLOTS(rows, cols) (MPK_MK_FOLD_A(rows) + MPK_MK_FOLD_A(cols))
 
 // Rows [row0, row0 + rows) of one weight matrix of K columns (dtype of the kernel), written
 // to out[0 .. rows) (+ bias[row0 ..]) (+ res[0 .. rows): the residual epilogue), and to
@@ -76,6 +78,9 @@ struct MkTask {
   // MPK_MK_F_FOLD: a = silu(slice 0's outputs) * slice 1's outputs (slices[0].rows of them);
   // for each of fold_rows rows n, fold_out[n] += sum_i W[n][i] * a[i] over the row's
   // slices[0].rows columns at fold_w + n * fold_ld elements (red.global.add).
+  // Its shared memory from the task's scratch: fold_rows sums, the a values at
+  // MPK_MK_FOLD_A, then a 16-byte slot per compute thread and load in flight at
+  // MPK_MK_FOLD_SLOTS (floats).
   unsigned long long fold_w;    // the down matrix's row 0 at the tile's first column
   unsigned long long fold_out;  // f32 fold_rows sums
   int fold_rows;

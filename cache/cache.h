@@ -24,6 +24,7 @@
 
 #include "cache/entry.h"
 #include "cache/key.h"
+#include "cache/tuning.h"
 
 namespace mpk::cache {
 
@@ -60,6 +61,7 @@ struct CacheStats {
   int schema_version = 0;
   uint64_t entries = 0;
   uint64_t verified_entries = 0;
+  uint64_t tunings = 0;
   uint64_t payload_bytes = 0;  // what max_bytes limits (see entry_bytes)
   uint64_t file_bytes = 0;     // database pages, without the WAL
   uint64_t free_bytes = 0;     // unused pages inside the file
@@ -88,9 +90,10 @@ struct VerifyResult {
   bool damage_found() const { return !bad_keys.empty() || !integrity_ok || !moved_aside.empty(); }
 };
 
-// Export and import counts. An export file is itself a cache database (schema v2), so it can
+// Export and import counts. An export file is itself a cache database (current schema), so it can
 // be opened directly, copied to another machine, or imported.
 struct TransferResult {
+  uint64_t tunings = 0;  // tuning results copied (an import keeps the newer one per signature)
   uint64_t added = 0;
   uint64_t replaced = 0;         // an existing entry lost the conflict rule (is_better)
   uint64_t kept_existing = 0;    // the existing entry was at least as good
@@ -146,6 +149,15 @@ class Cache {
   // read count as skipped_corrupt. Throws Error(InvalidArgument) when `file` is not a regular
   // file, Error(NotFound) when it is missing.
   TransferResult import_from(const std::filesystem::path& file);
+
+  // Tuning results (cache/tuning.h), one per signature. publish_tuning replaces the result
+  // stored for its signature (a new search supersedes an old one); Error(InvalidArgument) for
+  // fields that do not parse, Error(Cache) when read-only. tuning() drops (or, read-only,
+  // ignores) a stored result that is not intact, like a kernel failing its checksum.
+  void publish_tuning(Tuning t);
+  std::optional<Tuning> tuning(std::string_view signature);
+  std::vector<Tuning> tunings();  // newest first
+  bool erase_tuning(std::string_view signature);
 
   CacheCounters counters() const;
   const std::filesystem::path& path() const;

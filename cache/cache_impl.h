@@ -87,6 +87,12 @@ struct Cache::Impl {
   std::optional<Entry> load_locked(std::string_view key);
   // Deletes damaged entries by row id (ids are never reused) and counts them in meta.
   void drop_locked(const std::vector<int64_t>& ids);
+  // Writes a checked tuning result inside the caller's transaction; `newer_only`: only over an
+  // older result (import), else always. Returns whether it was written.
+  bool store_tuning_locked(const Tuning& t, bool newer_only);
+  // Takes `mu` and stores intact tuning results over older ones, in one transaction; returns
+  // how many were written.
+  uint64_t store_tunings(const std::vector<Tuning>& tunings);
   // Writes one complete entry inside the caller's transaction.
   StoreOutcome store_locked(const Entry& e, Conflict conflict);
   uint64_t total_bytes_locked();
@@ -111,6 +117,8 @@ struct ScanLoss {
 // table listed from both ends, so damage costs only the rows it hits. For reading damaged
 // files; ok as in scan_locked.
 ScanLoss scan_readable(sql::Db& db, const std::function<void(Entry&&, bool ok)>& visit);
+// The intact tuning results of `db`, read in one statement; stops quietly at damage.
+std::vector<Tuning> read_tunings(sql::Db& db);
 
 EntryInfo read_info(const sql::Stmt& s);
 // read_info's columns followed by the cubin.

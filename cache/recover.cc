@@ -92,6 +92,10 @@ uint64_t Cache::Impl::salvage_locked(const fs::path& from) {
       if (batch_bytes >= kSalvageBatchBytes) flush();
     });
     if (!batch.empty()) flush();
+    const std::vector<Tuning> tunings = read_tunings(src);
+    sql::Transaction txn(*db);
+    for (const Tuning& t : tunings) store_tuning_locked(t, /*newer_only=*/true);
+    txn.commit();
   } catch (const Error& e) {
     // The fresh file stays as it is: a cache may lose entries, never serve a wrong one.
     log(LogLevel::Debug, "kernel cache: salvaging {} stopped: {}", from.string(), e.what());

@@ -75,11 +75,28 @@ CREATE TRIGGER kernels_update_bytes AFTER UPDATE OF bytes ON kernels BEGIN
 END;
 )sql";
 
+const char* const kMigrateV2ToV3 = R"sql(
+CREATE TABLE tunings (
+  signature TEXT PRIMARY KEY NOT NULL,
+  signature_text TEXT NOT NULL,
+  params TEXT NOT NULL,
+  record TEXT NOT NULL,
+  time_us REAL NOT NULL,
+  default_time_us REAL NOT NULL,
+  host TEXT NOT NULL,
+  created INTEGER NOT NULL,
+  mpk_version TEXT NOT NULL
+) WITHOUT ROWID;
+)sql";
+
 // Statements that only prepare against a complete schema of that version.
 const char* const kProbeV2 =
     "SELECT k.id, k.key, k.key_text, k.checksum, k.params, k.time_us, k.verification, k.host, "
     "k.created, k.mpk_version, k.last_used, k.bytes, b.data, m.value "
     "FROM kernels k, blobs b, meta m LIMIT 0";
+const char* const kProbeV3 =
+    "SELECT signature, signature_text, params, record, time_us, default_time_us, host, created, "
+    "mpk_version FROM tunings LIMIT 0";
 const char* const kProbeV1 =
     "SELECT key, checksum, params, time_us, verification, host, created, mpk_version, blob "
     "FROM kernels LIMIT 0";
@@ -103,11 +120,15 @@ Probe inspect_snapshot(sql::Db& db) {
   if (version > kSchemaVersion)
     return {State::Newer, version,
             fmt::format("schema version {} is newer than this mpk supports ({})", version, kSchemaVersion)};
-  if (version != 1 && version != kSchemaVersion)
+  if (version < 1)
     return {State::Damaged, version, fmt::format("unknown schema version {}", version)};
   try {
-    sql::Stmt probe(db, version == 1 ? kProbeV1 : kProbeV2);
-    probe.run();
+    // Each version's tables, and the earlier versions' that it kept.
+    for (const char* q : {version == 1 ? kProbeV1 : kProbeV2, version >= 3 ? kProbeV3 : nullptr}) {
+      if (!q) continue;
+      sql::Stmt probe(db, q);
+      probe.run();
+    }
   } catch (const sql::SqliteError& e) {
     if (e.is_corruption() || e.is_file_moved() || e.is_busy()) throw;
     return {State::Damaged, version, fmt::format("schema v{} incomplete: {}", version, e.what())};
@@ -158,6 +179,11 @@ void migrate(sql::Db& db) {
     log(LogLevel::Info, "kernel cache {}: migrating schema v1 to v2", db.path().string());
     db.exec(kMigrateV1ToV2);
     version = 2;
+  }
+  if (version == 2) {
+    log(LogLevel::Info, "kernel cache {}: migrating schema v2 to v3", db.path().string());
+    db.exec(kMigrateV2ToV3);
+    version = 3;
   }
   db.exec(fmt::format("PRAGMA user_version = {}", version));
   txn.commit();

@@ -7,6 +7,8 @@
 //       blobs(id, data), so listings and LRU pruning never read the cubins; meta(name, value)
 //       keeps the running payload total (maintained by triggers) and the count of corrupt
 //       entries dropped.
+//   v3  tunings(signature, ...): the code parameters a tuning run chose for one model on one
+//       kind of machine (cache/tuning.h), beside the kernels they were compiled into.
 // Every version carries PRAGMA application_id = kApplicationId. A fresh file is created by
 // running every migration from an empty database, so fresh and migrated schemas are the same.
 #pragma once
@@ -22,7 +24,7 @@
 
 namespace mpk::cache {
 
-inline constexpr int kSchemaVersion = 2;
+inline constexpr int kSchemaVersion = 3;
 inline constexpr int32_t kApplicationId = 0x6d706b63;  // "mpkc"
 
 // The v1 schema, kept to test the migration path.

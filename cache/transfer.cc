@@ -1,4 +1,4 @@
-// Export and import. The exchange format is a cache database file itself (schema v2): it can
+// Export and import. The exchange format is a cache database file itself (the current schema): it can
 // be opened in place, copied between machines, and merged with import.
 #include <filesystem>
 #include <system_error>
@@ -50,6 +50,16 @@ void copy_entries(const Scan& scan, TransferResult& result, const std::function<
 
 }  // namespace
 
+uint64_t Cache::Impl::store_tunings(const std::vector<Tuning>& tunings) {
+  return with_db([&] {
+    sql::Transaction txn(*db);
+    uint64_t stored = 0;
+    for (const Tuning& t : tunings) stored += store_tuning_locked(t, /*newer_only=*/true);
+    txn.commit();
+    return stored;
+  });
+}
+
 void Cache::Impl::store_batch(const std::vector<Entry>& batch, Conflict conflict, TransferResult& result) {
   TransferResult r = with_db([&] {
     sql::Transaction txn(*db);
@@ -96,6 +106,7 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   copy_entries(
       scan, result, [](Entry&) {},
       [&](const std::vector<Entry>& batch) { dest.impl_->store_batch(batch, Conflict::ReplaceIfBetter, result); });
+  result.tunings = dest.impl_->store_tunings(I.with_db([&] { return read_tunings(*I.db); }, /*retry=*/false));
   // A rollback journal leaves one self-contained file that read-only users can open without
   // creating -wal/-shm companions; opening it read-write turns WAL back on.
   std::lock_guard lock(dest.impl_->mu);
@@ -125,6 +136,12 @@ TransferResult Cache::import_from(const fs::path& file) {
   copy_entries(
       scan, result, [&](Entry& e) { e.last_used = now; },
       [&](const std::vector<Entry>& batch) { I.store_batch(batch, Conflict::ReplaceIfBetter, result); });
+  std::vector<Tuning> tunings;
+  {
+    std::lock_guard lock(S.mu);
+    tunings = read_tunings(*S.db);
+  }
+  result.tunings = I.store_tunings(tunings);
   if (loss.rows || loss.incomplete) {
     result.skipped_corrupt += loss.rows + (loss.incomplete ? 1 : 0);
     log(LogLevel::Warn, "kernel cache import: {} is damaged: {} entries could not be read{}", file.string(),

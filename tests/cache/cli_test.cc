@@ -161,7 +161,7 @@ TEST_F(CliTest, StatsReportsTheCache) {
   ASSERT_EQ(j.status, 0) << j.err;
   EXPECT_EQ(j.js()["entries"], 6);
   EXPECT_EQ(j.js()["verified_entries"], 4);
-  EXPECT_EQ(j.js()["schema_version"], 2);
+  EXPECT_EQ(j.js()["schema_version"], 3);
   EXPECT_GT(j.js()["payload_bytes"].get<uint64_t>(), 6000u);
   Outcome t = tune_db({"stats"});
   ASSERT_EQ(t.status, 0) << t.err;

@@ -298,7 +298,7 @@ fs::path golden_copy(const TempDir& dir) {
   return dst;
 }
 
-TEST(CacheMigration, GoldenV1IsMigratedToV2) {
+TEST(CacheMigration, GoldenV1IsMigratedToTheCurrentSchema) {
   TempDir dir;
   std::string golden_sha = sha256_hex(read_file(fs::path(MPK_TEST_DATA) / "cache_v1.db"));
   fs::path path = golden_copy(dir);
@@ -306,7 +306,7 @@ TEST(CacheMigration, GoldenV1IsMigratedToV2) {
   {
     Cache cache(options_at(path));
     CacheStats st = cache.stats();
-    EXPECT_EQ(st.schema_version, 2);
+    EXPECT_EQ(st.schema_version, kSchemaVersion);
     EXPECT_EQ(st.entries, 3u);
     EXPECT_EQ(st.verified_entries, 2u);
 
@@ -343,7 +343,7 @@ TEST(CacheMigration, GoldenV1IsMigratedToV2) {
     EXPECT_EQ(cache.stats().entries, 4u);
   }
   RawDb raw(path);
-  EXPECT_EQ(raw.query_int("PRAGMA user_version"), 2);
+  EXPECT_EQ(raw.query_int("PRAGMA user_version"), kSchemaVersion);
   EXPECT_EQ(raw.query_int("PRAGMA application_id"), kApplicationId);
   EXPECT_EQ(raw.query_int("SELECT count(*) FROM sqlite_master WHERE name = 'kernels_v1'"), 0);
   EXPECT_EQ(sha256_hex(read_file(fs::path(MPK_TEST_DATA) / "cache_v1.db")), golden_sha);

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cache/cache.h"
+#include "cache/schema.h"
 #include "cache/sha256.h"
 #include "test_util.h"
 
@@ -332,7 +333,7 @@ TEST_F(CacheStore, StatsAddUp) {
     payload += cache.info(key_digest(make_key(i)))->bytes;
   }
   CacheStats st = cache.stats();
-  EXPECT_EQ(st.schema_version, 2);
+  EXPECT_EQ(st.schema_version, kSchemaVersion);
   EXPECT_EQ(st.entries, 4u);
   EXPECT_EQ(st.verified_entries, 3u);
   EXPECT_EQ(st.payload_bytes, payload);

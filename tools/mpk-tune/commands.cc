@@ -121,6 +121,7 @@ int cmd_stats(const Context& ctx) {
                      {"schema_version", st.schema_version},
                      {"entries", st.entries},
                      {"verified_entries", st.verified_entries},
+                     {"tunings", st.tunings},
                      {"payload_bytes", st.payload_bytes},
                      {"file_bytes", st.file_bytes},
                      {"free_bytes", st.free_bytes},
@@ -134,6 +135,7 @@ int cmd_stats(const Context& ctx) {
   t.add({"path", st.path + (st.read_only ? " (read-only)" : "")});
   t.add({"schema version", std::to_string(st.schema_version)});
   t.add({"entries", fmt::format("{} ({} verified)", st.entries, st.verified_entries)});
+  t.add({"tuning results", std::to_string(st.tunings)});
   t.add({"payload", human_bytes(st.payload_bytes)});
   t.add({"file", fmt::format("{} ({} free, WAL {})", human_bytes(st.file_bytes), human_bytes(st.free_bytes),
                              human_bytes(st.wal_bytes))});
@@ -167,6 +169,7 @@ int print_transfer(const Context& ctx, const char* what, const fs::path& file, c
   if (ctx.json) {
     print_json(ctx, {{"file", file.string()},
                      {"added", r.added},
+                     {"tunings", r.tunings},
                      {"replaced", r.replaced},
                      {"kept_existing", r.kept_existing},
                      {"skipped_corrupt", r.skipped_corrupt}});
@@ -177,6 +180,7 @@ int print_transfer(const Context& ctx, const char* what, const fs::path& file, c
   t.add({"replaced (better)", std::to_string(r.replaced)});
   t.add({"kept existing", std::to_string(r.kept_existing)});
   t.add({"skipped (damaged)", std::to_string(r.skipped_corrupt)});
+  t.add({"tuning results", std::to_string(r.tunings)});
   t.print(ctx.out);
   return kExitOk;
 }

@@ -3,6 +3,7 @@
 #include <mpk/mpk.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <filesystem>
@@ -170,6 +171,8 @@ void mpk_runtime_config_init(mpk_runtime_config* cfg) {
   if (!cfg) return;
   std::memset(cfg, 0, sizeof(*cfg));
   cfg->struct_size = sizeof(*cfg);
+  cfg->tune_policy = MPK_TUNE_CACHE_ONLY;
+  cfg->tune_budget_s = 120;
 }
 
 mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) {
@@ -185,7 +188,15 @@ mpk_status mpk_runtime_create(const mpk_runtime_config* cfg, mpk_runtime** out) 
   MPK_CHECK(cfg->device >= 0, InvalidArgument) << "device ordinal " << cfg->device << " < 0";
   MPK_CHECK(cfg->num_threads >= 0, InvalidArgument)
       << "num_threads " << cfg->num_threads << " < 0";
+  MPK_CHECK(cfg->tune_policy >= MPK_TUNE_CACHE_ONLY && cfg->tune_policy <= MPK_TUNE_ON_MISS, InvalidArgument)
+      << "tune_policy " << int(cfg->tune_policy) << " is not an mpk_tune_policy";
+  MPK_CHECK(std::isfinite(cfg->tune_budget_s) && cfg->tune_budget_s > 0, InvalidArgument)
+      << "tune_budget_s " << cfg->tune_budget_s << " is not a positive number of seconds";
   auto rt = std::make_unique<mpk_runtime>();
+  rt->options.tune_policy = cfg->tune_policy == MPK_TUNE_DEFAULTS_ONLY ? mpk::rt::TunePolicy::DefaultsOnly
+                            : cfg->tune_policy == MPK_TUNE_ON_MISS     ? mpk::rt::TunePolicy::TuneOnMiss
+                                                                       : mpk::rt::TunePolicy::CacheOnly;
+  rt->options.tune_budget_s = cfg->tune_budget_s;
   rt->options.device = cfg->device;
   rt->options.num_threads = cfg->num_threads;
   // Empty: resolved with the rest of the environment when a model loads.
@@ -298,6 +309,10 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   out.kernel_ms = st.kernel_ms;
   out.upload_ms = st.upload_ms;
   out.load_ms = st.load_ms;
+  out.tuned = st.tuned ? 1 : 0;
+  out.tune_candidates = st.tune_candidates;
+  out.tune_changed_params = st.tune_changed_params;
+  out.tune_ms = st.tune_ms;
   std::memcpy(stats, &out, std::min(stats->struct_size, sizeof out));
   MPK_API_END();
 }

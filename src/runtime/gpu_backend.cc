@@ -16,6 +16,7 @@
 #include "runtime/profile.h"
 #include "runtime/proofs.h"
 #include "runtime/runtime.h"
+#include "runtime/tune.h"
 
 namespace mpk::rt {
 namespace {
@@ -130,14 +131,29 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   sched::PlanOptions po = megakernel_plan_options(graph, num_workers_, cap);
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
   sched::Plan plan = sched::plan(graph, po);
-  // Tuning runs may set the code parameters; the defaults until the superoptimizer chooses.
+  // The code parameters: set by the caller (tuning runs), else a tuning result, else the defaults.
   defaults_ = rt::default_params(int(graph.config.head_dim), plan.tasks.total_weight_bytes(),
                                  graph.config.num_layers, num_workers_);
   params_ = defaults_;
+  signature_ = tuning_signature_text(graph, dtype_, num_workers_, props.name, props.arch());
   if (!options.mk_params.empty()) {
     params_ = parse_params(options.mk_params, params_);
     log(LogLevel::Info, "megakernel parameters {}", to_json(params_));
+  } else if (options.tune_policy != TunePolicy::DefaultsOnly) {
+    if (const std::optional<cache::Tuning> t = find_tuning(options, signature_)) {
+      try {
+        params_ = params_from_json(t->params_json, defaults_);
+        tuned_ = true;
+        log(LogLevel::Info, "megakernel parameters {} from a tuning result ({:.1f} vs {:.1f} us/token)",
+            to_json(params_), t->time_us, t->default_time_us);
+      } catch (const Error& e) {
+        log(LogLevel::Warn, "ignoring a tuning result whose parameters this build refuses ({}); using the defaults",
+            e.what());
+      }
+    }
   }
+  stats.tuned = tuned_;
+  stats.tune_changed_params = changed_params(params_, defaults_);
   if (params_.fold_down) {  // a plan with the down projection folded (same weights)
     po = megakernel_plan_options(graph, num_workers_, cap, true);
     po.dump = std::string();

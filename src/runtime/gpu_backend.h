@@ -48,6 +48,10 @@ class GpuModel {
   const MegakernelParams& params() const { return params_; }
   // The model's default parameters (default_params), which RuntimeOptions::mk_params amends.
   const MegakernelParams& default_params() const { return defaults_; }
+  // Whether params() come from a tuning result (RuntimeOptions::tune_policy), and the
+  // signature results are stored under (tuning_signature_text).
+  bool tuned() const { return tuned_; }
+  const std::string& tuning_signature() const { return signature_; }
   int block_threads() const { return launch_threads(params_); }
   int max_dynamic_smem() const { return max_dynamic_smem_; }
   uint64_t weights_ptr() const { return weights_.ptr(); }
@@ -64,7 +68,9 @@ class GpuModel {
   int64_t embed_cols_ = 0;
   DType dtype_ = DType::BF16;
   MegakernelParams defaults_;
-  MegakernelParams params_;  // the defaults until the superoptimizer chooses
+  MegakernelParams params_;  // mk_params, else a tuning result, else the defaults
+  bool tuned_ = false;
+  std::string signature_;
   int num_workers_ = 0;
   int max_dynamic_smem_ = 48 * 1024;
   std::unique_ptr<cuda::Context> ctx_;

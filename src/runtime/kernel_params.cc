@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <sstream>
@@ -112,6 +114,54 @@ std::string to_json(const MegakernelParams& p) {
   for (const Field& f : kFields)
     out += fmt::format("{}\"{}\":{}", out.size() > 1 ? "," : "", f.name, p.*f.member);
   return out + "}";
+}
+
+int changed_params(const MegakernelParams& a, const MegakernelParams& b) {
+  int n = 0;
+  for (const Field& f : kFields) n += a.*f.member != b.*f.member;
+  return n;
+}
+
+std::string to_text(const MegakernelParams& p) {
+  std::string out;
+  for (const Field& f : kFields) out += fmt::format("{}{}={}", out.empty() ? "" : ",", f.name, p.*f.member);
+  return out;
+}
+
+MegakernelParams params_from_json(const std::string& json, MegakernelParams base) {
+  const nlohmann::json j = nlohmann::json::parse(json, nullptr, /*allow_exceptions=*/false);
+  MPK_CHECK(j.is_object(), InvalidArgument) << "megakernel parameters are not a JSON object: " << json.substr(0, 80);
+  std::string text;
+  for (const auto& [name, value] : j.items()) {
+    MPK_CHECK(value.is_number_integer(), InvalidArgument)
+        << "megakernel parameter " << name << " is not an integer: " << value.dump();
+    text += fmt::format("{}{}={}", text.empty() ? "" : ",", name, value.get<int64_t>());
+  }
+  return parse_params(text, base);
+}
+
+const std::vector<ParamAxis>& search_axes() {
+  static const std::vector<ParamAxis> axes = {
+      {"rows_per_warp", "linear", {"rows_per_warp=1", "rows_per_warp=2", "rows_per_warp=3", "rows_per_warp=4"}},
+      {"down_rows_per_warp", "down",
+       {"down_rows_per_warp=0", "down_rows_per_warp=1", "down_rows_per_warp=2", "down_rows_per_warp=3",
+        "down_rows_per_warp=4"}},
+      {"loads_in_flight", "linear",
+       {"loads_in_flight=2", "loads_in_flight=3", "loads_in_flight=4", "loads_in_flight=5", "loads_in_flight=6"}},
+      {"max_k_split", "linear", {"max_k_split=2", "max_k_split=4", "max_k_split=8"}},
+      {"heads_per_pass", "attention", {"heads_per_pass=2", "heads_per_pass=4", "heads_per_pass=8"}},
+      {"merge_batch", "merge", {"merge_batch=4", "merge_batch=8", "merge_batch=16"}},
+      {"prefetch_rounds", "linear", {"prefetch_rounds=0", "prefetch_rounds=1", "prefetch_rounds=2"}},
+      {"ring_stages", "linear", {"ring_stages=0", "ring_stages=2", "ring_stages=3", "ring_stages=4"}},
+      {"poll_warp_loads", "worker", {"poll_warp_loads=0", "poll_warp_loads=1"}},
+      {"block_threads", "worker",
+       {"block_threads=384", "block_threads=448", "block_threads=480", "block_threads=512"}},
+      {"stage_weights", "linear", {"stage_weights=0", "stage_weights=1"}},
+      {"fold_down", "MLP", {"fold_down=0", "fold_down=1"}},
+      {"controller_warp", "worker",
+       {"controller_warp=0,block_threads=512", "controller_warp=1,block_threads=480"}},
+  };
+  return axes;
 }
 
 }  // namespace mpk::rt

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mpk::rt {
 
@@ -73,5 +74,24 @@ std::string to_defines(const MegakernelParams& p);
 MegakernelParams parse_params(const std::string& text, MegakernelParams base = {});
 // {"block_threads":512,...}: the cache key's layout and the cache entry's parameters.
 std::string to_json(const MegakernelParams& p);
+// How many fields of `a` differ from `b`.
+int changed_params(const MegakernelParams& a, const MegakernelParams& b);
+// "block_threads=512,...": every field, in parse_params' form.
+std::string to_text(const MegakernelParams& p);
+// A to_json object read over `base` (fields it lacks keep base's values); Error(InvalidArgument)
+// for anything but an object of known names with integer values in range.
+MegakernelParams params_from_json(const std::string& json, MegakernelParams base = {});
+
+// One axis of the search: changes to try one at a time (parse_params' form), and the stage
+// class of the decode step they act on ("linear" for every projection and the LM head, "down",
+// "attention", "merge", "MLP", "worker" for the whole worker).
+struct ParamAxis {
+  const char* name;
+  const char* stage;
+  std::vector<std::string> changes;
+};
+// The search space around a parameter set: the values tried per parameter. The controller
+// warp takes a compute warp's place, so it toggles together with block_threads.
+const std::vector<ParamAxis>& search_axes();
 
 }  // namespace mpk::rt

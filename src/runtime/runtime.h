@@ -35,6 +35,14 @@ inline constexpr long long kDefaultPrefetchBytes = 32LL * 1024;
 // the thread doing the work.
 using ProgressFn = std::function<void(const char* phase, uint64_t done, uint64_t total)>;
 
+// Where a GPU model's megakernel parameters come from when mk_params does not set them.
+enum class TunePolicy {
+  CacheOnly,     // a tuning result for the model's signature in the cache, else the defaults
+  DefaultsOnly,  // the model's defaults (kernel_params.h)
+  TuneOnMiss,    // as CacheOnly; without a result, search (runtime/tune.h) within tune_budget_s
+                 // and store what it finds
+};
+
 struct RuntimeOptions {
   int device = 0;
   std::filesystem::path cache_dir;  // empty: the cache's default ($MPK_CACHE_DIR, ~/.cache/mpk)
@@ -45,6 +53,8 @@ struct RuntimeOptions {
   bool share_activations = false;   // every GPU session shares activation memory (also
                                     // $MPK_SHARE_ACTIVATIONS=1); see SessionOptions
   ProgressFn progress;              // empty: none
+  TunePolicy tune_policy = TunePolicy::CacheOnly;
+  double tune_budget_s = 120;       // TuneOnMiss: the search's wall-time budget
 };
 
 // Calls o.progress when there is one.
@@ -69,8 +79,16 @@ struct Stats {
   uint64_t proved = 0;             // of them, those whose proofs all hold
   uint64_t proof_obligations = 0;  // obligations proved for them
   std::atomic<uint64_t> device_bytes{0};  // GPU memory held: weights + every live session
+  bool tuned = false;               // the parameters come from a tuning result
+  uint64_t tune_candidates = 0;     // parameter sets the load's search timed (TuneOnMiss)
+  uint64_t tune_changed_params = 0; // parameters the result changed from the defaults
+  double tune_ms = 0;               // the load's search
   // Wall time of the load's phases (see ProgressFn), ms; load_ms is all of mpk_model_load.
   double read_ms = 0, plan_ms = 0, prove_ms = 0, kernel_ms = 0, upload_ms = 0, load_ms = 0;
+
+  // Zeroes what a GpuModel's construction counts (a load that builds it again, or gives up
+  // on the GPU); the read time, tokens and launches stay.
+  void reset_load_counters();
 };
 
 class GpuModel;
@@ -97,6 +115,10 @@ class LoadedModel {
   const std::shared_ptr<const GpuModel>& gpu() const { return gpu_; }
 
  private:
+  // TunePolicy::TuneOnMiss without a result: searches, stores the result, and loads the
+  // model again with it.
+  void tune_on_miss();
+
   RuntimeOptions options_;
   std::unique_ptr<model::Model> model_;
   ir::Graph graph_;

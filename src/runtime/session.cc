@@ -9,6 +9,7 @@
 #include "ir/builder.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/runtime.h"
+#include "runtime/tune.h"
 
 namespace mpk::rt {
 namespace {
@@ -33,6 +34,43 @@ const char* backend_name(Backend b) {
 
 void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t total) {
   if (o.progress) o.progress(phase, done, total);
+}
+
+void Stats::reset_load_counters() {
+  num_tasks = num_workers = cache_hits = cache_misses = num_kernels = proved = proof_obligations = 0;
+  compile_ms = plan_ms = prove_ms = kernel_ms = upload_ms = 0;
+  device_bytes = 0;
+  tuned = false;
+  tune_candidates = tune_changed_params = 0;
+  tune_ms = 0;
+}
+
+void LoadedModel::tune_on_miss() {
+  const auto t0 = std::chrono::steady_clock::now();
+  TuneOptions t;
+  t.budget_s = options_.tune_budget_s;
+  t.progress = [this](const std::string& line, double done, double) {
+    log(LogLevel::Info, "tune: {}", line);
+    report(options_, "tune", uint64_t(done * 1000), 1000);
+  };
+  report(options_, "tune", 0, 1000);
+  // The search loads its own copies; the defaults' model goes first to leave it the memory.
+  gpu_.reset();
+  const TuneResult r = tune(options_, *model_, graph_, t);
+  report(options_, "tune", 1000, 1000);
+  const cache::Tuning record = tuning_record(r);
+  const bool stored = store_tuning(options_, record);
+  log(LogLevel::Info, "tune: {} ({:.1f} vs {:.1f} us/token for the defaults, {} candidates timed, {:.0f} s)",
+      to_json(r.chosen), r.chosen_us, r.default_us, r.timed, r.elapsed_s);
+  // The chosen parameters' kernel is in the cache now: loading it again is a hit. Without a
+  // cache to hold the result, the parameters are passed directly.
+  RuntimeOptions o = options_;
+  if (!stored) o.mk_params = to_text(r.chosen);
+  stats_.reset_load_counters();
+  gpu_ = std::make_shared<const GpuModel>(o, *model_, graph_, stats_);
+  stats_.tuned = true;
+  stats_.tune_candidates = uint64_t(r.timed);
+  stats_.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
 std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
@@ -61,6 +99,8 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   report(m->options_, "read", 1, 1);
   auto use_gpu = [&] {
     m->gpu_ = std::make_shared<const GpuModel>(m->options_, *m->model_, m->graph_, m->stats_);
+    if (m->options_.tune_policy == TunePolicy::TuneOnMiss && m->options_.mk_params.empty() && !m->gpu_->tuned())
+      m->tune_on_miss();
     m->backend_ = Backend::Gpu;
     m->stats_.host_fallback_ops = 0;
     m->model_->weights.release_data();  // uploaded: the files may now change without effect
@@ -88,10 +128,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
               e.kind() != ErrorKind::Compile && e.kind() != ErrorKind::Cuda)
             throw;
           m->gpu_.reset();  // and what its constructor counted before it failed
-          m->stats_.num_tasks = m->stats_.num_workers = 0;
-          m->stats_.cache_hits = m->stats_.cache_misses = 0;
-          m->stats_.compile_ms = 0;
-          m->stats_.device_bytes = 0;
+          m->stats_.reset_load_counters();
           log(LogLevel::Warn, "backend auto: the GPU cannot run this model ({}); running the CPU "
                               "reference (fp32)", e.what());
         }

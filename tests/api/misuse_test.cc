@@ -1,4 +1,6 @@
 // Each misuse of the C API returns its documented status and a message; nothing crashes.
+#include <cmath>
+#include <cstddef>
 #include <string>
 #include <thread>
 
@@ -15,7 +17,7 @@ TEST(ApiMisuse, StatusNames) {
   EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
   EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
   EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
-  EXPECT_STREQ(mpk_version(), "0.4.0");
+  EXPECT_STREQ(mpk_version(), "0.5.0");
 }
 
 TEST(ApiMisuse, RuntimeCreateArguments) {
@@ -32,6 +34,29 @@ TEST(ApiMisuse, RuntimeCreateArguments) {
   mpk_runtime_config_init(&rc);
   rc.device = -1;
   EXPECT_EQ(mpk_runtime_create(&rc, &rt), MPK_ERROR_INVALID_ARGUMENT);
+  mpk_runtime_config_init(&rc);
+  EXPECT_EQ(rc.tune_policy, MPK_TUNE_CACHE_ONLY);
+  EXPECT_GT(rc.tune_budget_s, 0);
+  rc.tune_policy = static_cast<mpk_tune_policy>(3);
+  EXPECT_EQ(mpk_runtime_create(&rc, &rt), MPK_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(mpk_last_error()).find("tune_policy"), std::string::npos) << mpk_last_error();
+  for (double budget : {0.0, -1.0, std::nan(""), double(INFINITY)}) {
+    mpk_runtime_config_init(&rc);
+    rc.tune_budget_s = budget;
+    EXPECT_EQ(mpk_runtime_create(&rc, &rt), MPK_ERROR_INVALID_ARGUMENT) << budget;
+    EXPECT_NE(std::string(mpk_last_error()).find("tune_budget_s"), std::string::npos) << mpk_last_error();
+  }
+  // A caller built before the tuning fields: they take their defaults, whatever follows.
+  mpk_runtime_config_init(&rc);
+  rc.struct_size = offsetof(mpk_runtime_config, tune_policy);
+  rc.tune_policy = static_cast<mpk_tune_policy>(99);
+  rc.tune_budget_s = -5;
+  ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
+  mpk_runtime_destroy(rt);
+  mpk_runtime_config_init(&rc);
+  rc.tune_policy = MPK_TUNE_ON_MISS;
+  ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
+  mpk_runtime_destroy(rt);
   mpk_runtime_config_init(&rc);
   ASSERT_EQ(mpk_runtime_create(&rc, &rt), MPK_OK);
   EXPECT_STREQ(mpk_last_error(), "");  // cleared by a successful call
@@ -117,6 +142,8 @@ TEST(ApiMisuse, InfoAndStatsNeedStructSize) {
   EXPECT_GT(st.host_fallback_ops, 0u);
   EXPECT_EQ(st.proved, 0u);  // nothing compiled, nothing proved
   EXPECT_EQ(st.proof_obligations, 0u);
+  EXPECT_EQ(st.tuned, 0);  // the reference has no parameters to tune
+  EXPECT_EQ(st.tune_candidates, 0u);
   // A caller built before device_bytes existed: its fields are filled, nothing past them.
   mpk_stats old{};
   old.struct_size = offsetof(mpk_stats, device_bytes);

@@ -21,22 +21,6 @@
 namespace mpk::tune {
 namespace {
 
-// The values tried per parameter, one parameter at a time around the defaults. The controller
-// warp takes a compute warp's place (kernel_params.h), so it toggles together with
-// block_threads.
-struct Axis {
-  const char* name;
-  std::vector<int> values;
-};
-const Axis kAxes[] = {
-    {"rows_per_warp", {1, 2, 3, 4}},       {"down_rows_per_warp", {0, 1, 2, 3, 4}},
-    {"loads_in_flight", {2, 3, 4, 5, 6}},  {"max_k_split", {2, 4, 8}},
-    {"heads_per_pass", {2, 4, 8}},         {"merge_batch", {4, 8, 16}},
-    {"prefetch_rounds", {0, 1, 2}},        {"ring_stages", {0, 2, 3, 4}},
-    {"poll_warp_loads", {0, 1}},           {"block_threads", {384, 448, 480, 512}},
-    {"stage_weights", {0, 1}},             {"fold_down", {0, 1}},
-};
-
 // Shared memory one block may opt into, by architecture (bytes); 0 when not known here.
 int64_t smem_limit(const std::string& arch) {
   const std::string cc = arch.substr(arch.find('_') + 1);
@@ -69,9 +53,8 @@ std::vector<Candidate> enumerate(const rt::MegakernelParams& defaults, uint64_t 
     }
     if (seen.insert(c.verdict == "pass" ? rt::to_json(c.params) : c.verdict).second) out.push_back(c);
   };
-  for (const Axis& a : kAxes)
-    for (const int v : a.values) add(fmt::format("{}={}", a.name, v));
-  add(defaults.controller_warp ? "controller_warp=0,block_threads=512" : "controller_warp=1,block_threads=480");
+  for (const rt::ParamAxis& a : rt::search_axes())
+    for (const std::string& change : a.changes) add(change);
   std::mt19937_64 rng(seed);
   std::shuffle(out.begin() + 1, out.end(), rng);
   return out;

@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 4
+#define MPK_VERSION_MINOR 5
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -87,8 +87,8 @@ typedef enum mpk_log_level {
 
 typedef void (*mpk_log_callback)(mpk_log_level level, const char* message, void* user_data);
 /* Progress of a long phase: "read" (the model's files), "plan", "prove", "kernel" (the kernel
- * cache, or compiling on a miss), "upload" (weights to the GPU) during mpk_model_load, and
- * "prefill" during mpk_session_prefill; `done` of `total` units (bytes or tokens), called at
+ * cache, or compiling on a miss), "upload" (weights to the GPU) and "tune" (MPK_TUNE_ON_MISS's
+ * search, in thousandths) during mpk_model_load, and "prefill" during mpk_session_prefill; `done` of `total` units (bytes or tokens), called at
  * least at the start (done 0; total 0 when unknown) and the end (done == total, both > 0; 1 of
  * 1 for a phase without units), on the thread making the call. */
 typedef void (*mpk_progress_callback)(const char* phase, uint64_t done, uint64_t total,
@@ -99,6 +99,15 @@ typedef enum mpk_backend {
   MPK_BACKEND_GPU = 1,       /* the GPU megakernel; MPK_ERROR_NO_DEVICE / UNSUPPORTED if not */
   MPK_BACKEND_REFERENCE = 2  /* the CPU reference executor (fp32) */
 } mpk_backend;
+
+/* Where a GPU model's megakernel code parameters come from (mpk-tune tune searches them). */
+typedef enum mpk_tune_policy {
+  MPK_TUNE_CACHE_ONLY = 0,    /* a tuning result for the model, the GPU and the toolkit in the
+                                 kernel cache, else the model's defaults (the default) */
+  MPK_TUNE_DEFAULTS_ONLY = 1, /* the model's defaults, whatever the cache holds */
+  MPK_TUNE_ON_MISS = 2        /* as CACHE_ONLY; without a result, mpk_model_load searches within
+                                 tune_budget_s (reported as the "tune" phase) and stores it */
+} mpk_tune_policy;
 
 typedef struct mpk_runtime_config {
   size_t struct_size;           /* set by mpk_runtime_config_init */
@@ -111,6 +120,11 @@ typedef struct mpk_runtime_config {
   void* log_user_data;
   mpk_progress_callback progress_callback; /* NULL: none; for this runtime's models */
   void* progress_user_data;
+  mpk_tune_policy tune_policy;  /* default MPK_TUNE_CACHE_ONLY (since 0.5; a caller whose
+                                   struct_size ends before it gets the defaults) */
+  double tune_budget_s;         /* MPK_TUNE_ON_MISS: the search's wall time, > 0 (default 120;
+                                   weight upload and compiles count, the last comparison runs
+                                   past it) */
 } mpk_runtime_config;
 
 /// Fills defaults and struct_size. `cfg` must not be NULL.
@@ -199,6 +213,13 @@ typedef struct mpk_stats {
   /* Wall time of mpk_model_load's phases (mpk_progress_callback names them), ms; load_ms is
    * the whole call. */
   double read_ms, plan_ms, prove_ms, kernel_ms, upload_ms, load_ms;
+  /* Since 0.5 (a caller whose struct_size ends before them does not get them): */
+  int32_t tuned;                /* 1: the megakernel's parameters come from a tuning result (found
+                                   in the cache, or searched by this load) */
+  uint64_t tune_candidates;     /* parameter sets this load's search timed (MPK_TUNE_ON_MISS) */
+  uint64_t tune_changed_params; /* parameters the kernel runs with that differ from the model's
+                                   defaults */
+  double tune_ms;               /* this load's search, included in load_ms */
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.

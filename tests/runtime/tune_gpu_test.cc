@@ -1,0 +1,130 @@
+// The search on the device: a short search over a fixture stores a result, a cache-only load
+// runs its parameters and still matches the CPU reference, a defaults-only load ignores it,
+// and TunePolicy::TuneOnMiss searches once and then hits.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+
+#include "gpu_device.h"
+#include "ir/builder.h"
+#include "model/model.h"
+#include "runtime/gpu_backend.h"
+#include "runtime/tune.h"
+
+namespace mpk::rt {
+namespace {
+
+namespace fs = std::filesystem;
+using mpk::testing::have_device;
+using mpk::testing::rel_l2;
+
+const std::string kFixture = std::string(MPK_TEST_DATA) + "/qwen3-bf16";
+
+struct TempCache {
+  fs::path dir = fs::temp_directory_path() / ("mpk-tune-gpu-" + std::to_string(getpid()));
+  TempCache() { fs::remove_all(dir); }
+  ~TempCache() { fs::remove_all(dir); }
+};
+
+std::vector<float> prompt_logits(std::shared_ptr<const LoadedModel> m) {
+  SessionOptions so;
+  so.kv_capacity = 64;
+  so.tensor_core_prefill = false;
+  Session s(m, so);
+  const std::vector<int32_t> prompt = {3, 17, 250, 9, 1021, 44, 5, 600};
+  s.prefill(prompt.data(), prompt.size());
+  return s.logits();
+}
+
+TEST(TuneGpu, SearchStoresAResultThatCacheOnlyLoadsRun) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  TempCache cache;
+  RuntimeOptions o;
+  o.cache_dir = cache.dir;
+  o = resolve_environment(o);
+  o.mk_params.clear();
+  const auto model = model::load(kFixture);
+  const ir::Graph graph = ir::build(model->config);
+  TuneOptions t;
+  t.budget_s = 30;
+  t.steps = 16;
+  t.launches = 3;
+  t.seed = 7;
+  int progress_calls = 0;
+  t.progress = [&](const std::string&, double done, double eta) {
+    ++progress_calls;
+    EXPECT_GT(done, 0);
+    EXPECT_LE(done, 1);
+    EXPECT_GE(eta, 0);
+  };
+  const TuneResult r = tune(o, *model, graph, t);
+  ASSERT_FALSE(r.trials.empty());
+  EXPECT_EQ(progress_calls, int(r.trials.size()));
+  EXPECT_GE(r.timed, 1);
+  EXPECT_GT(r.default_us, 0);
+  EXPECT_GT(r.chosen_us, 0);
+  std::set<std::string> changes;
+  for (const TuneTrial& tr : r.trials) {
+    EXPECT_TRUE(changes.insert(tr.change).second) << tr.change << " tried twice";
+    const bool timed = tr.verdict == "faster" || tr.verdict == "not faster";
+    EXPECT_TRUE(timed || tr.verdict.rfind("rejected: ", 0) == 0 || tr.verdict.rfind("failed test: ", 0) == 0 ||
+                tr.verdict == "skipped: budget")
+        << tr.verdict;
+    if (timed) EXPECT_LE(tr.rel_l2, t.max_rel_l2) << tr.change;
+    if (tr.verdict == "faster") EXPECT_LT(tr.us, tr.best_us) << tr.change;
+  }
+  ASSERT_TRUE(store_tuning(o, tuning_record(r)));
+
+  auto tuned = LoadedModel::load(o, kFixture, Backend::Gpu);
+  EXPECT_TRUE(tuned->gpu()->tuned());
+  EXPECT_TRUE(tuned->stats().tuned);
+  EXPECT_EQ(to_json(tuned->gpu()->params()), to_json(r.chosen));
+  EXPECT_EQ(tuned->stats().tune_changed_params, uint64_t(changed_params(r.chosen, r.defaults)));
+  EXPECT_EQ(tuned->stats().cache_misses, 0u);  // the search compiled it
+
+  RuntimeOptions d = o;
+  d.tune_policy = TunePolicy::DefaultsOnly;
+  auto defaults = LoadedModel::load(d, kFixture, Backend::Gpu);
+  EXPECT_FALSE(defaults->gpu()->tuned());
+  EXPECT_EQ(to_json(defaults->gpu()->params()), to_json(r.defaults));
+
+  auto reference = LoadedModel::load(o, kFixture, Backend::Reference);
+  const std::vector<float> want = prompt_logits(reference);
+  EXPECT_LE(rel_l2(prompt_logits(tuned), want), 1e-3);
+  EXPECT_LE(rel_l2(prompt_logits(defaults), want), 1e-3);
+}
+
+TEST(TuneGpu, TuneOnMissSearchesOnceThenHits) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  TempCache cache;
+  auto load = [&](TunePolicy policy) {
+    RuntimeOptions o;
+    o.cache_dir = cache.dir;
+    o.tune_policy = policy;
+    o.tune_budget_s = 15;
+    return LoadedModel::load(o, kFixture, Backend::Gpu);
+  };
+  auto cold = load(TunePolicy::TuneOnMiss);
+  EXPECT_TRUE(cold->stats().tuned);
+  EXPECT_TRUE(cold->gpu()->tuned());
+  EXPECT_GT(cold->stats().tune_ms, 0);
+  EXPECT_GE(cold->stats().tune_candidates, 1u);
+  EXPECT_GE(cold->stats().load_ms, cold->stats().tune_ms);
+  auto warm = load(TunePolicy::TuneOnMiss);  // the result is there now: no search
+  EXPECT_TRUE(warm->stats().tuned);
+  EXPECT_EQ(warm->stats().tune_ms, 0);
+  EXPECT_EQ(warm->stats().tune_candidates, 0u);
+  EXPECT_EQ(warm->stats().cache_misses, 0u);
+  EXPECT_EQ(to_json(warm->gpu()->params()), to_json(cold->gpu()->params()));
+  auto plain = load(TunePolicy::DefaultsOnly);
+  EXPECT_FALSE(plain->stats().tuned);
+  EXPECT_EQ(plain->stats().tune_changed_params, 0u);
+  // The search's models are not counted: only the one that runs.
+  EXPECT_EQ(cold->stats().num_kernels, plain->stats().num_kernels);
+  EXPECT_LE(rel_l2(prompt_logits(warm), prompt_logits(plain)), 1e-4);
+}
+
+}  // namespace
+}  // namespace mpk::rt

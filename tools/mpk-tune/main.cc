@@ -5,6 +5,7 @@
 //     | import FILE | verify | prove --model DIR [--workers N] [--kv-capacity N]
 //     | coverage --model DIR [--workers N] [--kv-capacity N] [--arch A] [--compile]
 //     | candidates --model DIR [--workers N] [--kv-capacity N] [--arch A] [--seed N] [--max N]
+//     | tune --model DIR [--budget 10m] [--seed N] [--steps N] [--launches N] | tunings
 #include <CLI/CLI.hpp>
 
 #include <iostream>
@@ -15,6 +16,7 @@
 #include "candidates.h"
 #include "coverage.h"
 #include "prove.h"
+#include "search.h"
 
 using namespace mpk;
 using namespace mpk::tune;
@@ -32,6 +34,22 @@ const CLI::Validator kCount(
       return digits ? "" : "'" + s + "' is not a non-negative integer";
     },
     "N");
+
+// "90", "90s", "10m", "1h" as seconds (positive, at most a day); nullopt otherwise.
+std::optional<double> parse_duration(const std::string& text) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  const std::string unit = text.substr(used);
+  const double scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600 : 0;
+  v *= scale;
+  if (!(v > 0 && v <= 86400)) return std::nullopt;
+  return v;
+}
 
 int usage_error(const CLI::App& app, const std::string& message) {
   std::cerr << "mpk-tune: " << message << "\n\n" << app.help();
@@ -94,6 +112,22 @@ int run(int argc, char** argv) {
   size_t max_candidates = 0;
   candidates->add_option("--max", max_candidates, "check only the first N (0: all)")->capture_default_str();
 
+  TuneArgs tune_args;
+  std::string budget_text = "10m";
+  CLI::App* tune_cmd = app.add_subcommand(
+      "tune", "Search the model's megakernel parameters on the GPU and store the result in the cache");
+  tune_cmd->add_option("--model", tune_args.model_dir, "Model directory")->required();
+  tune_cmd->add_option("--budget", budget_text, "Wall-time budget: seconds, or with s/m/h (e.g. 90s, 10m)")
+      ->capture_default_str();
+  tune_cmd->add_option("--seed", tune_args.seed, "order of the search")->capture_default_str();
+  tune_cmd->add_option("--steps", tune_args.steps, "decode steps per timed launch")
+      ->check(CLI::Range(8, 4096))
+      ->capture_default_str();
+  tune_cmd->add_option("--launches", tune_args.launches, "timed launches per side of a comparison")
+      ->check(CLI::Range(3, 50))
+      ->capture_default_str();
+  CLI::App* tunings = app.add_subcommand("tunings", "List the tuning results in the cache");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -117,6 +151,13 @@ int run(int argc, char** argv) {
     return cmd_candidates(std::cout, model_dir, workers, kv_capacity, arch, seed, max_candidates, json);
   Context ctx{cache_path.empty() ? cache::default_cache_path() : std::filesystem::path(cache_path), json,
               read_only, std::cout};
+  if (tune_cmd->parsed()) {
+    const std::optional<double> budget = parse_duration(budget_text);
+    if (!budget) return usage_error(app, "--budget: '" + budget_text + "' is not a duration (e.g. 90, 90s, 10m, 1h)");
+    tune_args.budget_s = *budget;
+    return cmd_tune(ctx, tune_args);
+  }
+  if (tunings->parsed()) return cmd_tunings(ctx);
   if (list->parsed()) return cmd_list(ctx, limit);
   if (show->parsed()) return cmd_show(ctx, key);
   if (stats->parsed()) return cmd_stats(ctx);

@@ -144,6 +144,17 @@ int run_cli(int argc, char** argv) {
                  "GPU: decode steps per megakernel launch (1: one launch per token)")
       ->check(CLI::Range(int64_t(1), int64_t(4096)))
       ->capture_default_str();
+  std::string tune_policy = "cache-only";
+  double tune_budget = 120;
+  app.add_option("--tune-policy", tune_policy,
+                 "GPU: the megakernel's parameters: cache-only (a tuning result from the kernel "
+                 "cache, else the defaults), defaults-only, tune-on-miss (search at load without "
+                 "a result, within --tune-budget)")
+      ->check(CLI::IsMember({"cache-only", "defaults-only", "tune-on-miss"}))
+      ->capture_default_str();
+  app.add_option("--tune-budget", tune_budget, "seconds tune-on-miss may search")
+      ->check(CLI::Range(1.0, 86400.0))
+      ->capture_default_str();
   app.add_option("--profile-out", profile_out,
                  "GPU: write per-task device timers of the last decode step (JSON) to this file");
   try {
@@ -195,6 +206,10 @@ int run_cli(int argc, char** argv) {
   rc.num_threads = threads;
   rc.progress_callback = on_progress;
   rc.progress_user_data = &progress;
+  rc.tune_policy = tune_policy == "defaults-only" ? MPK_TUNE_DEFAULTS_ONLY
+                   : tune_policy == "tune-on-miss" ? MPK_TUNE_ON_MISS
+                                                   : MPK_TUNE_CACHE_ONLY;
+  rc.tune_budget_s = tune_budget;
   mpk_runtime* rt = nullptr;
   if (mpk_status s = mpk_runtime_create(&rc, &rt); s != MPK_OK) return die("runtime create", s);
 
@@ -416,7 +431,10 @@ int run_cli(int argc, char** argv) {
       out["tokens"] = tokens;
       out["phases_ms"] = {{"read", st.read_ms}, {"plan", st.plan_ms}, {"prove", st.prove_ms},
                           {"kernel", st.kernel_ms}, {"upload", st.upload_ms}, {"load", st.load_ms},
-                          {"prefill", prefill_ms}};
+                          {"tune", st.tune_ms}, {"prefill", prefill_ms}};
+      out["tuning"] = {{"policy", tune_policy}, {"tuned", bool(st.tuned)},
+                       {"candidates_timed", st.tune_candidates},
+                       {"changed_params", st.tune_changed_params}};
       if (text_mode) out["text"] = generated;
       out["stop_reason"] = stop_reason;
       out["prefill_ms"] = prefill_ms;

@@ -2,6 +2,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -51,25 +52,33 @@ void LoadedModel::tune_on_miss() {
   t.budget_s = options_.tune_budget_s;
   t.progress = [this](const std::string& line, double done, double) {
     log(LogLevel::Info, "tune: {}", line);
-    report(options_, "tune", uint64_t(done * 1000), 1000);
+    report(options_, "tune", std::min<uint64_t>(uint64_t(done * 1000), 999), 1000);  // 1000: the end
   };
   report(options_, "tune", 0, 1000);
   // The search loads its own copies; the defaults' model goes first to leave it the memory.
   gpu_.reset();
-  const TuneResult r = tune(options_, *model_, graph_, t);
-  report(options_, "tune", 1000, 1000);
-  const cache::Tuning record = tuning_record(r);
-  const bool stored = store_tuning(options_, record);
-  log(LogLevel::Info, "tune: {} ({:.1f} vs {:.1f} us/token for the defaults, {} candidates timed, {:.0f} s)",
-      to_json(r.chosen), r.chosen_us, r.default_us, r.timed, r.elapsed_s);
-  // The chosen parameters' kernel is in the cache now: loading it again is a hit. Without a
-  // cache to hold the result, the parameters are passed directly.
   RuntimeOptions o = options_;
-  if (!stored) o.mk_params = to_text(r.chosen);
+  std::optional<TuneResult> r;
+  try {
+    r = tune(options_, *model_, graph_, t);
+  } catch (const Error& e) {
+    // The defaults still run; a device that is lost fails their load below.
+    log(LogLevel::Warn, "tune: the search failed ({}); using the defaults", e.what());
+    o.tune_policy = TunePolicy::DefaultsOnly;
+  }
+  report(options_, "tune", 1000, 1000);
+  if (r) {
+    const bool stored = store_tuning(options_, tuning_record(*r));
+    log(LogLevel::Info, "tune: {} ({:.1f} vs {:.1f} us/token for the defaults, {} candidates timed, {:.0f} s)",
+        to_json(r->chosen), r->chosen_us, r->default_us, r->timed, r->elapsed_s);
+    // The chosen parameters' kernel is in the cache now: loading it again is a hit. Without a
+    // cache to hold the result, the parameters are passed directly.
+    if (!stored) o.mk_params = to_text(r->chosen);
+  }
   stats_.reset_load_counters();
   gpu_ = std::make_shared<const GpuModel>(o, *model_, graph_, stats_);
-  stats_.tuned = true;
-  stats_.tune_candidates = uint64_t(r.timed);
+  stats_.tuned = r.has_value();
+  stats_.tune_candidates = r ? uint64_t(r->timed) : 0;
   stats_.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 

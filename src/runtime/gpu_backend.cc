@@ -91,6 +91,26 @@ cache::Entry megakernel_through_cache(const RuntimeOptions& options, const ir::G
   });
 }
 
+// Sessions' default capacity, within the model's positions: the capacity the load plans for
+// (the KV split, hence the task count, depends on it).
+int64_t load_capacity(const ir::Graph& graph) {
+  const int64_t def = int64_t(SessionOptions{}.kv_capacity);
+  return graph.config.max_position_embeddings > 0 ? std::min<int64_t>(def, graph.config.max_position_embeddings)
+                                                  : def;
+}
+
+sched::Plan load_plan(const ir::Graph& graph, int workers, int64_t cap, bool fold_down) {
+  sched::PlanOptions po = megakernel_plan_options(graph, workers, cap, fold_down);
+  po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not the load's
+  return sched::plan(graph, po);
+}
+
+// The proofs of the formulas `plan`'s descriptors use under `params`; a failed one throws.
+std::vector<PlanProof> prove_load_plan(const ir::Graph& graph, const sched::Plan& plan, const MemoryPlan& mem,
+                                       const MegakernelParams& params) {
+  return plan_proofs(build_tables(graph, plan, mem, SegmentBases{}, params).device_tasks(), params);
+}
+
 cache::CacheKey prefill_key(const std::string& arch) {
   cache::CacheKey k = compile_key(arch, kPrefillCodegenVersion, prefill_compile_options(), prefill_source(arch));
   k.task.op_kind = "prefill";
@@ -105,6 +125,18 @@ int find_op(const ir::Graph& g, ir::OpKind kind) {
 }
 
 }  // namespace
+
+void precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype, int workers,
+                           const std::string& arch, const MegakernelParams& params) {
+  const int64_t cap = load_capacity(graph);
+  const sched::Plan plan = load_plan(graph, workers, cap, params.fold_down != 0);
+  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype, cap);
+  const std::string record = verification_record(prove_load_plan(graph, plan, mem, params));
+  bool built = false;
+  double compile_ms = 0;
+  megakernel_through_cache(options, graph, dtype, workers, arch, params, MPK_MK_SAMPLE_GREEDY, record, built,
+                           compile_ms);
+}
 
 GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, const ir::Graph& graph,
                    Stats& stats)
@@ -122,15 +154,9 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   auto t = Clock::now();
   report(options, "plan", 0, 0);
-  // Plan once at load so that an unsupported fused op fails here, not at the first step, for
-  // the default session capacity (the KV split, hence the task count, depends on it).
-  const int64_t def = int64_t(SessionOptions{}.kv_capacity);
-  const int64_t cap = graph.config.max_position_embeddings > 0
-                          ? std::min<int64_t>(def, graph.config.max_position_embeddings)
-                          : def;
-  sched::PlanOptions po = megakernel_plan_options(graph, num_workers_, cap);
-  po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not this check
-  sched::Plan plan = sched::plan(graph, po);
+  // Plan once at load so that an unsupported fused op fails here, not at the first step.
+  const int64_t cap = load_capacity(graph);
+  sched::Plan plan = load_plan(graph, num_workers_, cap, false);
   // The code parameters: set by the caller (tuning runs), else a tuning result, else the defaults.
   defaults_ = rt::default_params(int(graph.config.head_dim), plan.tasks.total_weight_bytes(),
                                  graph.config.num_layers, num_workers_);
@@ -154,19 +180,14 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   }
   stats.tuned = tuned_;
   stats.tune_changed_params = changed_params(params_, defaults_);
-  if (params_.fold_down) {  // a plan with the down projection folded (same weights)
-    po = megakernel_plan_options(graph, num_workers_, cap, true);
-    po.dump = std::string();
-    plan = sched::plan(graph, po);
-  }
+  if (params_.fold_down) plan = load_plan(graph, num_workers_, cap, true);  // the same weights
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
-  // The plan's layout proofs, before anything is compiled or run.
-  const std::vector<MkTask> load_tasks = build_tables(graph, plan, mem, SegmentBases{}, params_).device_tasks();
   stats.plan_ms = ms_since(t);
   report(options, "plan", 1, 1);
   t = Clock::now();
   report(options, "prove", 0, 0);
-  const std::vector<PlanProof> plan_proved = plan_proofs(load_tasks, params_);
+  // The plan's layout proofs, before anything is compiled or run.
+  const std::vector<PlanProof> plan_proved = prove_load_plan(graph, plan, mem, params_);
   const std::string proofs = verification_record(plan_proved);
   for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;

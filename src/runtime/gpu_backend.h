@@ -24,6 +24,13 @@
 namespace mpk::rt {
 
 
+// Plans, proves and compiles the megakernel a GpuModel with `params` on a device of `arch` with
+// `workers` SMs would run, into the kernel cache of `options`, without touching a device: the
+// search does this for several candidates at once. Throws what GpuModel's constructor would
+// (Unsupported for a task no variant runs, a failed proof, Compile).
+void precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype, int workers,
+                           const std::string& arch, const MegakernelParams& params);
+
 class GpuModel {
  public:
   // Throws NoDevice, Unsupported (a fused op the kernel lacks, a dtype), Cuda, Compile.
@@ -44,6 +51,7 @@ class GpuModel {
   std::vector<float> embedding_row(int32_t token) const;
   const ir::Graph& graph() const { return graph_; }
   DType weight_dtype() const { return dtype_; }
+  const std::string& arch() const { return arch_; }  // NVRTC's, e.g. "sm_90a"
   int num_workers() const { return num_workers_; }
   const MegakernelParams& params() const { return params_; }
   // The model's default parameters (default_params), which RuntimeOptions::mk_params amends.

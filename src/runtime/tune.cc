@@ -1,10 +1,12 @@
 #include "runtime/tune.h"
 
 #include <fmt/format.h>
+#include <tbb/parallel_for.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -128,6 +130,33 @@ struct Planned {
   std::string change;
 };
 
+// Plans, proves and compiles the untried sets of `axis` around `best` into the cache in
+// parallel (NVRTC and Z3 each run single-threaded), so that the loads that follow hit it;
+// the ones that cannot be built go to `unbuildable` with the reason.
+void precompile_axis(const RuntimeOptions& options, const GpuModel& ref, const ParamAxis& axis,
+                     const MegakernelParams& best, const std::set<std::string>& tried,
+                     std::map<std::string, std::string>& unbuildable) {
+  std::vector<MegakernelParams> sets;
+  for (const std::string& change : axis.changes) {
+    try {
+      const MegakernelParams p = parse_params(change, best);
+      if (!tried.count(to_json(p))) sets.push_back(p);
+    } catch (const Error&) {
+      // an invalid change is reported when its turn comes
+    }
+  }
+  std::vector<std::string> why(sets.size());
+  tbb::parallel_for(size_t(0), sets.size(), [&](size_t i) {
+    try {
+      precompile_megakernel(options, ref.graph(), ref.weight_dtype(), ref.num_workers(), ref.arch(), sets[i]);
+    } catch (const Error& e) {
+      why[i] = e.what();
+    }
+  });
+  for (size_t i = 0; i < sets.size(); ++i)
+    if (!why[i].empty()) unbuildable[to_json(sets[i])] = why[i];
+}
+
 }  // namespace
 
 std::string tuning_signature_text(const ir::Graph& graph, DType dtype, int workers, const std::string& device_name,
@@ -180,9 +209,15 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
   Side* best = defaults.get();
   std::unique_ptr<Side> best_owned;  // the best when it is not the defaults
   std::set<std::string> tried{to_json(r.defaults)};
+  std::map<std::string, std::string> unbuildable;  // to_json(params) -> why it cannot load
   for (size_t i = 0; i < plan.size(); ++i) {
+    if ((i == 0 || plan[i].axis != plan[i - 1].axis) && seconds_since(t0) <= t.budget_s)
+      precompile_axis(options, *defaults->model, *plan[i].axis, best->params, tried, unbuildable);
     const auto tc = Clock::now();
-    TuneTrial trial{plan[i].axis->name, plan[i].axis->stage, plan[i].change};
+    TuneTrial trial;
+    trial.axis = plan[i].axis->name;
+    trial.stage = plan[i].axis->stage;
+    trial.change = plan[i].change;
     MegakernelParams p;
     bool run = false;
     try {
@@ -196,10 +231,14 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
       r.budget_exhausted = true;
     } else if (run) {
       std::unique_ptr<Side> cand;
-      try {
-        cand = bench.load(&p);
-      } catch (const Error& e) {
-        trial.verdict = std::string("rejected: ") + e.what();
+      if (const auto it = unbuildable.find(to_json(p)); it != unbuildable.end()) {
+        trial.verdict = "rejected: " + it->second;
+      } else {
+        try {
+          cand = bench.load(&p);
+        } catch (const Error& e) {
+          trial.verdict = std::string("rejected: ") + e.what();
+        }
       }
       if (cand) {
         try {
@@ -211,13 +250,19 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
         }
       }
       if (cand && trial.verdict.empty()) {
-        const Bench::Comparison c = bench.compare(*best, *cand, t.launches);
-        trial.us = c.b_us;
-        trial.best_us = c.a_us;
-        trial.verdict = c.b_faster ? "faster" : "not faster";
-        if (c.b_faster) {
-          best_owned = std::move(cand);
-          best = best_owned.get();
+        try {
+          const Bench::Comparison c = bench.compare(*best, *cand, t.launches);
+          trial.us = c.b_us;
+          trial.best_us = c.a_us;
+          trial.verdict = c.b_faster ? "faster" : "not faster";
+          if (c.b_faster) {
+            best_owned = std::move(cand);
+            best = best_owned.get();
+          }
+        } catch (const Error& e) {
+          // A launch that times out or fails; should the device itself be lost, the best's
+          // next launch fails outside this and ends the search.
+          trial.verdict = std::string("failed test: timed launch: ") + e.what();
         }
       }
     }

@@ -5,7 +5,10 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <set>
+
+#include "cache/cache.h"
 
 #include "gpu_device.h"
 #include "ir/builder.h"
@@ -72,8 +75,12 @@ TEST(TuneGpu, SearchStoresAResultThatCacheOnlyLoadsRun) {
     EXPECT_TRUE(timed || tr.verdict.rfind("rejected: ", 0) == 0 || tr.verdict.rfind("failed test: ", 0) == 0 ||
                 tr.verdict == "skipped: budget")
         << tr.verdict;
-    if (timed) EXPECT_LE(tr.rel_l2, t.max_rel_l2) << tr.change;
-    if (tr.verdict == "faster") EXPECT_LT(tr.us, tr.best_us) << tr.change;
+    if (timed) {
+      EXPECT_LE(tr.rel_l2, t.max_rel_l2) << tr.change;
+    }
+    if (tr.verdict == "faster") {
+      EXPECT_LT(tr.us, tr.best_us) << tr.change;
+    }
   }
   ASSERT_TRUE(store_tuning(o, tuning_record(r)));
 
@@ -124,6 +131,39 @@ TEST(TuneGpu, TuneOnMissSearchesOnceThenHits) {
   // The search's models are not counted: only the one that runs.
   EXPECT_EQ(cold->stats().num_kernels, plain->stats().num_kernels);
   EXPECT_LE(rel_l2(prompt_logits(warm), prompt_logits(plain)), 1e-4);
+}
+
+TEST(TuneGpu, PrecompileFillsTheCacheTheLoadThenHits) {
+  // No device is touched, but the cache key holds the driver's version.
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  TempCache dir;
+  RuntimeOptions o;
+  o.cache_dir = dir.dir;
+  const auto m = model::load(kFixture);
+  const ir::Graph g = ir::build(m->config);
+  const MegakernelParams p = parse_params("rows_per_warp=1", default_params(int(m->config.head_dim), 1 << 20, 3, 132));
+  precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p);
+  cache::CacheOptions co;
+  co.path = o.cache_dir / "kernels.db";
+  auto entries = [&] { return cache::Cache(co).list(); };
+  ASSERT_EQ(entries().size(), 1u);
+  const nlohmann::json key = nlohmann::json::parse(entries()[0].key_text);
+  EXPECT_EQ(key["arch"], "sm_90a");
+  EXPECT_NE(key.dump().find("\"rows_per_warp\":1"), std::string::npos) << key.dump();
+  // The entry carries the plan's proof record.
+  EXPECT_TRUE(entries()[0].verified) << entries()[0].verification_json.substr(0, 200);
+  precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p);  // a hit
+  EXPECT_EQ(entries().size(), 1u);
+  // On this device, with its own arch and SM count, a load with the same parameters hits.
+  o = resolve_environment(o);
+  const auto on_device = LoadedModel::load(o, kFixture, Backend::Gpu);
+  const GpuModel& gm = *on_device->gpu();
+  RuntimeOptions o2 = o;
+  o2.cache_dir = dir.dir / "second";
+  precompile_megakernel(o2, g, gm.weight_dtype(), gm.num_workers(), gm.arch(), p);
+  o2.mk_params = to_text(p);
+  const auto hit = LoadedModel::load(o2, kFixture, Backend::Gpu);
+  EXPECT_EQ(hit->stats().cache_misses + 1, hit->stats().num_kernels);  // the prefill's, not the megakernel
 }
 
 }  // namespace

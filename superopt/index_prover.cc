@@ -534,6 +534,93 @@ ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max
   return r;
 }
 
+ProofRecord prove_fold_lanes(const ir::FoldLanes& f, int64_t vp2, int64_t nw, int64_t u, int64_t max_rows,
+                             unsigned timeout_ms) {
+  MPK_CHECK(vp2 >= 1 && vp2 <= 32 && (vp2 & (vp2 - 1)) == 0 && nw >= 1 && u >= 1 && max_rows >= 1,
+            InvalidArgument)
+      << "fold lanes of groups of " << vp2 << " lanes, " << nw << " warps, " << u << " slots";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  const int64_t rpw = 32 / vp2;  // rows per warp and slot
+  const z3::expr NW = ctx.int_val(nw), U = ctx.int_val(u), RPW = ctx.int_val(rpw), VP2 = ctx.int_val(vp2);
+  const z3::expr rows = ctx.int_const("rows"), vpr = ctx.int_const("vpr"), groups = ctx.int_const("groups");
+  // A tile of `rows` rows of vpr vectors (vp2 the least power of two holding them), in `groups`
+  // row groups of rpw rows.
+  const z3::expr tile = rows >= 1 && rows <= ctx.int_val(max_rows) && vpr >= 1 && vpr <= VP2 &&
+                        (vp2 == 1 ? vpr == 1 : vpr * 2 > VP2) && groups * RPW >= rows && (groups - 1) * RPW < rows;
+  const std::map<std::string, z3::expr> consts = {{"nw", NW}, {"vp2", VP2}, {"u", U}};
+  auto bind = [&](std::map<std::string, z3::expr> v) {
+    v.insert(consts.begin(), consts.end());
+    return v;
+  };
+  struct Holder {
+    z3::expr warp, round, j, lane, g0, in;
+  };
+  auto holder = [&](const char* tag) {
+    auto var = [&](const char* n) { return ctx.int_const((std::string(n) + tag).c_str()); };
+    const z3::expr w = var("warp"), k = var("round"), j = var("j"), lane = var("lane");
+    const z3::expr g0 = w + k * NW * U;  // the kernel's loop: g0 = warp, warp + nw u, ...
+    return Holder{w, k, j, lane, g0, w >= 0 && w < NW && k >= 0 && j >= 0 && j < U && lane >= 0 && lane < 32};
+  };
+  auto held = [&](const Holder& h) {
+    const auto v = bind({{"g0", h.g0}, {"j", h.j}, {"lane", h.lane}});
+    return std::pair{enc.encode(f.row, v), enc.encode(f.vec, v)};
+  };
+  // The kernel's guard: the slot's group exists, and the row and vector are the tile's.
+  auto guard = [&](const Holder& h, const Term& row, const Term& vec) {
+    return h.g0 + h.j * NW < groups && row.value < rows && vec.value < vpr;
+  };
+  const Holder a = holder(""), b = holder("2");
+  const auto [row, vec] = held(a);
+  const auto [row2, vec2] = held(b);
+  ProofRecord r;
+  r.subject = "fold lanes, groups of " + std::to_string(vp2) + " lanes, " + std::to_string(nw) + " warps, " +
+              std::to_string(u) + " slots, tiles of up to " + std::to_string(max_rows) +
+              " rows: row = " + ir::to_string(f.row) + ", vec = " + ir::to_string(f.vec);
+  r.z3_version = Z3_get_full_version();
+  const std::vector<z3::expr> shown = {rows, vpr, a.warp, a.round, a.j, a.lane};
+  r.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)",
+                                tile && a.in && a.g0 + a.j * NW < groups, row.defined && vec.defined, shown,
+                                timeout_ms));
+  const z3::expr ok = tile && a.in && row.defined && vec.defined && guard(a, row, vec);
+  r.obligations.push_back(check(ctx, "bounds (under the guard, a row of the tile and a vector of it)", ok,
+                                row.value >= 0 && vec.value >= 0, shown, timeout_ms));
+  r.obligations.push_back(check(ctx, "at most once: one holder per (row, vector)",
+                                ok && b.in && row2.defined && vec2.defined && guard(b, row2, vec2) &&
+                                    row.value == row2.value && vec.value == vec2.value,
+                                a.warp == b.warp && a.round == b.round && a.j == b.j && a.lane == b.lane,
+                                {rows, vpr, a.warp, a.round, a.j, a.lane, b.warp, b.round, b.j, b.lane},
+                                timeout_ms));
+  const z3::expr n = ctx.int_const("n"), v = ctx.int_const("v");
+  const auto at = bind({{"n", n}, {"v", v}});
+  const Term iw = enc.encode(f.warp_of, at), ik = enc.encode(f.round_of, at), ij = enc.encode(f.j_of, at),
+             il = enc.encode(f.lane_of, at);
+  const Holder back{iw.value, ik.value, ij.value, il.value, iw.value + ik.value * NW * U,
+                    iw.value >= 0 && iw.value < NW && ik.value >= 0 && ij.value >= 0 && ij.value < U &&
+                        il.value >= 0 && il.value < 32};
+  const auto [brow, bvec] = held(back);
+  r.obligations.push_back(check(ctx, "at least once: each (row, vector) held by the holder the inverse names",
+                                tile && n >= 0 && n < rows && v >= 0 && v < vpr,
+                                iw.defined && ik.defined && ij.defined && il.defined && back.in && brow.defined &&
+                                    bvec.defined && guard(back, brow, bvec) && brow.value == n && bvec.value == v,
+                                {rows, vpr, n, v}, timeout_ms));
+  // Each butterfly step's partner, lane ^ o, reads the same row.
+  Obligation shuffles{"shuffles: the butterfly's partners hold the same row", "proved", 0, ""};
+  for (int64_t o = vp2 / 2; o >= 1 && shuffles.result == "proved"; o /= 2) {
+    const Term partner = enc.encode(IndexExpr::var("lane") ^ IndexExpr(o), {{"lane", a.lane}});
+    const Term prow = enc.encode(f.row, bind({{"g0", a.g0}, {"j", a.j}, {"lane", partner.value}}));
+    const Obligation ob = check(ctx, shuffles.name, tile && a.in && row.defined,
+                                partner.defined && prow.defined && prow.value == row.value, shown, timeout_ms);
+    shuffles.ms += ob.ms;
+    if (ob.result != "proved") {
+      shuffles.result = ob.result;
+      shuffles.counterexample = "o=" + std::to_string(o) + " " + ob.counterexample;
+    }
+  }
+  r.obligations.push_back(shuffles);
+  return r;
+}
+
 std::vector<IndexExpr> mutants(const IndexExpr& e) {
   std::set<std::string> names;
   collect(e, [&](const IndexExpr& x) {

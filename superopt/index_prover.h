@@ -95,6 +95,20 @@ ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, i
 //   the items of a stage touch disjoint slots, so they run concurrently without a race).
 ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms = 10000);
 
+// The folded down projection's lanes (ir::FoldLanes, or a mutant) for a lane group width vp2
+// (1..32, a power of two), nw compute warps and u load slots per round (constants: one proof
+// per task class), every tile of 1 <= rows <= max_rows rows of vpr vectors (vp2 the smallest
+// power of two >= vpr), every warp, round, slot and lane symbolic, warp w's rounds starting at
+// g0 = w + round nw u (the kernel's loop), in int arithmetic:
+//   defined       no division by zero, no int overflow;
+//   bounds        under the kernel's guard, a row of the tile and a vector of that row;
+//   at most once  two guarded holders of the same (row, vector) are the same warp, round, slot
+//                 and lane;
+//   at least once each (row, vector) is held, under the guard, by the holder the inverse names;
+//   shuffles      the butterfly's partners (lane ^ o, o = vp2 / 2 .. 1) hold the same row.
+ProofRecord prove_fold_lanes(const ir::FoldLanes& f, int64_t vp2, int64_t nw, int64_t u, int64_t max_rows,
+                             unsigned timeout_ms = 10000);
+
 // ldmatrix.x4's lane addresses (ir::LdmatrixAddr, or a mutant) for one operand use, lane, the
 // thread t receiving, its register i and half j symbolic, in int arithmetic: defined; bounds
 // (each lane's 8 bf16 lie in the 16 x 16 block: 0 <= row < 16, col 0 or 8); the fragment (what

@@ -107,6 +107,18 @@ const BitonicPair& bitonic_pair_formula() {
   return f;
 }
 
+const FoldLanes& fold_lanes_formula() {
+  static const FoldLanes f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr g0 = v("g0"), j = v("j"), lane = v("lane"), nw = v("nw"), vp2 = v("vp2"), u = v("u");
+    const IndexExpr n = v("n"), vec = v("v");
+    const IndexExpr g = n / (32 / vp2);  // the row group of row n
+    return FoldLanes{(g0 + j * nw) * (32 / vp2) + lane / vp2, lane % vp2, g % nw, g / nw / u, g / nw % u,
+                     n % (32 / vp2) * vp2 + vec};
+  }();
+  return f;
+}
+
 std::string prefill_layout_device_functions() {
   const EvenSplit& f = even_split_formula();
   const MmaTile& t = mma_tile_formula();
@@ -162,6 +174,11 @@ std::string layout_device_functions() {
   const BitonicPair& bp = bitonic_pair_formula();
   s += "__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return " + to_c(bp.lo, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_bitonic_hi(int j, int s) { return " + to_c(bp.hi, CType::Int) + "; }\n";
+  const FoldLanes& fl = fold_lanes_formula();
+  s += "__device__ __forceinline__ int mk_fold_row(int g0, int j, int lane, int nw, int vp2) { return " +
+       to_c(fl.row, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ int mk_fold_vec(int lane, int vp2) { return " + to_c(fl.vec, CType::Int) +
+       "; }\n";
   return s;
 }
 

@@ -117,10 +117,26 @@ struct AccAsA {
 };
 const AccAsA& acc_as_a_formula();
 
+// The folded down projection's lanes (fold_down, kernels/linear.cuh mk_linear_fold): the tile's
+// `rows` rows of W_down columns, each row `vpr` 16-byte vectors, are read by the compute warps
+// with a row's vectors on a group of vp2 lanes (vp2 the smallest power of two >= vpr, at most
+// 32), 32 / vp2 rows per warp and load slot. Warp w's rounds start at row group g0 = w, w + nw u,
+// ... (nw warps, u slots per round); lane `lane` of slot j holds vector vec = lane % vp2 of row
+// row = (g0 + j nw) (32 / vp2) + lane / vp2, guarded by g0 + j nw < groups, row < rows and
+// vec < vpr, and a row's vp2 lanes add their sums by a shuffle butterfly. Variables: g0, j, lane;
+// nw, vp2. The inverse (not printed), from row n and vector v (with u): warp_of, round_of, j_of,
+// lane_of.
+struct FoldLanes {
+  IndexExpr row, vec;
+  IndexExpr warp_of, round_of, j_of, lane_of;
+};
+const FoldLanes& fold_lanes_formula();
+
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
 // mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int;
-// mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), int.
+// mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), mk_fold_row(g0, j, lane, nw, vp2) and
+// mk_fold_vec(lane, vp2), int.
 std::string layout_device_functions();
 
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_attention.cuh): the even split as

@@ -409,5 +409,67 @@ TEST(BitonicProofs, MutantsAgreeWithBruteForce) {
   }
 }
 
+// The fold's lanes over every tile of 1..max_rows rows whose rows hold vp2's vectors: every
+// guarded holder's (row, vector) inside the tile, each (row, vector) held exactly once, and each
+// butterfly partner on the same row.
+bool brute_force_fold(const ir::FoldLanes& f, int64_t vp2, int64_t nw, int64_t u, int64_t max_rows) {
+  const int64_t rpw = 32 / vp2;
+  try {
+    for (int64_t rows = 1; rows <= max_rows; ++rows)
+      for (int64_t vpr = vp2 / 2 + 1; vpr <= vp2; ++vpr) {
+        const int64_t groups = (rows + rpw - 1) / rpw;
+        std::set<std::pair<int64_t, int64_t>> seen;
+        for (int64_t w = 0; w < nw; ++w)
+          for (int64_t g0 = w; g0 < groups; g0 += nw * u)
+            for (int64_t j = 0; j < u; ++j) {
+              if (g0 + j * nw >= groups) continue;
+              auto at = [&](int64_t lane, const IndexExpr& e) {
+                return ir::eval(e, {{"g0", g0}, {"j", j}, {"lane", lane}, {"nw", nw}, {"vp2", vp2}});
+              };
+              for (int64_t lane = 0; lane < 32; ++lane) {
+                const int64_t n = at(lane, f.row), v = at(lane, f.vec);
+                for (int64_t o = vp2 / 2; o >= 1; o /= 2)
+                  if (at(lane ^ o, f.row) != n) return false;
+                if (n >= rows || v >= vpr) continue;  // the kernel's guard
+                if (n < 0 || v < 0 || !seen.insert({n, v}).second) return false;
+              }
+            }
+        if (int64_t(seen.size()) != rows * vpr) return false;
+      }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(FoldProofs, EveryLaneGroupAndWarpCountIsProved) {
+  // Compute warps with and without the controller warp (16, 15; 12 at 384 threads), load slots
+  // 1..8 (loads_in_flight), tiles of up to 2^20 rows.
+  for (int64_t vp2 = 1; vp2 <= 32; vp2 *= 2)
+    for (int64_t nw : {12, 15, 16})
+      for (int64_t u : {1, 4, 8}) {
+        const ProofRecord r = prove_fold_lanes(ir::fold_lanes_formula(), vp2, nw, u, int64_t(1) << 20);
+        EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+      }
+  for (int64_t vp2 : {1, 4, 32}) EXPECT_TRUE(brute_force_fold(ir::fold_lanes_formula(), vp2, 3, 2, 40)) << vp2;
+}
+
+TEST(FoldProofs, MutantsAgreeWithBruteForce) {
+  const ir::FoldLanes& f = ir::fold_lanes_formula();
+  std::vector<ir::FoldLanes> lanes;
+  for (const IndexExpr& m : mutants(f.row)) lanes.push_back({m, f.vec, f.warp_of, f.round_of, f.j_of, f.lane_of});
+  for (const IndexExpr& m : mutants(f.vec)) lanes.push_back({f.row, m, f.warp_of, f.round_of, f.j_of, f.lane_of});
+  std::vector<ir::IndexEnv> holders;  // groups of 4 lanes, 2 warps, 2 slots, 3 rounds
+  for (int64_t g0 = 0; g0 < 12; ++g0)
+    for (int64_t j = 0; j < 2; ++j)
+      for (int64_t lane = 0; lane < 32; ++lane)
+        holders.push_back({{"g0", g0}, {"j", j}, {"lane", lane}, {"nw", 2}, {"vp2", 4}});
+  Tally tally{"fold lanes, groups of 4 lanes, 2 warps, 2 slots, tiles of up to 40 rows"};
+  for (const ir::FoldLanes& m : lanes)
+    tally.judge(prove_fold_lanes(m, 4, 2, 2, 40, 2000).proved(), brute_force_fold(m, 4, 2, 2, 40),
+                same_values(m.row, f.row, holders) && same_values(m.vec, f.vec, holders),
+                "row " + ir::to_string(m.row) + ", vec " + ir::to_string(m.vec));
+}
+
 }  // namespace
 }  // namespace mpk::superopt

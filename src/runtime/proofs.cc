@@ -65,7 +65,15 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   std::set<int> rows;                         // of the linear variants in use
   bool attention = false;
   const std::vector<Variant> variants = kernel_variants(params);
+  std::set<int> fold_groups;  // lane group widths of the folded tiles' rows
   for (const MkTask& t : tasks) {
+    if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
+      for (const int vec : {4, 8}) {  // elements per 16-byte vector: fp32; bf16 and fp16
+        const int cols = t.slices[0].rows;
+        int vp2 = 1;
+        while (vp2 < cols / vec) vp2 *= 2;
+        if (cols % vec == 0 && vp2 <= 32) fold_groups.insert(vp2);  // else the kernel's scalar path
+      }
     if (t.kind == MPK_MK_ATTENTION) {
       uses[t.num_chunks].first = true;
       attention = true;
@@ -97,6 +105,13 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
     needed.push_back({"linear: the sums' algebra (RMSNorm factor after the dot product, split-K fold, bias and "
                       "residual once)",
                       "dot product", [] { return superopt::prove_dot_product(ir::dot_product_formulas()); }});
+  const int warps = params.block_threads / 32, slots = params.loads_in_flight;
+  for (int vp2 : fold_groups)
+    needed.push_back({"fold_down: the down columns' lanes in groups of " + std::to_string(vp2),
+                      "fold lanes " + std::to_string(vp2) + " " + std::to_string(warps) + " " + std::to_string(slots),
+                      [vp2, warps, slots] {
+                        return superopt::prove_fold_lanes(ir::fold_lanes_formula(), vp2, warps, slots, kMaxTileRows);
+                      }});
   if (attention)
     needed.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",
                       "online softmax",

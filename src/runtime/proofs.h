@@ -26,9 +26,11 @@ struct PlanProof {
 // tasks use (kernel_variants(params)) for every part count, then the online softmax when there
 // is an attention task, whatever their results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
-// Not covered: the folded down projection's lane map and its rows' adds (fold_down,
-// kernels/linear.cuh mk_linear_fold: hand-written indices; the GPU tests check it against the
-// reference, the scheduler tests that the tiles' columns cover the matrix once).
+// With fold_down, the folded tiles' lane map (ir::FoldLanes: each row and vector of the down
+// columns read by one lane, the shuffles within a row's lanes) for each lane group width the
+// tiles need (for both vector widths: the tasks do not name the dtype). Not covered: the fold's
+// adds (each tile adds its rows once with red.add; the scheduler tests that the tiles' columns
+// cover the matrix once, the GPU tests check the sums against the reference).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
 // The proofs the prefill kernels rest on (runtime/prefill.h): the even split for every K-split

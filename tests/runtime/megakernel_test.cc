@@ -824,6 +824,14 @@ TEST(Megakernel, FoldedDownProjectionTables) {
     EXPECT_EQ(folds, gate_up);
     EXPECT_GT(copies, 0);
     ASSERT_GE(fold, 0);
+    // The plan's proofs include the folded tiles' lanes, proved.
+    int fold_proofs = 0;
+    for (const PlanProof& p : plan_proofs(t.device_tasks(), parse_params("fold_down=1")))
+      if (p.use.starts_with("fold_down:")) {
+        ++fold_proofs;
+        EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.to_json();
+      }
+    EXPECT_GE(fold_proofs, 1);
     rt::MegakernelTables bad = t;
     bad.tasks[size_t(fold)].fold_rows += 1;
     try {

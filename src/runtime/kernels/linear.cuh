@@ -493,7 +493,8 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
   if (cols % V == 0 && t.fold_ld % V == 0 && (t.fold_w & 15) == 0 && vp2 <= 32) {
     mk_sync();  // a
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = T >> 5;
-    const int rpw = 32 / vp2, r = lane / vp2, v = lane % vp2, groups = (rows + rpw - 1) / rpw;
+    // Lanes, rows and vectors by the printed formula (ir::FoldLanes, proved for the plan).
+    const int rpw = 32 / vp2, v = mk_fold_vec(lane, vp2), groups = (rows + rpw - 1) / rpw;
     const unsigned slot = (unsigned)__cvta_generic_to_shared(xs + MPK_MK_FOLD_SLOTS(rows, cols)) + threadIdx.x * 16u;
     float av[V];
 #pragma unroll
@@ -501,7 +502,7 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
     for (int g0 = warp; g0 < groups; g0 += nw * U) {
 #pragma unroll
       for (int j = 0; j < U; ++j) {
-        const int n = (g0 + j * nw) * rpw + r;
+        const int n = mk_fold_row(g0, j, lane, nw, vp2);
         if (g0 + j * nw < groups && n < rows && v < vpr)
           asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(slot + j * T * 16u),
                        "l"(w + n * ld + v * 16) : "memory");
@@ -510,7 +511,7 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
 #pragma unroll
       for (int j = 0; j < U; ++j) {
         if (g0 + j * nw >= groups) break;  // warp-uniform
-        const int n = (g0 + j * nw) * rpw + r;
+        const int n = mk_fold_row(g0, j, lane, nw, vp2);
         float sum = 0.f;
         if (n < rows && v < vpr) {
           uint4 q;

@@ -26,6 +26,7 @@ constexpr Field kFields[] = {
     {"block_threads", "MK_BLOCK_THREADS", &MegakernelParams::block_threads, 64, 1024, 32},
     {"rows_per_warp", "MK_ROWS_PER_WARP", &MegakernelParams::rows_per_warp, 1, 4, 1},
     {"down_rows_per_warp", "MK_DOWN_ROWS_PER_WARP", &MegakernelParams::down_rows_per_warp, 0, 4, 1},
+    {"head_rows_per_warp", "MK_HEAD_ROWS_PER_WARP", &MegakernelParams::head_rows_per_warp, 0, 4, 1},
     {"loads_in_flight", "MK_LOADS_IN_FLIGHT", &MegakernelParams::loads_in_flight, 1, 8, 1},
     {"max_k_split", "MK_MAX_KSPLIT", &MegakernelParams::max_k_split, 1, 8, 1},
     {"heads_per_pass", "MK_HEADS_PER_PASS", &MegakernelParams::heads_per_pass, 1, 8, 1},
@@ -76,7 +77,7 @@ MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t laye
 int launch_threads(const MegakernelParams& p) { return p.block_threads + 32 * p.controller_warp; }
 
 int64_t ring_bytes(const MegakernelParams& p) {
-  const int rows = std::max(p.rows_per_warp, p.down_rows_per_warp);
+  const int rows = std::max({p.rows_per_warp, p.down_rows_per_warp, p.head_rows_per_warp});
   return int64_t(p.ring_stages) * p.block_threads * rows * p.loads_in_flight * 16;
 }
 
@@ -146,6 +147,9 @@ const std::vector<ParamAxis>& search_axes() {
       {"down_rows_per_warp", "down",
        {"down_rows_per_warp=0", "down_rows_per_warp=1", "down_rows_per_warp=2", "down_rows_per_warp=3",
         "down_rows_per_warp=4"}},
+      {"head_rows_per_warp", "LM head",
+       {"head_rows_per_warp=0", "head_rows_per_warp=1", "head_rows_per_warp=2", "head_rows_per_warp=3",
+        "head_rows_per_warp=4"}},
       {"loads_in_flight", "linear",
        {"loads_in_flight=2", "loads_in_flight=3", "loads_in_flight=4", "loads_in_flight=5", "loads_in_flight=6"}},
       {"max_k_split", "linear", {"max_k_split=2", "max_k_split=4", "max_k_split=8"}},

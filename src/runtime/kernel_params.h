@@ -16,6 +16,8 @@ struct MegakernelParams {
   int down_rows_per_warp = 0;  // the same for the linears whose input is silu(gate) * up (the
                                // MLP down projection): their own variant (1..4), or 0 to use
                                // rows_per_warp (runtime/variants.h)
+  int head_rows_per_warp = 0;  // the same for the LM head's tiles (the linears that also take
+                               // the argmax partials): their own variant, or 0 for rows_per_warp
   int loads_in_flight = 4;   // linear: 16-byte loads per row and lane in one round (1..8)
   int max_k_split = 8;       // linear: most K parts a row group is cut into (1..8)
   int heads_per_pass = 4;    // attention: query heads one pass keeps in registers (1..8)

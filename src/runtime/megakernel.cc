@@ -222,9 +222,10 @@ class TableBuilder {
   // The variant the parameters select for the task when it can run it, else the first of its
   // kind that can; Error(Unsupported) with every variant's reason when none can.
   int choose_variant(const sched::Task& t, const MkTask& d) const {
-    const Variant preferred = d.kind == MPK_MK_LINEAR
-                                  ? linear_variant(params_, d.input_mode == MPK_MK_IN_SILUMUL)
-                                  : Variant{d.kind, 0};
+    const LinearRole role = d.input_mode == MPK_MK_IN_SILUMUL ? LinearRole::Down
+                            : (d.flags & MPK_MK_F_ARGMAX)      ? LinearRole::LmHead
+                                                               : LinearRole::Plain;
+    const Variant preferred = d.kind == MPK_MK_LINEAR ? linear_variant(params_, role) : Variant{d.kind, 0};
     const int id = variant_id(variants_, preferred);
     if (cannot_implement(preferred, d, params_).empty()) return id;
     std::string why;

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "base/error.h"
 #include "runtime/kernels/task_desc.h"
 
@@ -23,14 +25,16 @@ std::vector<Variant> kernel_variants(const MegakernelParams& p) {
                               {MPK_MK_ATTENTION, 0},
                               {MPK_MK_ATTN_MERGE, 0},
                               {MPK_MK_ARGMAX, 0}};
-  const Variant down = linear_variant(p, true);
-  if (!(down == out[0])) out.push_back(down);
+  for (const LinearRole role : {LinearRole::Down, LinearRole::LmHead}) {
+    const Variant v = linear_variant(p, role);
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
+  }
   return out;
 }
 
-Variant linear_variant(const MegakernelParams& p, bool silu_input) {
-  const int rows = silu_input && p.down_rows_per_warp > 0 ? p.down_rows_per_warp : p.rows_per_warp;
-  return {MPK_MK_LINEAR, rows};
+Variant linear_variant(const MegakernelParams& p, LinearRole role) {
+  const int own = role == LinearRole::Down ? p.down_rows_per_warp : role == LinearRole::LmHead ? p.head_rows_per_warp : 0;
+  return {MPK_MK_LINEAR, own > 0 ? own : p.rows_per_warp};
 }
 
 std::string cannot_implement(const Variant& v, const MkTask& d, const MegakernelParams& p) {

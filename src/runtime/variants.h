@@ -25,11 +25,14 @@ std::string variant_name(const Variant& v);
 
 // The variants of a kernel built with `p`, in id order: one per kind (linear with
 // p.rows_per_warp first), then the down projection's linear variant when
-// p.down_rows_per_warp selects a different one.
+// p.down_rows_per_warp selects a different one, then the LM head's when p.head_rows_per_warp
+// selects one not in the list yet.
 std::vector<Variant> kernel_variants(const MegakernelParams& p);
 
-// The linear variant of a task; `silu_input`: its input is silu(gate) * up.
-Variant linear_variant(const MegakernelParams& p, bool silu_input);
+// Which linears a task's variant is chosen for.
+enum class LinearRole { Plain, Down, LmHead };  // Down: input silu(gate) * up; LmHead: argmax
+// The linear variant of a task in `role`.
+Variant linear_variant(const MegakernelParams& p, LinearRole role);
 
 // v's index in `variants`; Error(Internal) when the kernel does not hold it.
 int variant_id(const std::vector<Variant>& variants, const Variant& v);

@@ -333,6 +333,8 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
                              "down_rows_per_warp=1",
                              "ring_stages=2,loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
                              "ring_stages=2,loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1",
+                             // Three: the LM head's too.
+                             "rows_per_warp=3,down_rows_per_warp=1,head_rows_per_warp=4",
                              // The controller warp polls and publishes (15 and 16 compute warps).
                              "controller_warp=1,block_threads=480", "controller_warp=1",
                              "controller_warp=1,ring_stages=2,loads_in_flight=2"}) {

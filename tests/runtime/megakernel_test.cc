@@ -497,7 +497,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
                         "#define MK_CONTROLLER_WARP 1\n", "#define MK_RING_BYTES 24576\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
-            "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
+            "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
             "\"fold_down\":0,\"phase_timers\":0}");

@@ -28,6 +28,13 @@ TEST(Variants, DefaultKernelHoldsOneVariantPerKind) {
   ASSERT_EQ(w.size(), 5u);
   EXPECT_EQ(variant_name(w[0]), "linear.r3");
   EXPECT_EQ(variant_name(w[4]), "linear.r1");
+  // The LM head's the same way, after the down projection's; one both share is listed once.
+  const auto h = kernel_variants(MegakernelParams{.rows_per_warp = 3, .down_rows_per_warp = 1, .head_rows_per_warp = 4});
+  ASSERT_EQ(h.size(), 6u);
+  EXPECT_EQ(variant_name(h[5]), "linear.r4");
+  EXPECT_EQ(kernel_variants(MegakernelParams{.rows_per_warp = 3, .down_rows_per_warp = 1, .head_rows_per_warp = 1}).size(),
+            5u);
+  EXPECT_EQ(kernel_variants(MegakernelParams{.head_rows_per_warp = 2}).size(), 4u);
 }
 
 TEST(Variants, AVariantTheKernelDoesNotHoldIsRefused) {
@@ -98,6 +105,18 @@ TEST(Variants, TasksCarryTheirVariant) {
   }
   EXPECT_GT(down, 0);
   EXPECT_GT(other, 0);
+  // The LM head's own variant: its tiles (those that take the argmax partials) and no other.
+  const MegakernelParams hp{.rows_per_warp = 3, .down_rows_per_warp = 1, .head_rows_per_warp = 4};
+  const std::vector<Variant> hvs = kernel_variants(hp);
+  int head = 0;
+  for (const MkTask& d : build_tables(g, plan, mem, SegmentBases{}, hp).tasks) {
+    if (d.kind != MPK_MK_LINEAR) continue;
+    const int rows = hvs[size_t(d.variant)].rows_per_warp;
+    const int want = d.input_mode == MPK_MK_IN_SILUMUL ? 1 : (d.flags & MPK_MK_F_ARGMAX) ? 4 : 3;
+    EXPECT_EQ(rows, want) << "task " << d.id;
+    head += (d.flags & MPK_MK_F_ARGMAX) != 0;
+  }
+  EXPECT_GT(head, 0);
   // The default parameters: every linear runs variant 0.
   for (const MkTask& d : build_tables(g, plan, mem, SegmentBases{}).tasks) {
     if (d.kind == MPK_MK_LINEAR) {

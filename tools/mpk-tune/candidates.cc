@@ -136,8 +136,8 @@ int cmd_candidates(std::ostream& out, const std::filesystem::path& model_dir, in
   if (json)
     out << j.dump() << '\n';
   else
-    out << fmt::format("{} of {} pass the static filters, proofs and compile; timing them needs a GPU "
-                       "(the search's timing stage is not built)\n", passed, cands.size());
+    out << fmt::format("{} of {} pass the static filters, proofs and compile; `mpk-tune tune` times them "
+                       "on a GPU\n", passed, cands.size());
   return cands.front().verdict == "pass" ? 0 : 1;
 }
 

@@ -92,7 +92,8 @@ void stats_locked(Cache::Impl& I, CacheStats& st) {
     while (s->step()) st.verified_entries += is_verified(s->text(0));
   }
   st.payload_bytes = I.total_bytes_locked();
-  st.tunings = uint64_t(I.db->query_int("SELECT count(*) FROM tunings"));
+  // A v2 file opened read-only has no tunings table.
+  if (st.schema_version >= 3) st.tunings = uint64_t(I.db->query_int("SELECT count(*) FROM tunings"));
   {
     auto s = I.stmt("SELECT value FROM meta WHERE name = 'corrupt_entries_dropped'");
     if (s->step()) st.corrupt_entries_dropped_total = uint64_t(s->int64(0));

@@ -83,7 +83,7 @@ uint64_t Cache::Impl::salvage_locked(const fs::path& from) {
     sql::Db src(from, wal ? sql::Access::ReadOnly : sql::Access::Immutable, 0);
     // Only our own current schema is read; anything else has nothing to give.
     if (src.query_int("PRAGMA application_id") != kApplicationId ||
-        src.query_int("PRAGMA user_version") != kSchemaVersion)
+        src.query_int("PRAGMA user_version") < kFirstReadableVersion)
       return 0;
     scan_readable(src, [&](Entry&& e, bool) {
       if (!salvageable(e)) return;

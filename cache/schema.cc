@@ -232,6 +232,9 @@ std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions&
     case State::Current: return db;
     case State::Empty: MPK_THROW(Cache) << "kernel cache " << path.string() << " is empty: not an mpk kernel cache";
     case State::Older:
+      // v3 only added the tunings table: a v2 file's kernels read as they are (and it holds no
+      // tuning results), so an export from 0.4 imports and a write-protected v2 cache serves.
+      if (p.version >= kFirstReadableVersion) return db;
       MPK_THROW(Cache) << "kernel cache " << path.string() << " has schema v" << p.version
                        << (asked ? "; open it read-write once to migrate it to v"
                                  : " and cannot be migrated here (write-protected) to v")

@@ -25,6 +25,9 @@
 namespace mpk::cache {
 
 inline constexpr int kSchemaVersion = 3;
+// The oldest schema read in place without migrating (read-only opens, imports, salvage): v2's
+// tables are v3's but for tunings.
+inline constexpr int kFirstReadableVersion = 2;
 inline constexpr int32_t kApplicationId = 0x6d706b63;  // "mpkc"
 
 // The v1 schema, kept to test the migration path.

@@ -95,6 +95,7 @@ void Cache::publish_tuning(Tuning t) {
 std::optional<Tuning> Cache::tuning(std::string_view signature) {
   Impl& I = *impl_;
   return I.with_db([&]() -> std::optional<Tuning> {
+    if (I.db->query_int("PRAGMA user_version") < 3) return std::nullopt;  // a v2 file, read-only
     Tuning t;
     {
       auto s = I.stmt("SELECT " MPK_TUNING_COLUMNS " FROM tunings WHERE signature = ?1");
@@ -105,8 +106,10 @@ std::optional<Tuning> Cache::tuning(std::string_view signature) {
     if (tuning_is_intact(t)) return t;
     log(LogLevel::Warn, "kernel cache {}: tuning result {} is damaged; {}", path().string(), t.signature,
         I.read_only ? "ignoring it (read-only cache)" : "dropping it");
-    if (!I.read_only) I.stmt("DELETE FROM tunings WHERE signature = ?1")->bind(1, signature).run();
-    ++I.counters.corrupt_entries_dropped;
+    if (!I.read_only) {
+      I.stmt("DELETE FROM tunings WHERE signature = ?1")->bind(1, signature).run();
+      ++I.counters.corrupt_entries_dropped;
+    }
     return std::nullopt;
   });
 }

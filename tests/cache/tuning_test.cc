@@ -142,10 +142,22 @@ TEST(CacheTuning, V2FileIsMigratedAndKeepsItsKernels) {
     raw.exec("PRAGMA user_version = 2");
   }
   {
+    // Read-only, a v2 file is read as it is (no migration): its kernels, no tuning results. An
+    // import takes it as a source the same way.
     CacheOptions ro = options_at(path);
     ro.read_only = true;
-    EXPECT_THROW(Cache c(ro), Error);  // read-only does not migrate
+    Cache c(ro);
+    EXPECT_EQ(c.stats().schema_version, 2);
+    EXPECT_EQ(c.stats().tunings, 0u);
+    EXPECT_TRUE(c.load(make_key(1)));
+    EXPECT_FALSE(c.tuning(sha256_hex(make_tuning(1, 1).signature_text)));
+    EXPECT_TRUE(c.tunings().empty());
+    Cache other(options_at(dir / "other.db"));
+    const TransferResult im = other.import_from(path);
+    EXPECT_EQ(im.added, 1u);
+    EXPECT_EQ(im.tunings, 0u);
   }
+  EXPECT_EQ(RawDb(path).query_int("PRAGMA user_version"), 2);  // untouched
   Cache cache(options_at(path));
   EXPECT_EQ(cache.stats().schema_version, kSchemaVersion);
   EXPECT_TRUE(cache.load(make_key(1)));

@@ -61,14 +61,16 @@ void LoadedModel::tune_on_miss() {
   std::optional<TuneResult> r;
   try {
     r = tune(options_, *model_, graph_, t);
-  } catch (const Error& e) {
+  } catch (const std::exception& e) {
     // The defaults still run; a device that is lost fails their load below.
     log(LogLevel::Warn, "tune: the search failed ({}); using the defaults", e.what());
     o.tune_policy = TunePolicy::DefaultsOnly;
   }
+  const double search_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  bool stored = false;
   report(options_, "tune", 1000, 1000);
   if (r) {
-    const bool stored = store_tuning(options_, tuning_record(*r));
+    stored = store_tuning(options_, tuning_record(*r));
     log(LogLevel::Info, "tune: {} ({:.1f} vs {:.1f} us/token for the defaults, {} candidates timed, {:.0f} s)",
         to_json(r->chosen), r->chosen_us, r->default_us, r->timed, r->elapsed_s);
     // The chosen parameters' kernel is in the cache now: loading it again is a hit. Without a
@@ -77,9 +79,10 @@ void LoadedModel::tune_on_miss() {
   }
   stats_.reset_load_counters();
   gpu_ = std::make_shared<const GpuModel>(o, *model_, graph_, stats_);
-  stats_.tuned = r.has_value();
+  // Tuned when the reload found the stored result (or was given the parameters directly).
+  stats_.tuned = gpu_->tuned() || (r && !stored);
   stats_.tune_candidates = r ? uint64_t(r->timed) : 0;
-  stats_.tune_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  stats_.tune_ms = search_ms;
 }
 
 std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
@@ -107,7 +110,20 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
   m->stats_.read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   report(m->options_, "read", 1, 1);
   auto use_gpu = [&] {
-    m->gpu_ = std::make_shared<const GpuModel>(m->options_, *m->model_, m->graph_, m->stats_);
+    try {
+      m->gpu_ = std::make_shared<const GpuModel>(m->options_, *m->model_, m->graph_, m->stats_);
+    } catch (const Error& e) {
+      // A tuning result this build cannot plan, prove or compile any more must not cost the
+      // GPU: the defaults are tried before the error counts.
+      if (e.kind() == ErrorKind::NoDevice || !m->options_.mk_params.empty() ||
+          m->options_.tune_policy == TunePolicy::DefaultsOnly)
+        throw;
+      log(LogLevel::Warn, "megakernel: {}; loading with the default parameters", e.what());
+      RuntimeOptions d = m->options_;
+      d.tune_policy = TunePolicy::DefaultsOnly;
+      m->stats_.reset_load_counters();
+      m->gpu_ = std::make_shared<const GpuModel>(d, *m->model_, m->graph_, m->stats_);
+    }
     if (m->options_.tune_policy == TunePolicy::TuneOnMiss && m->options_.mk_params.empty() && !m->gpu_->tuned())
       m->tune_on_miss();
     m->backend_ = Backend::Gpu;

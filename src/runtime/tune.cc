@@ -149,7 +149,7 @@ void precompile_axis(const RuntimeOptions& options, const GpuModel& ref, const P
   tbb::parallel_for(size_t(0), sets.size(), [&](size_t i) {
     try {
       precompile_megakernel(options, ref.graph(), ref.weight_dtype(), ref.num_workers(), ref.arch(), sets[i]);
-    } catch (const Error& e) {
+    } catch (const std::exception& e) {  // Error, and Z3's or the allocator's
       why[i] = e.what();
     }
   });
@@ -172,7 +172,9 @@ std::string tuning_signature_text(const ir::Graph& graph, DType dtype, int worke
             {"device", device_name},
             {"arch", arch},
             {"nvrtc", std::to_string(maj) + "." + std::to_string(min)},
-            {"codegen", kMegakernelCodegenVersion}};
+            {"codegen", kMegakernelCodegenVersion},
+            // The kernel text itself: a result measured on other code does not carry over.
+            {"source", cache::sha256_hex(megakernel_source(MegakernelParams{}, dtype, 0))}};
   return j.dump();  // nlohmann orders object keys: one text per signature
 }
 

@@ -6,7 +6,7 @@
 // device clock, the two interleaved launch by launch. A candidate replaces the best only when
 // the median of its launches' p50s is at least `margin` lower and every one of its launches
 // beats every one of the best's (with 5 launches each, a split that chance gives 1 time in
-// 126). The winner is confirmed against the defaults the same way at the end.
+// 252). The winner is confirmed against the defaults the same way at the end.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +24,8 @@
 namespace mpk::rt {
 
 // What a tuning result holds for, as canonical JSON: the model's architecture and shape, its
-// weight dtype, the worker count, the device, the toolkit and the code generator.
+// weight dtype, the worker count, the device, the toolkit, the code generator and a digest of
+// the kernel source.
 std::string tuning_signature_text(const ir::Graph& graph, DType dtype, int workers,
                                   const std::string& device_name, const std::string& arch);
 

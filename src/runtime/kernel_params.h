@@ -85,8 +85,9 @@ std::string to_text(const MegakernelParams& p);
 MegakernelParams params_from_json(const std::string& json, MegakernelParams base = {});
 
 // One axis of the search: changes to try one at a time (parse_params' form), and the stage
-// class of the decode step they act on ("linear" for every projection and the LM head, "down",
-// "attention", "merge", "MLP", "worker" for the whole worker).
+// class of the decode step they act on ("linear" for every projection and the LM head, "down"
+// and "LM head" for their own variants, "attention", "merge", "MLP", "worker" for the whole
+// worker).
 struct ParamAxis {
   const char* name;
   const char* stage;

@@ -49,7 +49,7 @@ int cmd_tune(const Context& ctx, const TuneArgs& args) {
   MPK_CHECK(cuda::driver_available() && cuda::device_count() > 0, NoDevice)
       << "tune times candidates on a GPU and this machine has none (mpk-tune candidates checks them without one)";
   rt::RuntimeOptions o;
-  o.cache_dir = ctx.cache_path.parent_path();
+  o.cache_dir = std::filesystem::absolute(ctx.cache_path).parent_path();  // "kernels.db": here
   o = rt::resolve_environment(o);
   o.mk_params.clear();  // the search sets them
   const std::unique_ptr<model::Model> model = model::load(args.model_dir);

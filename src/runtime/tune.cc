@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "base/log.h"
 #include "base/percentile.h"
+#include "base/rel_l2.h"
 #include "cache/cache.h"
 #include "cache/paths.h"
 #include "cache/sha256.h"
@@ -112,18 +113,6 @@ class Bench {
   const TuneOptions& t_;
   std::vector<int32_t> prompt_;
 };
-
-// ||a - b|| / ||b||; infinity when either holds a non-finite value or the sizes differ.
-double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || b.empty()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return den > 0 ? std::sqrt(num / den) : INFINITY;
-}
 
 struct Planned {
   const ParamAxis* axis;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/rel_l2.h"
 #include "cuda/driver.h"
 
 namespace mpk::testing {
@@ -17,18 +18,7 @@ inline bool have_device() {
   }
 }
 
-// Relative L2 error of a against b in double; INFINITY when a value is not finite or the sizes
-// differ (NaN never passes).
-inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
-    const double d = double(a[i]) - double(b[i]);
-    num += d * d;
-    den += double(b[i]) * double(b[i]);
-  }
-  return std::sqrt(num / den);
-}
+// The logits comparison (base/rel_l2.h).
+using mpk::rel_l2;
 
 }  // namespace mpk::testing

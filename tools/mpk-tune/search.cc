@@ -27,16 +27,14 @@ std::string duration_text(double s) {
   return n >= 60 ? fmt::format("{}m{:02}s", n / 60, n % 60) : fmt::format("{}s", n);
 }
 
-// The values of `chosen` that differ from `defaults` among the axes of `stage`.
+// The values of `chosen` that differ from `defaults` among the axes of `stage` (an axis is named
+// after the parameter it sets; the controller warp's also sets block_threads, an axis of the
+// same class).
 std::string stage_changes(const std::string& stage, const json& chosen, const json& defaults) {
   std::string out;
-  for (const rt::ParamAxis& a : rt::search_axes()) {
-    if (a.stage != stage) continue;
-    for (const std::string& change : a.changes)
-      for (const auto& [name, v] : chosen.items())
-        if (change.rfind(name + "=", 0) == 0 && v != defaults[name] && out.find(name + "=") == std::string::npos)
-          out += fmt::format("{}{}={}", out.empty() ? "" : ",", name, v.dump());
-  }
+  for (const rt::ParamAxis& a : rt::search_axes())
+    if (a.stage == stage && chosen.value(a.name, 0) != defaults.value(a.name, 0))
+      out += fmt::format("{}{}={}", out.empty() ? "" : ",", a.name, chosen[a.name].dump());
   return out.empty() ? "defaults" : out;
 }
 

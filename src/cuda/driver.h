@@ -246,6 +246,13 @@ struct LaunchConfig {
   bool cooperative = false;
 };
 
+// A TMA descriptor of a row-major bf16 matrix of `rows` x `cols` at `base` (16-byte aligned,
+// cols a multiple of 8), read in boxes of `box_rows` x `box_cols` (box_cols * 2 <= 128 bytes)
+// laid out with the 128-byte swizzle; elements past the matrix read as zeros. A kernel takes it
+// as a `const __grid_constant__` parameter of 128 bytes. Host only: no device work.
+CUtensorMap tensor_map_bf16(CUdeviceptr base, std::uint64_t rows, std::uint64_t cols, unsigned box_rows,
+                            unsigned box_cols);
+
 // Launches `fn` on `stream` through cuLaunchKernelEx. `params` holds one pointer per kernel
 // parameter (cuLaunchKernel's kernelParams). Throws Cuda when the launch is rejected (the
 // message gives the shape), e.g. a cooperative grid larger than the device holds at once.

@@ -55,7 +55,8 @@ namespace mpk::cuda {
   X(cuEventRecord)                                \
   X(cuEventSynchronize)                           \
   X(cuEventElapsedTime)                           \
-  X(cuLaunchKernelEx)
+  X(cuLaunchKernelEx)                             \
+  X(cuTensorMapEncodeTiled)
 
 struct DriverApi {
 #define MPK_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;

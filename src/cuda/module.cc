@@ -95,6 +95,26 @@ int Function::max_active_blocks_per_sm(int block_threads, std::size_t dynamic_sh
   return blocks;
 }
 
+CUtensorMap tensor_map_bf16(CUdeviceptr base, std::uint64_t rows, std::uint64_t cols, unsigned box_rows,
+                            unsigned box_cols) {
+  MPK_CHECK(base % 16 == 0 && cols % 8 == 0 && box_cols * 2 <= 128 && box_rows >= 1 && box_rows <= 256 &&
+                rows >= 1,
+            InvalidArgument)
+      << "tensor map of " << rows << " x " << cols << " bf16 at 0x" << std::hex << base << std::dec << ", box "
+      << box_rows << " x " << box_cols;
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {cols, rows};        // innermost first
+  const cuuint64_t strides[1] = {cols * 2};       // bytes between rows
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t step[2] = {1, 1};
+  check_cu(driver_api().cuTensorMapEncodeTiled(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, reinterpret_cast<void*>(base),
+                                               dims, strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                               CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                               CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
+           "cuTensorMapEncodeTiled");
+  return map;
+}
+
 void launch(const Function& fn, const LaunchConfig& config, const Stream& stream, void** params) {
   CUlaunchAttribute attrs[1] = {};
   CUlaunchConfig cfg = {};

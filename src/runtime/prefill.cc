@@ -21,6 +21,10 @@ struct PfGemmGroup {
   int32_t n[kGroupMax], tiles[kGroupMax];
   int32_t count;
 };
+// kernels/prefill_wgmma.cuh's PfTmaMaps: a group's weight descriptors.
+struct PfTmaMaps {
+  CUtensorMap w[kGroupMax];
+};
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
@@ -95,7 +99,7 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
 // 4 warps with steps of 64 about 250. The wgmma tile: docs/PERFORMANCE.md.
 constexpr GemmTile kLargeTile{"pf_gemm_128x256", 128, 256, 64, 2, 4, 3, false};
 constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6, false};
-constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true};  // printed as PF_WG_*
+constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true, 1};  // printed as PF_WG_*
 static_assert(kWgmmaTile.bm == kLargeTile.bm && kWgmmaTile.bn == kLargeTile.bn, "gemm_launch sizes either");
 
 bool prefill_wgmma(const std::string& arch) { return arch == "sm_90a"; }
@@ -107,6 +111,10 @@ const GemmTile& gemm_tile(bool large, const std::string& arch) {
 
 std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &kWgmmaTile}; }
 
+CUtensorMap wgmma_operand_map(uint64_t base, int64_t rows, int64_t k, int box_rows) {
+  return cuda::tensor_map_bf16(base, uint64_t(rows), uint64_t(k), unsigned(box_rows), unsigned(kWgmmaTile.bk));
+}
+
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
                   ir::prefill_layout_device_functions();
@@ -117,7 +125,8 @@ std::string prefill_source(const std::string& arch) {
   if (large.wgmma) {
     s += "// The wgmma tile (runtime/prefill.cc: kWgmmaTile).\n#define PF_WG_BM " + std::to_string(large.bm) +
          "\n#define PF_WG_BN " + std::to_string(large.bn) + "\n#define PF_WG_BK " + std::to_string(large.bk) +
-         "\n#define PF_WG_STAGES " + std::to_string(large.stages) + "\n#define PF_WG_THREADS " +
+         "\n#define PF_WG_STAGES " + std::to_string(large.stages) +
+         "\n#define PF_WG_PRODUCER " + std::to_string(large.warps_m * large.warps_n) + "\n#define PF_WG_THREADS " +
          std::to_string(large.threads()) + "\n";
     s += embedded_kernel("prefill_wgmma.cuh");
   }
@@ -486,9 +495,10 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.grid.y = tg.y;
           c.block.x = unsigned(k.tile(true).threads());
           c.dynamic_shared = unsigned(k.gemm_smem(K::GemmLarge));
-          cuda::launch_args(*k.swiglu(), c, stream, ptr(s.inputs[0]), weight(op.weight),
-                            weight(g_.ops[size_t(s.group_ops[0])].weight), ptr(s.swiglu_output), m, n, kk, tg.g,
-                            int(bf16_[size_t(s.swiglu_output)]));
+          cuda::launch_args(*k.swiglu(), c, stream, wgmma_operand_map(ptr(s.inputs[0]), m, kk, k.tile(true).bm),
+                            wgmma_operand_map(weight(op.weight), n, kk, half),
+                            wgmma_operand_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk, half),
+                            ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]));
           silu_done = true;
           break;
         }
@@ -528,7 +538,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.block.x = unsigned(k.tile(whole.large).threads());
           const K::Id id = whole.large ? K::GemmLargeGroup : K::GemmSmallGroup;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
-          cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
+          if (k.tile(whole.large).wgmma) {
+            PfTmaMaps maps{};
+            for (size_t j = 0; j < ops.size(); ++j) maps.w[j] = wgmma_operand_map(grp.w[j], grp.n[j], kk, bn);
+            cuda::launch_args(k[id], c, stream, wgmma_operand_map(ptr(s.inputs[0]), m, kk, k.tile(true).bm), maps,
+                              grp, m, kk, tg.g);
+          } else {
+            cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
+          }
           break;
         }
         for (size_t j = 0; j < ops.size(); ++j) {  // one launch each (a K split, or alone)
@@ -547,7 +564,13 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.block.x = unsigned(k.tile(gl.large).threads());
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
-          cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk, tg.g);
+          if (k.tile(gl.large).wgmma)
+            cuda::launch_args(k[id], c, stream, wgmma_operand_map(ptr(s.inputs[0]), m, kk, k.tile(true).bm),
+                              wgmma_operand_map(weight(mo.weight), n, kk, k.tile(true).bn), bias, res, dst, ws, m, n,
+                              kk, tg.g);
+          else
+            cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
+                              tg.g);
           if (gl.splits > 1)
             cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
                               dst, m, n);

@@ -39,7 +39,8 @@ struct GemmTile {
   const char* entry;  // "pf_gemm_128x256"
   int bm, bn, bk, warps_m, warps_n, stages;
   bool wgmma;         // rows of bk bf16 swizzled (bk = 64), else rows padded to bk + 8
-  int threads() const { return 32 * warps_m * warps_n; }
+  int producer_warps = 0;  // warps after the multiplying ones that only load (wgmma: TMA)
+  int threads() const { return 32 * (warps_m * warps_n + producer_warps); }
   int smem_bytes() const {  // wgmma: plus the slack that aligns the ring to 1,024 bytes
     return wgmma ? stages * (bm + bn) * bk * 2 + 1024 : stages * (bm + bn) * (bk + 8) * 2;
   }
@@ -51,6 +52,10 @@ bool prefill_wgmma(const std::string& arch);
 const GemmTile& gemm_tile(bool large, const std::string& arch);
 // Every tile of the table (what the proofs cover).
 std::vector<const GemmTile*> gemm_tiles();
+// The descriptor a wgmma tile reads a bf16 operand of `rows` x `k` at `base` through: boxes of
+// `box_rows` rows (the tile's bm for activations, bn for weights, bn / 2 for each of the SwiGLU
+// entry's gate and up) by one K step, in the swizzle the tile's shared-memory descriptors read.
+CUtensorMap wgmma_operand_map(uint64_t base, int64_t rows, int64_t k, int box_rows);
 
 // The prefill's source for `arch` (the wgmma tile only where prefill_wgmma).
 std::string prefill_source(const std::string& arch);

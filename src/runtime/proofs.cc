@@ -145,8 +145,10 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     const std::string name = std::string("prefill ") + (t->entry + 3);  // "prefill gemm_128x256"
     const int64_t ld = t->wgmma ? t->bk : t->bk + 8;  // swizzled rows are not padded
     tiles.push_back({name + ": output tile", t->bm, t->bn, t->warps_m, t->warps_n});
-    loads.push_back({name + ": activation chunks", t->bm, t->bk / 8, t->threads(), ld});
-    loads.push_back({name + ": weight chunks", t->bn, t->bk / 8, t->threads(), ld});
+    if (!t->wgmma) {  // the wgmma tile's operands arrive by TMA, in the swizzle below
+      loads.push_back({name + ": activation chunks", t->bm, t->bk / 8, t->threads(), ld});
+      loads.push_back({name + ": weight chunks", t->bn, t->bk / 8, t->threads(), ld});
+    }
     if (t->wgmma)
       for (int64_t rows : {int64_t(t->bm), int64_t(t->bn)})
         needed.push_back({name + ": 128-byte swizzle of " + std::to_string(rows) + " rows",

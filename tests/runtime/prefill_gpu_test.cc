@@ -192,17 +192,25 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   dw.upload(w.data(), w.size() * 2);
   db.upload(bias.data(), N * 4);
   dr.upload(res.data(), res.size() * 4);
-  struct Case { PrefillKernels::Id id; int bm, bn, threads, splits; };
-  for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 256, 1}, Case{PrefillKernels::GemmLarge, 128, 256, 256, 2},
-                       Case{PrefillKernels::GemmSmall, 64, 128, 128, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 128, 3}}) {
+  // The wgmma tile reads its operands through TMA descriptors.
+  const bool wgmma = k.tile(true).wgmma;
+  const CUtensorMap ma = wgmma ? wgmma_operand_map(da.ptr(), M, K, 128) : CUtensorMap{};
+  struct Case { PrefillKernels::Id id; int bm, bn, splits; };
+  for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 1}, Case{PrefillKernels::GemmLarge, 128, 256, 2},
+                       Case{PrefillKernels::GemmSmall, 64, 128, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 3}}) {
+    const bool large = c.id == PrefillKernels::GemmLarge;
     dc.fill_bytes(0xff);  // NaN: an element left unwritten fails
     cuda::LaunchConfig cfg;
     const TileGrid tg = tile_grid((M + c.bm - 1) / c.bm, (N + c.bn - 1) / c.bn);
     cfg.grid = {tg.x, tg.y, unsigned(c.splits)};
-    cfg.block.x = unsigned(c.threads);
+    cfg.block.x = unsigned(k.tile(large).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(c.id));
-    cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K,
-                      tg.g);
+    if (large && wgmma)
+      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_operand_map(dw.ptr(), N, K, 256), db.ptr(), dr.ptr(), dc.ptr(),
+                        ws.ptr(), M, N, K, tg.g);
+    else
+      cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K,
+                        tg.g);
     if (c.splits > 1) {
       cuda::LaunchConfig rc;
       rc.grid.x = 64;
@@ -230,8 +238,11 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   };
   const int n0 = 264;
   cuda::DeviceBuffer c0(ctx, size_t(M) * n0 * 4), c1(ctx, size_t(M) * (N - n0) * 4);
-  for (auto [id, bm, bn, threads] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, 256},
-                                     std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, 128}}) {
+  struct Maps {  // kernels/prefill_wgmma.cuh's PfTmaMaps
+    CUtensorMap w[3];
+  };
+  for (auto [id, bm, bn, large] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, true},
+                                   std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, false}}) {
     c0.fill_bytes(0xff);
     c1.fill_bytes(0xff);
     Group g{};
@@ -244,9 +255,15 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cuda::LaunchConfig cfg;
     const TileGrid tg = tile_grid((M + bm - 1) / bm, g.tiles[0] + g.tiles[1]);
     cfg.grid = {tg.x, tg.y, 1};
-    cfg.block.x = unsigned(threads);
+    cfg.block.x = unsigned(k.tile(large).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(id));
-    cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
+    if (large && wgmma) {
+      Maps maps{};
+      for (int j = 0; j < 2; ++j) maps.w[j] = wgmma_operand_map(g.w[j], g.n[j], K, 256);
+      cuda::launch_args(k[id], cfg, stream, ma, maps, g, M, K, tg.g);
+    } else {
+      cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
+    }
     stream.synchronize();
     std::vector<float> g0(size_t(M) * n0), g1(size_t(M) * (N - n0));
     c0.download(g0.data(), g0.size() * 4);
@@ -271,10 +288,10 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     const TileGrid tg = tile_grid((M + 127) / 128, (I + 127) / 128);
     cuda::LaunchConfig cfg;
     cfg.grid = {tg.x, tg.y, 1};
-    cfg.block.x = 256;
+    cfg.block.x = unsigned(k.tile(true).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(PrefillKernels::GemmLarge));
-    cuda::launch_args(*k.swiglu(), cfg, stream, da.ptr(), dw.ptr(), dw.ptr() + uint64_t(I) * K * 2, out.ptr(), M, I,
-                      K, tg.g, bf16_out);
+    cuda::launch_args(*k.swiglu(), cfg, stream, ma, wgmma_operand_map(dw.ptr(), I, K, 128),
+                      wgmma_operand_map(dw.ptr() + uint64_t(I) * K * 2, I, K, 128), out.ptr(), M, I, K, tg.g, bf16_out);
     stream.synchronize();
     std::vector<float> got(size_t(M) * I);
     std::vector<uint16_t> got16(size_t(M) * I);

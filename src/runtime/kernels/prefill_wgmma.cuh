@@ -1,27 +1,26 @@
 // Prefill projections on Hopper's warpgroup tensor cores (sm_90a only: printed into the source
 // when the prefill is compiled for it). The same contract as pf_gemm_tile (prefill_gemm.cuh): C
-// = A W^T (+ bias) (+ R), the K split through `partial`, the same entries' signatures; only the
-// mainloop differs.
+// = A W^T (+ bias) (+ R), the K split through `partial`; the operands come as TMA descriptors.
 //
 // A CTA computes a 128 x 256 tile with two warpgroups, each 64 rows x 256 columns by
 // wgmma.mma_async m64n256k16 (fp32 accumulators: 128 registers per thread) reading both
-// operands from shared memory. K steps of 64 bf16 (128 bytes per row: one row of the 128-byte
-// swizzle) fill a ring of PF_WG_STAGES buffers by cp.async; each 16-byte chunk c of row r lands
-// in chunk c ^ (r % 8) of its row (pf_swizzle128_chunk, proved), the layout the descriptors'
-// 128-byte swizzle mode reads. The ring runs two steps ahead of the multiply: at step kt the
-// buffer of step kt - 2 is refilled, whose wgmma groups both warpgroups have retired (each waits
-// for all but its newest group before the barrier that precedes the refill).
+// operands from shared memory, and a ninth warp that only loads. K steps of 64 bf16 (128 bytes
+// per row) fill a ring of PF_WG_STAGES buffers by bulk tensor copies (TMA) in the 128-byte
+// swizzle: chunk c of row r lands in chunk c ^ (r % 8) of its row (the layout of
+// pf_swizzle128_chunk, proved), which the descriptors' 128-byte swizzle mode reads.
 //
 // A third entry (_swiglu) multiplies gate and up in one tile, 128 columns of each, and writes
 // silu(gate) * up: the MLP's two projections and their product in one kernel.
 
-// PF_WG_BM, PF_WG_BN, PF_WG_BK, PF_WG_STAGES and PF_WG_THREADS are printed before this file from
-// the host's tile table (runtime/prefill.cc: kWgmmaTile), which sizes the launches and the shared
-// memory. The code below is written for one shape of them:
-static_assert(PF_WG_BM == 128 && PF_WG_THREADS == 256, "two warpgroups of 64 rows");
+// PF_WG_BM, PF_WG_BN, PF_WG_BK, PF_WG_STAGES, PF_WG_PRODUCER (the loading warp's index: the
+// consumer warps before it) and PF_WG_THREADS are printed before this file from the host's tile
+// table (runtime/prefill.cc: kWgmmaTile), which sizes the launches and the shared memory. The
+// code below is written for one shape of them:
+static_assert(PF_WG_BM == 128 && PF_WG_PRODUCER == 8 && PF_WG_THREADS == 288,
+              "two warpgroups of 64 rows, then the producer warp");
 static_assert(PF_WG_BN == 256, "one m64n256k16 per warpgroup and K slice of 16");
 static_assert(PF_WG_BK == 64, "a K step is one 128-byte swizzled row");
-static_assert(PF_WG_STAGES >= 3, "the ring refills the buffer of two steps before");
+static_assert(PF_WG_STAGES >= 2, "a ring");
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte swizzled,
 // 8-row groups 1,024 bytes apart (the tile 1,024-byte aligned).
@@ -75,85 +74,102 @@ __device__ __forceinline__ void pf_wgmma_256(float (&d)[128], unsigned long long
       : "l"(da), "l"(db), "r"(1));
 }
 
-// Chunk c (16 bytes) of row r of a swizzled tile: byte offset in the tile.
-__device__ __forceinline__ int pf_wg_offset(int r, int c) { return r * 128 + pf_swizzle128_chunk(r, c) * 16; }
+// A TMA descriptor (CUtensorMap, made by the host's cuda::tensor_map_bf16): a kernel parameter
+// declared `const __grid_constant__`, whose address the bulk tensor copies take.
+struct __align__(64) PfTmaMap {
+  unsigned long long v[16];
+};
+struct PfTmaMaps {  // the members of a group (PfGemmGroup's w)
+  PfTmaMap w[PF_GROUP_MAX];
+};
+
+__device__ __forceinline__ void pf_mbar_init(unsigned bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(bar), "r"(count) : "memory");
+}
+// Waits until the phase of parity `parity` of the mbarrier at `bar` has completed.
+__device__ __forceinline__ void pf_mbar_wait(unsigned bar, unsigned parity) {
+  unsigned done = 0;
+  while (!done)
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void pf_mbar_arrive(unsigned bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void pf_mbar_expect_tx(unsigned bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar), "r"(bytes) : "memory");
+}
+// The box of `map` at element (x along K, y along rows) to shared memory at `dst`, completing
+// on the mbarrier at `bar` (its bytes counted against the barrier's expected transaction).
+__device__ __forceinline__ void pf_tma_load(unsigned dst, const PfTmaMap& map, int x, int y, unsigned bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+      ::"r"(dst), "l"(&map), "r"(x), "r"(y), "r"(bar)
+      : "memory");
+}
 
 // The mainloop: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and 256 rows of W over
 // this block's part of K (blockIdx.z of gridDim.z, the even split). The W rows: W's rows [n0, n0
-// + 256), or with TWO (the SwiGLU tile) W's rows [n0, n0 + 128) then W2's. Rows past M or N read
-// as zeros.
+// + 256), or with TWO (the SwiGLU tile) W's rows [n0, n0 + 128) then W2's. Rows past M or N and
+// columns past K read as zeros (the descriptors' bounds).
+//
+// Warp-specialised: the last warp (PF_WG_PRODUCER) is the producer, one lane of which issues
+// each K step's bulk tensor copies into a free ring buffer and arms the buffer's "full" mbarrier
+// with their bytes; the two warpgroups before it wait on "full", multiply, and once a step's
+// wgmma group has retired (each warp waits for all but its newest group) each warp arrives on
+// that buffer's "empty" mbarrier, which the producer waits for before refilling it. No thread
+// issues a load between its multiplies and no block-wide barrier sits in the loop. Returns
+// false on the producer warp, which has no accumulators.
 template <bool TWO>
-__device__ __forceinline__ void pf_wgmma_mainloop(float (&acc)[128], const pf_bf16* __restrict__ A,
-                                                  const pf_bf16* __restrict__ W, const pf_bf16* __restrict__ W2,
-                                                  int M, int N, int K, int m0, int n0) {
+__device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTmaMap& ma, const PfTmaMap& mw,
+                                                  const PfTmaMap& mw2, int K, int m0, int n0) {
   constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
-  constexpr int CH = PF_WG_BK / 8;
   extern __shared__ __align__(16) unsigned char pf_smem_raw[];
+  __shared__ __align__(8) unsigned long long bars[2 * PF_WG_STAGES];  // full[s], then empty[s]
   // The swizzle pattern repeats every 1,024 bytes: the ring starts on such a boundary (the host
   // adds 1,024 bytes of slack).
   const unsigned raw = pf_smem(pf_smem_raw);
-  unsigned char* ring = pf_smem_raw + (((raw + 1023u) & ~1023u) - raw);
-  const unsigned ring_s = pf_smem(ring);
+  const unsigned ring = (raw + 1023u) & ~1023u;
+  const unsigned full = pf_smem(bars), empty = full + 8 * PF_WG_STAGES;
   const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
   const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK;
   const int kt0 = int(pf_even_split_begin(blockIdx.z, ktiles, gridDim.z));
   const int kt1 = int(pf_even_split_end(blockIdx.z, ktiles, gridDim.z));
-
-  static_assert(PF_WG_BM * CH % PF_WG_THREADS == 0 && PF_WG_BN * CH % PF_WG_THREADS == 0, "whole rounds");
-  constexpr int NA = PF_WG_BM * CH / PF_WG_THREADS, NB = PF_WG_BN * CH / PF_WG_THREADS;
-  // The SwiGLU tile's W rows come from two matrices: their addresses at K step 0 are computed
-  // once (null past N); measured on an H200, choosing them at every step cost 15%, while the
-  // single-matrix tile runs faster computing its addresses at every step.
-  const pf_bf16* brow[TWO ? NB : 1];
-  if constexpr (TWO) {
-#pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
-      const int wr = n0 + r % (PF_WG_BN / 2);
-      brow[i] = wr < N ? (r >= PF_WG_BN / 2 ? W2 : W) + (long long)wr * K + c : nullptr;
+  if (tid == 0) {
+    for (int s = 0; s < PF_WG_STAGES; ++s) {
+      pf_mbar_init(full + 8 * s, 1);
+      pf_mbar_init(empty + 8 * s, PF_WG_PRODUCER);  // one arrival per consumer warp
     }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  auto load = [&](int kt, int slot) {
-    unsigned char* da = ring + slot * STAGE;
-    unsigned char* db = da + A_BYTES;
-#pragma unroll
-    for (int i = 0; i < NA; ++i) {
-      const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
-      const int k = kt * PF_WG_BK + c;
-      const bool ok = m0 + r < M && k < K;
-      pf_cp_async16(da + pf_wg_offset(r, c / 8), ok ? A + (long long)(m0 + r) * K + k : A, ok);
-    }
-#pragma unroll
-    for (int i = 0; i < NB; ++i) {
-      const int r = pf_chunk_row<PF_WG_THREADS, CH>(tid, i), c = pf_chunk_col<PF_WG_THREADS, CH>(tid, i);
-      const int k = kt * PF_WG_BK + c;
-      if constexpr (TWO) {
-        const bool ok = brow[i] && k < K;
-        pf_cp_async16(db + pf_wg_offset(r, c / 8), ok ? brow[i] + kt * PF_WG_BK : W, ok);
-      } else {
-        const bool ok = n0 + r < N && k < K;
-        pf_cp_async16(db + pf_wg_offset(r, c / 8), ok ? W + (long long)(n0 + r) * K + k : W, ok);
+  __syncthreads();
+
+  if (warp == PF_WG_PRODUCER) {
+    if ((tid & 31) == 0)
+      for (int kt = kt0; kt < kt1; ++kt) {
+        const int it = kt - kt0, s = it % PF_WG_STAGES;
+        pf_mbar_wait(empty + 8 * s, ((it / PF_WG_STAGES) & 1) ^ 1);  // the first round finds it free
+        const unsigned dst = ring + s * STAGE, bar = full + 8 * s;
+        pf_mbar_expect_tx(bar, STAGE);  // a box's bytes count whole, zero-filled parts included
+        pf_tma_load(dst, ma, kt * PF_WG_BK, m0, bar);
+        if constexpr (TWO) {
+          pf_tma_load(dst + A_BYTES, mw, kt * PF_WG_BK, n0, bar);
+          pf_tma_load(dst + A_BYTES + B_BYTES / 2, mw2, kt * PF_WG_BK, n0, bar);
+        } else {
+          pf_tma_load(dst + A_BYTES, mw, kt * PF_WG_BK, n0, bar);
+        }
       }
-    }
-  };
+    return false;
+  }
 
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-
-  constexpr int AHEAD = PF_WG_STAGES - 2;  // steps in flight beyond the one multiplied
-#pragma unroll
-  for (int s = 0; s < AHEAD; ++s) {
-    if (kt0 + s < kt1) load(kt0 + s, s);
-    pf_cp_async_commit();  // empty groups keep the count uniform
-  }
   for (int kt = kt0; kt < kt1; ++kt) {
-    const int it = kt - kt0;
-    pf_cp_async_wait<AHEAD - 1>();  // this thread's chunks of step kt have landed
-    pf_fence_proxy_async();
-    __syncthreads();  // everyone's chunks of step kt; the wgmma groups of step kt - 2 retired
-    if (kt + AHEAD < kt1) load(kt + AHEAD, (it + AHEAD) % PF_WG_STAGES);
-    pf_cp_async_commit();
-    const unsigned sa = ring_s + (it % PF_WG_STAGES) * STAGE, sb = sa + A_BYTES;
+    const int it = kt - kt0, s = it % PF_WG_STAGES;
+    pf_mbar_wait(full + 8 * s, (it / PF_WG_STAGES) & 1);
+    const unsigned sa = ring + s * STAGE, sb = sa + A_BYTES;
     pf_wg_pin(acc);
     pf_wg_fence();
 #pragma unroll
@@ -162,10 +178,11 @@ __device__ __forceinline__ void pf_wgmma_mainloop(float (&acc)[128], const pf_bf
     pf_wg_commit();
     pf_wg_wait<1>();
     pf_wg_pin(acc);
+    if (it > 0 && (tid & 31) == 0) pf_mbar_arrive(empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
   }
   pf_wg_wait<0>();
   pf_wg_pin(acc);
-  pf_cp_async_wait<0>();
+  return true;
 }
 
 // Calls f(i, r, c) for each accumulator i of this thread among the first NI * 8 columns of the
@@ -188,13 +205,12 @@ __device__ __forceinline__ void pf_wg_each(int m0, int n0, int M, int N, F&& f) 
     }
 }
 
-__device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
-                                              const float* __restrict__ bias, const float* R, float* C,
-                                              float* __restrict__ partial, int M, int N, int K, int m_tile,
-                                              int n_tile) {
+__device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap& mw, const float* __restrict__ bias,
+                                              const float* R, float* C, float* __restrict__ partial, int M, int N,
+                                              int K, int m_tile, int n_tile) {
   const int m0 = m_tile * PF_WG_BM, n0 = n_tile * PF_WG_BN;
   float acc[128];
-  pf_wgmma_mainloop<false>(acc, A, W, nullptr, M, N, K, m0, n0);
+  if (!pf_wgmma_mainloop<false>(acc, ma, mw, mw, K, m0, n0)) return;
   const bool split = gridDim.z > 1;
   float* out = split ? partial + (long long)blockIdx.z * M * N : C;
   pf_wg_each<PF_WG_BN / 8>(m0, n0, M, N, [&](int i, int r, int c) {
@@ -211,37 +227,40 @@ __device__ __forceinline__ void pf_wgmma_tile(const pf_bf16* __restrict__ A, con
 // The SwiGLU tile: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one
 // accumulator (gate in columns 0..127, up in 128..255: a thread holds both of a pair), out =
 // silu(gate) * up with pf_silu_mul's arithmetic, rounded to bf16 when `bf16`. No K split.
-__device__ __forceinline__ void pf_wgmma_swiglu_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ Wg,
-                                                     const pf_bf16* __restrict__ Wu, void* out, int M, int N,
-                                                     int K, int m_tile, int n_tile, int bf16) {
+__device__ __forceinline__ void pf_wgmma_swiglu_tile(const PfTmaMap& ma, const PfTmaMap& mg, const PfTmaMap& mu,
+                                                     void* out, int M, int N, int K, int m_tile, int n_tile,
+                                                     int bf16) {
   const int m0 = m_tile * PF_WG_BM, n0 = n_tile * (PF_WG_BN / 2);
   float acc[128];
-  pf_wgmma_mainloop<true>(acc, A, Wg, Wu, M, N, K, m0, n0);
+  if (!pf_wgmma_mainloop<true>(acc, ma, mg, mu, K, m0, n0)) return;
   pf_wg_each<PF_WG_BN / 16>(m0, n0, M, N, [&](int i, int r, int c) {
     const float gate = acc[i], up = acc[i + PF_WG_BN / 16 * 4];  // column c + 128
     pf_store(out, (long long)r * N + c, mk_silu_mul(gate, up), bf16);
   });
 }
 
-// The entries, as PF_GEMM_ENTRY's.
-#define PF_WGMMA_ENTRY(NAME)                                                                                \
-  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
-      NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
-           int M, int N, int K, int g) {                                                                    \
-    int m, n;                                                                                               \
-    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile(A, W, bias, R, C, partial, M, N, K, m, n);       \
-  }                                                                                                         \
-  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
-      NAME##_group(const pf_bf16* A, PfGemmGroup grp, int M, int K, int g) {                                \
-    int m, t;                                                                                               \
-    if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                       \
-    const int j = pf_group_member(grp, t);                                                                  \
-    pf_wgmma_tile(A, grp.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);              \
-  }                                                                                                         \
-  /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each */                       \
-  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                            \
-      NAME##_swiglu(const pf_bf16* A, const pf_bf16* Wg, const pf_bf16* Wu, void* out, int M, int N, int K,   \
-                    int g, int bf16) {                                                                      \
-    int m, n;                                                                                               \
-    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_swiglu_tile(A, Wg, Wu, out, M, N, K, m, n, bf16);      \
+// The entries, as PF_GEMM_ENTRY's but for the operands, which come as descriptors: A's (rows of
+// M, boxes of 128 rows) and W's (rows of N, boxes of 256 rows; the group's members and the
+// SwiGLU's gate and up: boxes of 128 rows each for SwiGLU).
+#define PF_WGMMA_ENTRY(NAME)                                                                                  \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
+      NAME(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mw, const float* bias,       \
+           const float* R, float* C, float* partial, int M, int N, int K, int g) {                            \
+    int m, n;                                                                                                 \
+    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile(ma, mw, bias, R, C, partial, M, N, K, m, n);       \
+  }                                                                                                           \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
+      NAME##_group(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMaps mws, PfGemmGroup grp, \
+                   int M, int K, int g) {                                                                     \
+    int m, t;                                                                                                 \
+    if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                         \
+    const int j = pf_group_member(grp, t);                                                                    \
+    pf_wgmma_tile(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);               \
+  }                                                                                                           \
+  /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each */                         \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
+      NAME##_swiglu(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mg,                 \
+                    const __grid_constant__ PfTmaMap mu, void* out, int M, int N, int K, int g, int bf16) {   \
+    int m, n;                                                                                                 \
+    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_swiglu_tile(ma, mg, mu, out, M, N, K, m, n, bf16);      \
   }

@@ -396,6 +396,15 @@ CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction fn, v
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuTensorMapEncodeTiled(CUtensorMap* map, CUtensorMapDataType, cuuint32_t, void* base,
+                                        const cuuint64_t*, const cuuint64_t*, const cuuint32_t*,
+                                        const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                        CUtensorMapL2promotion, CUtensorMapFloatOOBfill) {
+  std::memset(map, 0, sizeof *map);
+  std::memcpy(map, &base, sizeof base);
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cuda_version,
                                   cuuint64_t, CUdriverProcAddressQueryResult* status) {
   static const std::map<std::string, void*> table = {

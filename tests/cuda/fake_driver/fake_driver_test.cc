@@ -3,7 +3,9 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -202,6 +204,26 @@ TEST_F(FakeDriver, LaunchFailureNamesTheShape) {
                        "shared, cooperative) failed: CUDA_ERROR_INVALID_VALUE"),
               std::string::npos)
         << msg;
+  }
+}
+
+// A TMA descriptor is made by the driver for a shape the wgmma tiles can read, and refused
+// before the driver for one they cannot.
+TEST_F(FakeDriver, TensorMapsCheckTheirShapeFirst) {
+  const CUdeviceptr base = 0x10000;
+  const CUtensorMap map = tensor_map_bf16(base, 200, 136, 128, 64);
+  CUdeviceptr seen = 0;
+  std::memcpy(&seen, &map, sizeof seen);  // the fake driver records the base address
+  EXPECT_EQ(seen, base);
+  for (auto [b, rows, cols, box_rows, box_cols] :
+       {std::tuple{base + 8, 200, 136, 128, 64}, std::tuple{base, 200, 130, 128, 64},
+        std::tuple{base, 200, 136, 512, 64}, std::tuple{base, 200, 136, 128, 128}, std::tuple{base, 0, 136, 128, 64}}) {
+    try {
+      tensor_map_bf16(b, uint64_t(rows), uint64_t(cols), unsigned(box_rows), unsigned(box_cols));
+      ADD_FAILURE() << rows << " x " << cols << " box " << box_rows << " x " << box_cols;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+    }
   }
 }
 

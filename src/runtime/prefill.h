@@ -24,7 +24,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.3.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.4.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 
@@ -116,6 +116,9 @@ struct TileGrid {
   unsigned x = 1, y = 1;
 };
 TileGrid tile_grid(int64_t nm, int64_t nn);
+// The wgmma SwiGLU entry's launch over the grid `tg` (its X, Y: tg.x, tg.y): a CTA per tile, or
+// for grids of five waves or more one CTA per SM, each walking the grid's blocks.
+cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms);
 // Every split count gemm_launch gives the graph's projections for 1 .. max_rows rows (what the
 // even split's proofs must cover), in increasing order.
 std::vector<int64_t> prefill_split_counts(const ir::Graph& graph, int64_t max_rows, int num_sms);

@@ -286,12 +286,12 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cuda::DeviceBuffer out(ctx, size_t(M) * I * 4);
     out.fill_bytes(0xff);
     const TileGrid tg = tile_grid((M + 127) / 128, (I + 127) / 128);
-    cuda::LaunchConfig cfg;
-    cfg.grid = {tg.x, tg.y, 1};
-    cfg.block.x = unsigned(k.tile(true).threads());
-    cfg.dynamic_shared = unsigned(k.gemm_smem(PrefillKernels::GemmLarge));
-    cuda::launch_args(*k.swiglu(), cfg, stream, ma, wgmma_operand_map(dw.ptr(), I, K, 128),
-                      wgmma_operand_map(dw.ptr() + uint64_t(I) * K * 2, I, K, 128), out.ptr(), M, I, K, tg.g, bf16_out);
+    // One CTA per tile with fp32 out; with bf16 out one CTA (wgmma_swiglu_config's SMs) walks
+    // grids of five tiles or more, the ring running on across them.
+    const int sms = bf16_out ? 1 : int(tg.x * tg.y);
+    cuda::launch_args(*k.swiglu(), wgmma_swiglu_config(tg, sms), stream, ma, wgmma_operand_map(dw.ptr(), I, K, 128),
+                      wgmma_operand_map(dw.ptr() + uint64_t(I) * K * 2, I, K, 128), out.ptr(), M, I, K, tg.g, bf16_out,
+                      int(tg.x), int(tg.y));
     stream.synchronize();
     std::vector<float> got(size_t(M) * I);
     std::vector<uint16_t> got16(size_t(M) * I);

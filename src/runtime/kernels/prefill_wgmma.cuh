@@ -110,10 +110,33 @@ __device__ __forceinline__ void pf_tma_load(unsigned dst, const PfTmaMap& map, i
       : "memory");
 }
 
-// The mainloop: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and 256 rows of W over
-// this block's part of K (blockIdx.z of gridDim.z, the even split). The W rows: W's rows [n0, n0
-// + 256), or with TWO (the SwiGLU tile) W's rows [n0, n0 + 128) then W2's. Rows past M or N and
-// columns past K read as zeros (the descriptors' bounds).
+// The ring: PF_WG_STAGES buffers of one K step (A's 128 rows, then W's 256) from a 1,024-byte
+// boundary (the swizzle pattern repeats every 1,024 bytes; the host adds 1,024 bytes of slack),
+// and a "full" and an "empty" mbarrier per buffer, initialised (the block's first barrier).
+struct PfWgRing {
+  unsigned ring, full, empty;
+};
+__device__ __forceinline__ PfWgRing pf_wg_ring() {
+  extern __shared__ __align__(16) unsigned char pf_smem_raw[];
+  __shared__ __align__(8) unsigned long long bars[2 * PF_WG_STAGES];  // full[s], then empty[s]
+  PfWgRing r;
+  r.ring = (pf_smem(pf_smem_raw) + 1023u) & ~1023u;
+  r.full = pf_smem(bars);
+  r.empty = r.full + 8 * PF_WG_STAGES;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < PF_WG_STAGES; ++s) {
+      pf_mbar_init(r.full + 8 * s, 1);
+      pf_mbar_init(r.empty + 8 * s, PF_WG_PRODUCER);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  return r;
+}
+
+// The mainloop of one tile: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and W's rows
+// [n0, n0 + 256) over this block's part of K (blockIdx.z of gridDim.z, the even split). Rows
+// past M or N and columns past K read as zeros (the descriptors' bounds).
 //
 // Warp-specialised: the last warp (PF_WG_PRODUCER) is the producer, one lane of which issues
 // each K step's bulk tensor copies into a free ring buffer and arms the buffer's "full" mbarrier
@@ -122,29 +145,15 @@ __device__ __forceinline__ void pf_tma_load(unsigned dst, const PfTmaMap& map, i
 // that buffer's "empty" mbarrier, which the producer waits for before refilling it. No thread
 // issues a load between its multiplies and no block-wide barrier sits in the loop. Returns
 // false on the producer warp, which has no accumulators.
-template <bool TWO>
-__device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTmaMap& ma, const PfTmaMap& mw,
-                                                  const PfTmaMap& mw2, int K, int m0, int n0) {
+__device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTmaMap& ma, const PfTmaMap& mw, int K,
+                                                  int m0, int n0) {
   constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
-  extern __shared__ __align__(16) unsigned char pf_smem_raw[];
-  __shared__ __align__(8) unsigned long long bars[2 * PF_WG_STAGES];  // full[s], then empty[s]
-  // The swizzle pattern repeats every 1,024 bytes: the ring starts on such a boundary (the host
-  // adds 1,024 bytes of slack).
-  const unsigned raw = pf_smem(pf_smem_raw);
-  const unsigned ring = (raw + 1023u) & ~1023u;
-  const unsigned full = pf_smem(bars), empty = full + 8 * PF_WG_STAGES;
+  const PfWgRing rg = pf_wg_ring();
+  const unsigned ring = rg.ring, full = rg.full, empty = rg.empty;
   const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
   const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK;
   const int kt0 = int(pf_even_split_begin(blockIdx.z, ktiles, gridDim.z));
   const int kt1 = int(pf_even_split_end(blockIdx.z, ktiles, gridDim.z));
-  if (tid == 0) {
-    for (int s = 0; s < PF_WG_STAGES; ++s) {
-      pf_mbar_init(full + 8 * s, 1);
-      pf_mbar_init(empty + 8 * s, PF_WG_PRODUCER);  // one arrival per consumer warp
-    }
-    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-  }
-  __syncthreads();
 
   if (warp == PF_WG_PRODUCER) {
     if ((tid & 31) == 0)
@@ -154,12 +163,7 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
         const unsigned dst = ring + s * STAGE, bar = full + 8 * s;
         pf_mbar_expect_tx(bar, STAGE);  // a box's bytes count whole, zero-filled parts included
         pf_tma_load(dst, ma, kt * PF_WG_BK, m0, bar);
-        if constexpr (TWO) {
-          pf_tma_load(dst + A_BYTES, mw, kt * PF_WG_BK, n0, bar);
-          pf_tma_load(dst + A_BYTES + B_BYTES / 2, mw2, kt * PF_WG_BK, n0, bar);
-        } else {
-          pf_tma_load(dst + A_BYTES, mw, kt * PF_WG_BK, n0, bar);
-        }
+        pf_tma_load(dst + A_BYTES, mw, kt * PF_WG_BK, n0, bar);
       }
     return false;
   }
@@ -183,6 +187,79 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
   pf_wg_wait<0>();
   pf_wg_pin(acc);
   return true;
+}
+
+// Block v of the grid X x Y (tile_grid's), as pf_block_tile reads a real block: its tile row m
+// and column n.
+__device__ __forceinline__ void pf_wg_unit(int v, int X, int g, int& m, int& n) {
+  m = pf_tile_m(v % X, v / X, g);
+  n = pf_tile_n(v % X, g);
+}
+
+// The SwiGLU tile's loop, persistent: the blocks v = this CTA's linear index, + the grid's
+// size, ... of the grid X x Y (a grid of X x Y blocks takes one each), each the product of A's
+// rows [m0, m0 + 128) with rows [n0, n0 + 128) of Wg and of Wu (the tile order's row m and
+// column n, m0 = 128 m, n0 = 128 n), over all of K, handed to epilogue(acc, m0, n0). The same
+// producer and consumers as pf_wgmma_mainloop, but the ring runs on across tiles (`it` counts
+// K steps from the CTA's start on both sides), so the next tile's first steps load while the
+// consumers store this one's.
+template <typename Epilogue>
+__device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const PfTmaMap& mg, const PfTmaMap& mu,
+                                                     int M, int K, int g, int X, int Y, Epilogue epilogue) {
+  constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
+  const PfWgRing rg = pf_wg_ring();
+  const unsigned ring = rg.ring, full = rg.full, empty = rg.empty;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK, units = X * Y;
+
+  unsigned it = 0;  // K steps so far: ring buffer it % PF_WG_STAGES, round it / PF_WG_STAGES
+  const int v0 = int(blockIdx.x + gridDim.x * blockIdx.y), stride = int(gridDim.x * gridDim.y);
+  if (warp == PF_WG_PRODUCER) {
+    if (lane != 0) return;
+    for (int v = v0; v < units; v += stride) {
+      int m, n;
+      pf_wg_unit(v, X, g, m, n);
+      if (m * PF_WG_BM >= M) continue;
+      for (int kt = 0; kt < ktiles; ++kt, ++it) {
+        const unsigned s = it % PF_WG_STAGES;
+        pf_mbar_wait(empty + 8 * s, ((it / PF_WG_STAGES) & 1) ^ 1);  // the first round finds it free
+        const unsigned dst = ring + s * STAGE, bar = full + 8 * s;
+        pf_mbar_expect_tx(bar, STAGE);  // a box's bytes count whole, zero-filled parts included
+        pf_tma_load(dst, ma, kt * PF_WG_BK, m * PF_WG_BM, bar);
+        pf_tma_load(dst + A_BYTES, mg, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
+        pf_tma_load(dst + A_BYTES + B_BYTES / 2, mu, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
+      }
+    }
+    return;
+  }
+
+  for (int v = v0; v < units; v += stride) {
+    int m, n;
+    pf_wg_unit(v, X, g, m, n);
+    if (m * PF_WG_BM >= M) continue;
+    const int kt0 = 0, kt1 = ktiles;
+    float acc[128];
+#pragma unroll
+    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
+    for (int kt = kt0; kt < kt1; ++kt, ++it) {
+      const unsigned s = it % PF_WG_STAGES;
+      pf_mbar_wait(full + 8 * s, (it / PF_WG_STAGES) & 1);
+      const unsigned sa = ring + s * STAGE, sb = sa + A_BYTES;
+      pf_wg_pin(acc);
+      pf_wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
+        pf_wgmma_256(acc, pf_wg_desc(sa + wg * 64 * 128 + kk * 32), pf_wg_desc(sb + kk * 32));
+      pf_wg_commit();
+      pf_wg_wait<1>();
+      pf_wg_pin(acc);
+      if (kt > kt0 && lane == 0) pf_mbar_arrive(empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
+    }
+    pf_wg_wait<0>();
+    pf_wg_pin(acc);
+    if (kt1 > kt0 && lane == 0) pf_mbar_arrive(empty + 8 * ((it - 1) % PF_WG_STAGES));  // the tile's last step
+    epilogue(acc, m * PF_WG_BM, n * (PF_WG_BN / 2));
+  }
 }
 
 // Calls f(i, r, c) for each accumulator i of this thread among the first NI * 8 columns of the
@@ -210,7 +287,7 @@ __device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap
                                               int K, int m_tile, int n_tile) {
   const int m0 = m_tile * PF_WG_BM, n0 = n_tile * PF_WG_BN;
   float acc[128];
-  if (!pf_wgmma_mainloop<false>(acc, ma, mw, mw, K, m0, n0)) return;
+  if (!pf_wgmma_mainloop(acc, ma, mw, K, m0, n0)) return;
   const bool split = gridDim.z > 1;
   float* out = split ? partial + (long long)blockIdx.z * M * N : C;
   pf_wg_each<PF_WG_BN / 8>(m0, n0, M, N, [&](int i, int r, int c) {
@@ -224,15 +301,11 @@ __device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap
   });
 }
 
-// The SwiGLU tile: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one
+// The SwiGLU tile's epilogue: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one
 // accumulator (gate in columns 0..127, up in 128..255: a thread holds both of a pair), out =
 // silu(gate) * up with pf_silu_mul's arithmetic, rounded to bf16 when `bf16`. No K split.
-__device__ __forceinline__ void pf_wgmma_swiglu_tile(const PfTmaMap& ma, const PfTmaMap& mg, const PfTmaMap& mu,
-                                                     void* out, int M, int N, int K, int m_tile, int n_tile,
-                                                     int bf16) {
-  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * (PF_WG_BN / 2);
-  float acc[128];
-  if (!pf_wgmma_mainloop<true>(acc, ma, mg, mu, K, m0, n0)) return;
+__device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], int m0, int n0, void* out, int M, int N,
+                                                      int bf16) {
   pf_wg_each<PF_WG_BN / 16>(m0, n0, M, N, [&](int i, int r, int c) {
     const float gate = acc[i], up = acc[i + PF_WG_BN / 16 * 4];  // column c + 128
     pf_store(out, (long long)r * N + c, mk_silu_mul(gate, up), bf16);
@@ -257,10 +330,13 @@ __device__ __forceinline__ void pf_wgmma_swiglu_tile(const PfTmaMap& ma, const P
     const int j = pf_group_member(grp, t);                                                                    \
     pf_wgmma_tile(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);               \
   }                                                                                                           \
-  /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each */                         \
+  /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each; X, Y: the */              \
+  /* tile grid the CTAs walk (wgmma_config) */                                                               \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_swiglu(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mg,                 \
-                    const __grid_constant__ PfTmaMap mu, void* out, int M, int N, int K, int g, int bf16) {   \
-    int m, n;                                                                                                 \
-    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_swiglu_tile(ma, mg, mu, out, M, N, K, m, n, bf16);      \
+                    const __grid_constant__ PfTmaMap mu, void* out, int M, int N, int K, int g, int bf16, int X, \
+                    int Y) {                                                                                  \
+    pf_wgmma_swiglu_walk(ma, mg, mu, M, K, g, X, Y, [&](const float(&acc)[128], int m0, int n0) {             \
+      pf_wgmma_swiglu_store(acc, m0, n0, out, M, N, bf16);                                                    \
+    });                                                                                                       \
   }

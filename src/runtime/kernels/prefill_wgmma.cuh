@@ -134,6 +134,36 @@ __device__ __forceinline__ PfWgRing pf_wg_ring() {
   return r;
 }
 
+// The producer's step: waits until ring buffer s is free (its consumers' arrivals of round
+// `round`'s parity complete the phase before; the first round finds it free) and arms its
+// "full" mbarrier with a step's bytes (a box's bytes count whole, zero-filled parts included).
+// Returns the buffer's address; `bar` is the mbarrier its copies complete on.
+__device__ __forceinline__ unsigned pf_wg_refill(const PfWgRing& rg, unsigned s, unsigned round, unsigned& bar) {
+  constexpr unsigned STAGE = (PF_WG_BM + PF_WG_BN) * 128;
+  pf_mbar_wait(rg.empty + 8 * s, (round & 1) ^ 1);
+  bar = rg.full + 8 * s;
+  pf_mbar_expect_tx(bar, STAGE);
+  return rg.ring + s * STAGE;
+}
+
+// A consumer's step: waits for ring buffer s of round `round` to be full, adds its product to
+// acc as one wgmma group (this warpgroup's 64 rows), and waits for all but that group: the
+// step before it has retired from this warp.
+__device__ __forceinline__ void pf_wg_multiply(float (&acc)[128], const PfWgRing& rg, unsigned s, unsigned round,
+                                               int wg) {
+  constexpr unsigned STAGE = (PF_WG_BM + PF_WG_BN) * 128;
+  pf_mbar_wait(rg.full + 8 * s, round & 1);
+  const unsigned sa = rg.ring + s * STAGE, sb = sa + PF_WG_BM * 128;
+  pf_wg_pin(acc);
+  pf_wg_fence();
+#pragma unroll
+  for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
+    pf_wgmma_256(acc, pf_wg_desc(sa + wg * 64 * 128 + kk * 32), pf_wg_desc(sb + kk * 32));
+  pf_wg_commit();
+  pf_wg_wait<1>();
+  pf_wg_pin(acc);
+}
+
 // The mainloop of one tile: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and W's rows
 // [n0, n0 + 256) over this block's part of K (blockIdx.z of gridDim.z, the even split). Rows
 // past M or N and columns past K read as zeros (the descriptors' bounds).
@@ -147,9 +177,7 @@ __device__ __forceinline__ PfWgRing pf_wg_ring() {
 // false on the producer warp, which has no accumulators.
 __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTmaMap& ma, const PfTmaMap& mw, int K,
                                                   int m0, int n0) {
-  constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
   const PfWgRing rg = pf_wg_ring();
-  const unsigned ring = rg.ring, full = rg.full, empty = rg.empty;
   const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
   const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK;
   const int kt0 = int(pf_even_split_begin(blockIdx.z, ktiles, gridDim.z));
@@ -158,12 +186,11 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
   if (warp == PF_WG_PRODUCER) {
     if ((tid & 31) == 0)
       for (int kt = kt0; kt < kt1; ++kt) {
-        const int it = kt - kt0, s = it % PF_WG_STAGES;
-        pf_mbar_wait(empty + 8 * s, ((it / PF_WG_STAGES) & 1) ^ 1);  // the first round finds it free
-        const unsigned dst = ring + s * STAGE, bar = full + 8 * s;
-        pf_mbar_expect_tx(bar, STAGE);  // a box's bytes count whole, zero-filled parts included
+        const int it = kt - kt0;
+        unsigned bar;
+        const unsigned dst = pf_wg_refill(rg, it % PF_WG_STAGES, it / PF_WG_STAGES, bar);
         pf_tma_load(dst, ma, kt * PF_WG_BK, m0, bar);
-        pf_tma_load(dst + A_BYTES, mw, kt * PF_WG_BK, n0, bar);
+        pf_tma_load(dst + PF_WG_BM * 128, mw, kt * PF_WG_BK, n0, bar);
       }
     return false;
   }
@@ -171,18 +198,9 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
 #pragma unroll
   for (int i = 0; i < 128; ++i) acc[i] = 0.f;
   for (int kt = kt0; kt < kt1; ++kt) {
-    const int it = kt - kt0, s = it % PF_WG_STAGES;
-    pf_mbar_wait(full + 8 * s, (it / PF_WG_STAGES) & 1);
-    const unsigned sa = ring + s * STAGE, sb = sa + A_BYTES;
-    pf_wg_pin(acc);
-    pf_wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
-      pf_wgmma_256(acc, pf_wg_desc(sa + wg * 64 * 128 + kk * 32), pf_wg_desc(sb + kk * 32));
-    pf_wg_commit();
-    pf_wg_wait<1>();
-    pf_wg_pin(acc);
-    if (it > 0 && (tid & 31) == 0) pf_mbar_arrive(empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
+    const int it = kt - kt0;
+    pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg);
+    if (it > 0 && (tid & 31) == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
   }
   pf_wg_wait<0>();
   pf_wg_pin(acc);
@@ -206,9 +224,7 @@ __device__ __forceinline__ void pf_wg_unit(int v, int X, int g, int& m, int& n) 
 template <typename Epilogue>
 __device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const PfTmaMap& mg, const PfTmaMap& mu,
                                                      int M, int K, int g, int X, int Y, Epilogue epilogue) {
-  constexpr int A_BYTES = PF_WG_BM * 128, B_BYTES = PF_WG_BN * 128, STAGE = A_BYTES + B_BYTES;
   const PfWgRing rg = pf_wg_ring();
-  const unsigned ring = rg.ring, full = rg.full, empty = rg.empty;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int ktiles = (K + PF_WG_BK - 1) / PF_WG_BK, units = X * Y;
 
@@ -221,13 +237,11 @@ __device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const P
       pf_wg_unit(v, X, g, m, n);
       if (m * PF_WG_BM >= M) continue;
       for (int kt = 0; kt < ktiles; ++kt, ++it) {
-        const unsigned s = it % PF_WG_STAGES;
-        pf_mbar_wait(empty + 8 * s, ((it / PF_WG_STAGES) & 1) ^ 1);  // the first round finds it free
-        const unsigned dst = ring + s * STAGE, bar = full + 8 * s;
-        pf_mbar_expect_tx(bar, STAGE);  // a box's bytes count whole, zero-filled parts included
+        unsigned bar;
+        const unsigned dst = pf_wg_refill(rg, it % PF_WG_STAGES, it / PF_WG_STAGES, bar);
         pf_tma_load(dst, ma, kt * PF_WG_BK, m * PF_WG_BM, bar);
-        pf_tma_load(dst + A_BYTES, mg, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
-        pf_tma_load(dst + A_BYTES + B_BYTES / 2, mu, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
+        pf_tma_load(dst + PF_WG_BM * 128, mg, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
+        pf_tma_load(dst + (PF_WG_BM + PF_WG_BN / 2) * 128, mu, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
       }
     }
     return;
@@ -237,27 +251,16 @@ __device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const P
     int m, n;
     pf_wg_unit(v, X, g, m, n);
     if (m * PF_WG_BM >= M) continue;
-    const int kt0 = 0, kt1 = ktiles;
     float acc[128];
 #pragma unroll
     for (int i = 0; i < 128; ++i) acc[i] = 0.f;
-    for (int kt = kt0; kt < kt1; ++kt, ++it) {
-      const unsigned s = it % PF_WG_STAGES;
-      pf_mbar_wait(full + 8 * s, (it / PF_WG_STAGES) & 1);
-      const unsigned sa = ring + s * STAGE, sb = sa + A_BYTES;
-      pf_wg_pin(acc);
-      pf_wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
-        pf_wgmma_256(acc, pf_wg_desc(sa + wg * 64 * 128 + kk * 32), pf_wg_desc(sb + kk * 32));
-      pf_wg_commit();
-      pf_wg_wait<1>();
-      pf_wg_pin(acc);
-      if (kt > kt0 && lane == 0) pf_mbar_arrive(empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
+    for (int kt = 0; kt < ktiles; ++kt, ++it) {
+      pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg);
+      if (kt > 0 && lane == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
     }
     pf_wg_wait<0>();
     pf_wg_pin(acc);
-    if (kt1 > kt0 && lane == 0) pf_mbar_arrive(empty + 8 * ((it - 1) % PF_WG_STAGES));  // the tile's last step
+    if (ktiles > 0 && lane == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // the tile's last step
     epilogue(acc, m * PF_WG_BM, n * (PF_WG_BN / 2));
   }
 }

@@ -78,6 +78,24 @@ ProofRecord prove_chunk_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, i
 //   and the inverse names the chunk stored in every slot).
 ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned timeout_ms = 10000);
 
+// The prefill's wgmma operand reads (ir::WgmmaOperands: `start`, a_start or b_start, or a
+// mutant) against the TMA's stores, for one operand: a ring tile of tile_rows rows of 128 bytes
+// at a 1,024-byte aligned shared-memory address, warpgroups wg < wgs whose operand row i < rows
+// is tile row wg * wg_rows + i (A: 2 x 64 rows of 128; W: both read all 256), 8-row groups `sbo`
+// bytes apart; for every warpgroup, K slice kk < 4, row i, element j < 16 of the slice and tile
+// address, symbolic, in 32-bit arithmetic:
+//   defined   the start formula in int;
+//   bounds    the start and the byte read lie inside the tile;
+//   element   the byte the descriptor reads for (i, j) is where the TMA stored the element of
+//             tile row wg * wg_rows + i, K element 16 kk + j. Both written here from the PTX ISA
+//             and the CUDA tensor-map documentation, independently of the formula: the
+//             descriptor's 128-byte swizzle mode reads (i, j) at start + (i / 8) sbo + (i % 8)
+//             128 + 2 j, and the 128-byte swizzle box stores (row, e) at tile + 128 row + 2 e,
+//             both then swizzled alike on the absolute address (bits 4-6 XOR bits 7-9, which
+//             prove_swizzle128 ties to the layout), so equal addresses before it suffice.
+ProofRecord prove_wgmma_operand(const ir::IndexExpr& start, const std::string& what, int64_t wgs, int64_t wg_rows,
+                                int64_t rows, int64_t tile_rows, int64_t sbo, unsigned timeout_ms = 10000);
+
 // The tile order (ir::TileOrder, or a mutant) with group size g (a constant) over every grid of
 // nm x nn tiles, 1 <= nm <= max_m and 1 <= nn <= max_n, and every block (x, y) of its launch
 // grid (g nn, ceil(nm / g)), all symbolic, in int arithmetic: defined; bounds (0 <= n < nn and 0

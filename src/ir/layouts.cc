@@ -72,6 +72,14 @@ const Swizzle128& swizzle128_formula() {
   return f;
 }
 
+const WgmmaOperands& wgmma_operand_formulas() {
+  static const WgmmaOperands f = [] {
+    const IndexExpr wg = IndexExpr::var("wg"), kk = IndexExpr::var("kk");
+    return WgmmaOperands{wg * (64 * 128) + kk * 32, kk * 32};
+  }();
+  return f;
+}
+
 const TileOrder& tile_order_formula() {
   static const TileOrder f = [] {
     auto v = [](const char* n) { return IndexExpr::var(n); };
@@ -138,6 +146,11 @@ std::string prefill_layout_device_functions() {
            "(int tid, int i) { return " + to_c(*e, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_swizzle128_chunk(int r, int c) { return " +
        to_c(swizzle128_formula().chunk, CType::Int) + "; }\n";
+  const WgmmaOperands& wo = wgmma_operand_formulas();
+  s += "__device__ __forceinline__ int pf_wg_a_start(int wg, int kk) { return " + to_c(wo.a_start, CType::Int) +
+       "; }\n";
+  s += "__device__ __forceinline__ int pf_wg_b_start(int kk) { return " + to_c(wo.b_start, CType::Int) + "; }\n";
+  s += "#define PF_WG_SBO " + std::to_string(kWgmmaSbo) + "\n";
   const TileOrder& o = tile_order_formula();
   s += "__device__ __forceinline__ int pf_tile_m(int x, int y, int g) { return " + to_c(o.m, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_tile_n(int x, int g) { return " + to_c(o.n, CType::Int) + "; }\n";

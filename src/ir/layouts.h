@@ -71,6 +71,18 @@ struct Swizzle128 {
 };
 const Swizzle128& swizzle128_formula();
 
+// Where the prefill's wgmma instructions read their operands (kernels/prefill_wgmma.cuh): a K
+// step of a ring buffer holds A's 128 rows, then W's 256 (the SwiGLU tile: Wg's 128, then Wu's),
+// each row 128 bytes (64 bf16) in the 128-byte swizzle. One m64n256k16 of warpgroup wg and K
+// slice kk (16 bf16) reads A from a shared-memory descriptor whose start is a_start bytes past
+// the A tile and B from b_start bytes past the W tile, both with 8-row groups kWgmmaSbo bytes
+// apart, in the descriptors' 128-byte swizzle mode. Variables: wg, kk.
+inline constexpr int64_t kWgmmaSbo = 1024;
+struct WgmmaOperands {
+  IndexExpr a_start, b_start;
+};
+const WgmmaOperands& wgmma_operand_formulas();
+
 // The order a GEMM grid visits its tiles: the tile rows in groups of g, block (x, y) of a grid of
 // (g nn, ceil(nm / g)) computes tile row m = y g + x % g and tile column n = x / g (blocks with m
 // >= nm exit), so that the CTAs resident at once share g rows of A and a few columns of W in L2

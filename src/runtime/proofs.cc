@@ -149,6 +149,19 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
       loads.push_back({name + ": activation chunks", t->bm, t->bk / 8, t->threads(), ld});
       loads.push_back({name + ": weight chunks", t->bn, t->bk / 8, t->threads(), ld});
     }
+    if (t->wgmma) {  // two warpgroups of 64 rows read A; both read all of W
+      const ir::WgmmaOperands& wo = ir::wgmma_operand_formulas();
+      const int64_t wgs = t->warps_m * t->warps_n / 4, bm = t->bm, bn = t->bn;
+      needed.push_back({name + ": wgmma descriptors read A where the TMA stored it", "wgmma a",
+                        [&wo, wgs, bm] {
+                          return superopt::prove_wgmma_operand(wo.a_start, "A", wgs, bm / wgs, bm / wgs, bm,
+                                                               ir::kWgmmaSbo);
+                        }});
+      needed.push_back({name + ": wgmma descriptors read W where the TMA stored it", "wgmma b",
+                        [&wo, wgs, bn] {
+                          return superopt::prove_wgmma_operand(wo.b_start, "B", wgs, 0, bn, bn, ir::kWgmmaSbo);
+                        }});
+    }
     if (t->wgmma)
       for (int64_t rows : {int64_t(t->bm), int64_t(t->bn)})
         needed.push_back({name + ": 128-byte swizzle of " + std::to_string(rows) + " rows",

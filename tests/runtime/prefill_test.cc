@@ -295,10 +295,11 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
     EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
     obligations += p.record.obligations.size();
   }
-  // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 swizzles, attention
-  // 3 + pairs 1, orders, ldmatrix 3, P 1
-  EXPECT_EQ(proofs.size(), counts.size() + 17 + kTileGroup);
+  // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 descriptors + 2
+  // swizzles, attention 3 + pairs 1, orders, ldmatrix 3, P 1
+  EXPECT_EQ(proofs.size(), counts.size() + 19 + kTileGroup);
   const std::string record = verification_record(proofs);
+  EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
   EXPECT_NE(record.find("prefill wgmma_128x256: 128-byte swizzle of 256 rows"), std::string::npos);
   EXPECT_NE(record.find("ldmatrix lane addresses of B operands by .trans (V)"), std::string::npos);

@@ -222,6 +222,58 @@ TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
   }
 }
 
+// The wgmma descriptors by enumeration, with the swizzle applied (the prover compares the
+// addresses before it): for every warpgroup, K slice, operand row and element (the tile at a
+// 1,024-byte aligned address, 3 KiB in), the byte the descriptor reads (start + (i / 8) sbo +
+// (i % 8) 128 + 2 j) is the one the TMA stored the element at (tile + 128 row + 2 e), both
+// swizzled (address bits 4-6 XOR bits 7-9), and inside the tile.
+bool brute_force_wgmma(const IndexExpr& start, int64_t wgs, int64_t wg_rows, int64_t rows, int64_t tile_rows,
+                       int64_t sbo) {
+  auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
+  const int64_t tile = 3 * 1024;
+  try {
+    for (int64_t wg = 0; wg < wgs; ++wg)
+      for (int64_t kk = 0; kk < 4; ++kk) {
+        const int64_t st = ir::eval(start, {{"wg", wg}, {"kk", kk}});
+        if (st < 0 || st >= tile_rows * 128) return false;
+        for (int64_t i = 0; i < rows; ++i)
+          for (int64_t j = 0; j < 16; ++j) {
+            const int64_t read = swz(tile + st + i / 8 * sbo + i % 8 * 128 + 2 * j);
+            if (read != swz(tile + (wg * wg_rows + i) * 128 + (16 * kk + j) * 2) || read >= tile + tile_rows * 128)
+              return false;
+          }
+      }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(WgmmaProofs, TheDescriptorsReadWhatTheTmaStoredAndMutantsAgreeWithBruteForce) {
+  const ir::WgmmaOperands& f = ir::wgmma_operand_formulas();
+  struct Use {
+    const char* what;
+    const IndexExpr* start;
+    int64_t wgs, wg_rows, rows, tile_rows;
+  };
+  for (const Use& u : {Use{"A", &f.a_start, 2, 64, 64, 128}, Use{"B", &f.b_start, 2, 0, 256, 256}}) {
+    const ProofRecord r = prove_wgmma_operand(*u.start, u.what, u.wgs, u.wg_rows, u.rows, u.tile_rows, ir::kWgmmaSbo);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_TRUE(brute_force_wgmma(*u.start, u.wgs, u.wg_rows, u.rows, u.tile_rows, ir::kWgmmaSbo));
+    // Row groups at another stride than the tile's 8 rows of 128 bytes: refuted.
+    for (int64_t sbo : {512, 2048}) {
+      EXPECT_FALSE(prove_wgmma_operand(*u.start, u.what, u.wgs, u.wg_rows, u.rows, u.tile_rows, sbo, 2000).proved());
+      EXPECT_FALSE(brute_force_wgmma(*u.start, u.wgs, u.wg_rows, u.rows, u.tile_rows, sbo));
+    }
+    const std::vector<ir::IndexEnv> starts = grid("wg", u.wgs, "kk", 4);
+    Tally tally{u.what};
+    for (const IndexExpr& m : mutants(*u.start))
+      tally.judge(prove_wgmma_operand(m, u.what, u.wgs, u.wg_rows, u.rows, u.tile_rows, ir::kWgmmaSbo, 2000).proved(),
+                  brute_force_wgmma(m, u.wgs, u.wg_rows, u.rows, u.tile_rows, ir::kWgmmaSbo),
+                  same_values(m, *u.start, starts), ir::to_string(m));
+  }
+}
+
 // ldmatrix.x4 by enumeration: every lane's address inside the 16 x 16 block, and every thread's
 // register and half receiving the element mma.sync expects (the hardware's delivery as in the
 // prover's comment, restated here).

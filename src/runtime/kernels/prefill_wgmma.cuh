@@ -23,11 +23,12 @@ static_assert(PF_WG_BK == 64, "a K step is one 128-byte swizzled row");
 static_assert(PF_WG_STAGES >= 2, "a ring");
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte swizzled,
-// 8-row groups 1,024 bytes apart (the tile 1,024-byte aligned).
+// 8-row groups PF_WG_SBO bytes apart (the tile 1,024-byte aligned). Its start: the tile plus
+// pf_wg_a_start or pf_wg_b_start (ir::WgmmaOperands, proved to read what the TMA stored).
 __device__ __forceinline__ unsigned long long pf_wg_desc(unsigned smem_addr) {
   return (unsigned long long)((smem_addr & 0x3FFFF) >> 4)  // start address, 16-byte units
          | (1ull << 16)                                    // leading offset: unused by this mode
-         | ((unsigned long long)(1024 >> 4) << 32)         // stride between 8-row groups
+         | ((unsigned long long)(PF_WG_SBO >> 4) << 32)    // stride between 8-row groups
          | (1ull << 62);                                   // 128-byte swizzle
 }
 
@@ -158,7 +159,7 @@ __device__ __forceinline__ void pf_wg_multiply(float (&acc)[128], const PfWgRing
   pf_wg_fence();
 #pragma unroll
   for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
-    pf_wgmma_256(acc, pf_wg_desc(sa + wg * 64 * 128 + kk * 32), pf_wg_desc(sb + kk * 32));
+    pf_wgmma_256(acc, pf_wg_desc(sa + pf_wg_a_start(wg, kk)), pf_wg_desc(sb + pf_wg_b_start(kk)));
   pf_wg_commit();
   pf_wg_wait<1>();
   pf_wg_pin(acc);

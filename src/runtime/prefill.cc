@@ -29,9 +29,8 @@ int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
 constexpr int kHeadDims[] = {16, 32, 64, 128};
-// The attention's query rows per CTA (printed as PF_ATT_ROWS) and the largest head dim the
-// head norm and RoPE kernel takes (PF_ROPE_MAX_D: its shared buffers).
-constexpr int kAttRows = 64, kRopeMaxHeadDim = 256;
+// The largest head dim the head norm and RoPE kernel takes (PF_ROPE_MAX_D: its shared buffers).
+constexpr int kRopeMaxHeadDim = 256;
 
 int padded_head_dim(int d) {
   for (int p : kHeadDims)
@@ -118,8 +117,10 @@ CUtensorMap wgmma_operand_map(uint64_t base, int64_t rows, int64_t k, int box_ro
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
                   ir::prefill_layout_device_functions();
-  s += "// runtime/prefill.cc: kAttRows, kRopeMaxHeadDim.\n#define PF_ATT_ROWS " + std::to_string(kAttRows) +
-       "\n#define PF_ROPE_MAX_D " + std::to_string(kRopeMaxHeadDim) + "\n";
+  s += "// runtime/prefill.h: kAttention; runtime/prefill.cc: kRopeMaxHeadDim.\n#define PF_ATT_ROWS " +
+       std::to_string(kAttention.rows) + "\n#define PF_ATT_THREADS " + std::to_string(kAttention.threads) +
+       "\n#define PF_ATT_KEYS " + std::to_string(kAttention.keys) + "\n#define PF_ATT_PAD " +
+       std::to_string(kAttention.pad) + "\n#define PF_ROPE_MAX_D " + std::to_string(kRopeMaxHeadDim) + "\n";
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
   if (large.wgmma) {
@@ -169,11 +170,7 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
     swiglu_->set_max_dynamic_shared(gemm_smem(GemmLarge));
   }
   for (int i = 0; i < 4; ++i)
-    fns_[size_t(Attention16) + size_t(i)].set_max_dynamic_shared(attention_smem(kHeadDims[i]));
-}
-
-int PrefillKernels::attention_smem(int dp) {
-  return 4 * 64 * (dp + 8) * 2;  // kernels/prefill_attention.cuh: keys and values, two blocks of 64 each
+    fns_[size_t(Attention16) + size_t(i)].set_max_dynamic_shared(kAttention.smem_bytes(kHeadDims[i]));
 }
 
 AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim) {
@@ -181,10 +178,10 @@ AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim) {
   AttentionLaunch a{PrefillKernels::Attention16, {}};
   for (int i = 0; i < 4; ++i)
     if (kHeadDims[i] == dp) a.id = PrefillKernels::Id(PrefillKernels::Attention16 + i);
-  a.config.grid.x = unsigned((rows + kAttRows - 1) / kAttRows);
+  a.config.grid.x = unsigned((rows + kAttention.rows - 1) / kAttention.rows);
   a.config.grid.y = unsigned(heads);
-  a.config.block.x = 128;  // PF_ATT_THREADS
-  a.config.dynamic_shared = unsigned(PrefillKernels::attention_smem(dp));
+  a.config.block.x = unsigned(kAttention.threads);
+  a.config.dynamic_shared = unsigned(kAttention.smem_bytes(dp));
   return a;
 }
 

@@ -45,6 +45,18 @@ struct GemmTile {
     return wgmma ? stages * (bm + bn) * bk * 2 + 1024 : stages * (bm + bn) * (bk + 8) * 2;
   }
 };
+// The prefill attention's shape (kernels/prefill_attention.cuh, printed there as PF_ATT_*): the
+// query rows and threads of a CTA (16 rows per warp), the keys of a block, and the padding of
+// its shared rows (elements past the padded head dim dp: ldmatrix's 8 rows on distinct banks).
+// Shared memory: keys and values, two blocks of each (double buffered), rows of dp + pad bf16.
+// The launches, the shared-memory size and the proofs read these numbers.
+struct AttentionShape {
+  int rows, threads, keys, pad;
+  int ld(int dp) const { return dp + pad; }
+  int smem_bytes(int dp) const { return 2 * 2 * keys * ld(dp) * 2; }
+};
+inline constexpr AttentionShape kAttention{64, 128, 64, 8};
+
 // True when the prefill compiled for `arch` runs its large tiles on wgmma (sm_90a).
 bool prefill_wgmma(const std::string& arch);
 // Large: 128 x 256, K steps of 64 (mma.sync: 3 stages, 8 warps; wgmma: 4 stages, two
@@ -76,7 +88,6 @@ class PrefillKernels {
   const cuda::Function* swiglu() const { return swiglu_ ? &*swiglu_ : nullptr; }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
-  static int attention_smem(int dp);  // of the attention entry for padded head dim dp
 
  private:
   std::string arch_;

@@ -188,11 +188,15 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                       std::string("ldmatrix ") + l.key, [l] { return superopt::prove_ldmatrix(*l.f, l.use); }});
   needed.push_back({"prefill attention: P as the A operand from the score accumulators", "acc as a",
                     [] { return superopt::prove_acc_as_a(ir::acc_as_a_formula(), ir::mma_tile_formula()); }});
-  tiles.push_back({"prefill attention: scores of 64 queries x 64 keys", 64, 64, 4, 1});
-  tiles.push_back({"prefill attention: output of 64 queries", 64, dp, 4, 1});
-  loads.push_back({"prefill attention: key and value chunks", 64, dp / 8, 128, dp + 8});
-  loads.push_back({"prefill attention: Q staged in pairs, key and value pairs of rows not whole chunks", 64,
-                   dp / 2, 128, dp + 8, "pair load", &ir::pair_load_formula()});
+  const AttentionShape& at = kAttention;
+  const int64_t att_warps = at.threads / 32;
+  tiles.push_back({"prefill attention: scores of " + std::to_string(at.rows) + " queries x " +
+                       std::to_string(at.keys) + " keys",
+                   at.rows, at.keys, att_warps, 1});
+  tiles.push_back({"prefill attention: output of " + std::to_string(at.rows) + " queries", at.rows, dp, att_warps, 1});
+  loads.push_back({"prefill attention: key and value chunks", at.keys, dp / 8, at.threads, at.ld(dp)});
+  loads.push_back({"prefill attention: Q staged in pairs, key and value pairs of rows not whole chunks", at.rows,
+                   dp / 2, at.threads, at.ld(dp), "pair load", &ir::pair_load_formula()});
   for (const Tile& t : tiles)
     needed.push_back({t.use, "mma tile " + std::to_string(t.bm) + " " + std::to_string(t.bn) + " " +
                                  std::to_string(t.wm) + " " + std::to_string(t.wn),

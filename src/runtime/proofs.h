@@ -40,11 +40,11 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // chunks), the mma.sync operands' ldmatrix lane addresses and attention's packing of P into an
 // A operand, the wgmma tile's 128-byte swizzle, the GEMM grids' tile order for every group size
 // tile_grid picks, memoised as above.
-// Not covered: the wgmma descriptors (the hardware's reading of the swizzled tile; the GPU tests
-// check the products), attention's shared-memory size (PrefillKernels::attention_smem; the
-// GEMMs' is derived from the tile table their entries are printed from), and the
-// online-softmax update written in the attention kernel (the decode kernels' formulas are not
-// printed there).
+// The wgmma descriptors' start offsets and row-group stride (that they read what the TMA
+// stored). Not covered: the descriptors' bit fields and the tensor maps' encoding (the GPU tests
+// check the products), the shared-memory sizes (derived from the tables the kernels are printed
+// from: gemm_tile, kAttention), and the online-softmax update written in the attention kernel
+// (the decode kernels' formulas are not printed there).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp);
 // The same for `graph`'s prefill on a device of num_sms SMs: its split counts for chunks of up to
 // kPrefillChunk rows and its padded head dimension.

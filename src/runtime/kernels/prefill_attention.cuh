@@ -12,9 +12,11 @@
 // zero-padded in shared memory, which adds nothing to a dot product. out is bf16 when `bf16`
 // (the o_proj's operand).
 
-#define PF_ATT_THREADS 128
-// PF_ATT_ROWS, the query rows of a CTA, is printed before this file (runtime/prefill.cc).
+// PF_ATT_ROWS (query rows of a CTA), PF_ATT_THREADS, PF_ATT_KEYS (keys of a block) and PF_ATT_PAD
+// (elements past DP in a shared row) are printed before this file from runtime/prefill.h's
+// kAttention, which sizes the launches and the shared memory. The code below is written for:
 static_assert(PF_ATT_ROWS == PF_ATT_THREADS / 32 * 16, "a warp takes 16 query rows");
+static_assert(PF_ATT_ROWS == 64 && PF_ATT_KEYS == 64, "blocks of 64 queries and 64 keys");
 
 // 64 x DP bf16 at row stride `ld` from fp32 rows of `src` at stride `stride`: columns [0, D)
 // of the first `rows` rows, zeros elsewhere.
@@ -55,11 +57,11 @@ template <int DP>
 __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restrict__ kc,
                              const pf_bf16* __restrict__ vc, void* __restrict__ out, int T, int Hq,
                              int Hkv, int D, int cap, int pos0, float scale, int bf16) {
-  constexpr int LD = DP + 8;  // (DP + 8) * 2 bytes: ldmatrix's 8 rows on distinct banks
+  constexpr int LD = DP + PF_ATT_PAD;  // ldmatrix's 8 rows on distinct banks
   const float kNegInf = -__int_as_float(0x7f800000);
   extern __shared__ __align__(16) unsigned char pf_att_smem[];
-  pf_bf16* sk = (pf_bf16*)pf_att_smem;  // [2][64 * LD], then sv [2][64 * LD]
-  pf_bf16* sv = sk + 2 * 64 * LD;
+  pf_bf16* sk = (pf_bf16*)pf_att_smem;  // [2][PF_ATT_KEYS * LD], then sv the same (kAttention.smem_bytes)
+  pf_bf16* sv = sk + 2 * PF_ATT_KEYS * LD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * PF_ATT_ROWS;  // the longest blocks start first
   const int h = blockIdx.y, kvh = h / (Hq / Hkv);

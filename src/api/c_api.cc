@@ -313,6 +313,8 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   out.tune_candidates = st.tune_candidates;
   out.tune_changed_params = st.tune_changed_params;
   out.tune_ms = st.tune_ms;
+  out.tune_stages_changed = st.tune_stages_changed;
+  out.tune_stages_searched = st.tune_stages_searched;
   std::memcpy(stats, &out, std::min(stats->struct_size, sizeof out));
   MPK_API_END();
 }

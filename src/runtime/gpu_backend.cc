@@ -180,6 +180,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   }
   stats.tuned = tuned_;
   stats.tune_changed_params = changed_params(params_, defaults_);
+  stats.tune_stages_changed = changed_stages(params_, defaults_).size();
   if (params_.fold_down) plan = load_plan(graph, num_workers_, cap, true);  // the same weights
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   stats.plan_ms = ms_since(t);

@@ -168,4 +168,16 @@ const std::vector<ParamAxis>& search_axes() {
   return axes;
 }
 
+std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b) {
+  std::vector<std::string> out;
+  for (const ParamAxis& axis : search_axes()) {
+    const Field* f = std::find_if(std::begin(kFields), std::end(kFields),
+                                  [&](const Field& x) { return std::string_view(x.name) == axis.name; });
+    MPK_ICHECK(f != std::end(kFields)) << "search axis " << axis.name << " is not a parameter";
+    if (a.*f->member != b.*f->member && std::find(out.begin(), out.end(), axis.stage) == out.end())
+      out.push_back(axis.stage);
+  }
+  return out;
+}
+
 }  // namespace mpk::rt

@@ -96,5 +96,8 @@ struct ParamAxis {
 // The search space around a parameter set: the values tried per parameter. The controller
 // warp takes a compute warp's place, so it toggles together with block_threads.
 const std::vector<ParamAxis>& search_axes();
+// The stage classes of the search axes whose own parameter differs between a and b, in
+// search_axes' order, each once.
+std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b);
 
 }  // namespace mpk::rt

@@ -82,6 +82,8 @@ struct Stats {
   bool tuned = false;               // the parameters come from a tuning result
   uint64_t tune_candidates = 0;     // parameter sets the load's search timed (TuneOnMiss)
   uint64_t tune_changed_params = 0; // parameters the result changed from the defaults
+  uint64_t tune_stages_changed = 0; // stage classes those parameters act on (changed_stages)
+  uint64_t tune_stages_searched = 0;  // stage classes the load's search timed a candidate of
   double tune_ms = 0;               // the load's search
   // Wall time of the load's phases (see ProgressFn), ms; load_ms is all of mpk_model_load.
   double read_ms = 0, plan_ms = 0, prove_ms = 0, kernel_ms = 0, upload_ms = 0, load_ms = 0;

@@ -42,7 +42,7 @@ void Stats::reset_load_counters() {
   compile_ms = plan_ms = prove_ms = kernel_ms = upload_ms = 0;
   device_bytes = 0;
   tuned = false;
-  tune_candidates = tune_changed_params = 0;
+  tune_candidates = tune_changed_params = tune_stages_changed = tune_stages_searched = 0;
   tune_ms = 0;
 }
 
@@ -82,6 +82,7 @@ void LoadedModel::tune_on_miss() {
   // Tuned when the reload found the stored result (or was given the parameters directly).
   stats_.tuned = gpu_->tuned() || (r && !stored);
   stats_.tune_candidates = r ? uint64_t(r->timed) : 0;
+  stats_.tune_stages_searched = r ? uint64_t(timed_stages(*r).size()) : 0;
   stats_.tune_ms = search_ms;
 }
 

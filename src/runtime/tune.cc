@@ -294,6 +294,14 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
   return r;
 }
 
+std::vector<std::string> timed_stages(const TuneResult& r) {
+  std::vector<std::string> out;
+  for (const TuneTrial& t : r.trials)
+    if ((t.verdict == "faster" || t.verdict == "not faster") && std::find(out.begin(), out.end(), t.stage) == out.end())
+      out.push_back(t.stage);
+  return out;
+}
+
 cache::Tuning tuning_record(const TuneResult& r) {
   json trials = json::array();
   const TuneTrial* runner_up = nullptr;

@@ -69,6 +69,9 @@ struct TuneResult {
 TuneResult tune(const RuntimeOptions& options, const model::Model& model, const ir::Graph& graph,
                 const TuneOptions& topts);
 
+// The stage classes of which the search timed at least one candidate, in first-timed order.
+std::vector<std::string> timed_stages(const TuneResult& r);
+
 // The cache record of a search (cache/tuning.h).
 cache::Tuning tuning_record(const TuneResult& r);
 

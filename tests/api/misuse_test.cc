@@ -17,7 +17,7 @@ TEST(ApiMisuse, StatusNames) {
   EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
   EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
   EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
-  EXPECT_STREQ(mpk_version(), "0.5.0");
+  EXPECT_STREQ(mpk_version(), "0.6.0");
 }
 
 TEST(ApiMisuse, RuntimeCreateArguments) {

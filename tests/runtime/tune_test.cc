@@ -35,6 +35,15 @@ TEST(TuneParams, JsonAndTextRoundTrip) {
   EXPECT_EQ(to_json(parse_params(to_text(p))), to_json(p));
   EXPECT_EQ(changed_params(p, p), 0);
   EXPECT_EQ(changed_params(p, default_params(128, 1'192'000'000, 28, 132)), 2);
+  // rows_per_warp and merge_batch act on the linear and merge stage classes.
+  EXPECT_EQ(changed_stages(p, default_params(128, 1'192'000'000, 28, 132)),
+            (std::vector<std::string>{"linear", "merge"}));
+  EXPECT_TRUE(changed_stages(p, p).empty());
+  // The controller warp and block_threads both act on the worker: counted once.
+  MegakernelParams w = p;
+  w.controller_warp = !p.controller_warp;
+  w.block_threads = p.block_threads == 512 ? 480 : 512;
+  EXPECT_EQ(changed_stages(w, p), std::vector<std::string>{"worker"});
   // Fields a result lacks keep the base's values.
   EXPECT_EQ(params_from_json(R"({"rows_per_warp":1})", p).merge_batch, 16);
   EXPECT_EQ(params_from_json(R"({"rows_per_warp":1})", p).rows_per_warp, 1);
@@ -114,6 +123,8 @@ TEST(TuneRecord, HoldsTheSearch) {
   // The closest loser relative to the best of its own comparison.
   EXPECT_EQ(rec["runner_up"]["change"], "merge_batch=4");
   EXPECT_NEAR(rec["runner_up"]["margin"].get<double>(), 948.0 / 951 - 1, 1e-12);
+  // The stats' stage classes searched: those with a timed candidate (MLP's failed its test).
+  EXPECT_EQ(timed_stages(sample_result()), (std::vector<std::string>{"linear", "merge", "attention"}));
 }
 
 TEST(TuneRecord, StoredAndFoundThroughTheCache) {

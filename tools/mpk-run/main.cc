@@ -434,7 +434,9 @@ int run_cli(int argc, char** argv) {
                           {"tune", st.tune_ms}, {"prefill", prefill_ms}};
       out["tuning"] = {{"policy", tune_policy}, {"tuned", bool(st.tuned)},
                        {"candidates_timed", st.tune_candidates},
-                       {"changed_params", st.tune_changed_params}};
+                       {"changed_params", st.tune_changed_params},
+                       {"stages_changed", st.tune_stages_changed},
+                       {"stages_searched", st.tune_stages_searched}};
       if (text_mode) out["text"] = generated;
       out["stop_reason"] = stop_reason;
       out["prefill_ms"] = prefill_ms;

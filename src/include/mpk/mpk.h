@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 5
+#define MPK_VERSION_MINOR 6
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -220,6 +220,11 @@ typedef struct mpk_stats {
   uint64_t tune_changed_params; /* parameters the kernel runs with that differ from the model's
                                    defaults */
   double tune_ms;               /* this load's search, included in load_ms */
+  /* Since 0.6: */
+  uint64_t tune_stages_changed;  /* stage classes of the decode step (linear, down, LM head,
+                                    attention, merge, MLP, worker) whose parameters differ from
+                                    the defaults */
+  uint64_t tune_stages_searched; /* stage classes this load's search timed candidates of */
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.

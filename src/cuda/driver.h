@@ -247,9 +247,11 @@ struct LaunchConfig {
 };
 
 // A TMA descriptor of a row-major bf16 matrix of `rows` x `cols` at `base` (16-byte aligned,
-// cols a multiple of 8), read in boxes of `box_rows` x `box_cols` (box_cols * 2 <= 128 bytes)
-// laid out with the 128-byte swizzle; elements past the matrix read as zeros. A kernel takes it
-// as a `const __grid_constant__` parameter of 128 bytes. Host only: no device work.
+// cols a multiple of 8, both at most 2^32), read in boxes of `box_rows` (1..256) x `box_cols`
+// (8, 16, ..., 64: up to 128 bytes) laid out with the 128-byte swizzle; elements past the
+// matrix read as zeros. Error(InvalidArgument) for a shape outside these before the driver
+// sees it. A kernel takes it as a `const __grid_constant__` parameter of 128 bytes. Host only:
+// no device work.
 CUtensorMap tensor_map_bf16(CUdeviceptr base, std::uint64_t rows, std::uint64_t cols, unsigned box_rows,
                             unsigned box_cols);
 

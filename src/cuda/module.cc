@@ -97,8 +97,13 @@ int Function::max_active_blocks_per_sm(int block_threads, std::size_t dynamic_sh
 
 CUtensorMap tensor_map_bf16(CUdeviceptr base, std::uint64_t rows, std::uint64_t cols, unsigned box_rows,
                             unsigned box_cols) {
-  MPK_CHECK(base % 16 == 0 && cols % 8 == 0 && box_cols * 2 <= 128 && box_rows >= 1 && box_rows <= 256 &&
-                rows >= 1,
+  // The driver's limits for a 2-D bf16 map in the 128-byte swizzle: dimensions up to 2^32, row
+  // strides multiples of 16 bytes below 2^40, boxes of 1..256 rows by 16-byte multiples up to
+  // the swizzle's 128 bytes.
+  const uint64_t box_bytes = uint64_t(box_cols) * 2;
+  MPK_CHECK(base % 16 == 0 && rows >= 1 && rows <= (uint64_t(1) << 32) && cols >= 8 && cols <= (uint64_t(1) << 32) &&
+                cols % 8 == 0 && cols * 2 < (uint64_t(1) << 40) && box_rows >= 1 && box_rows <= 256 &&
+                box_bytes >= 16 && box_bytes <= 128 && box_bytes % 16 == 0,
             InvalidArgument)
       << "tensor map of " << rows << " x " << cols << " bf16 at 0x" << std::hex << base << std::dec << ", box "
       << box_rows << " x " << box_cols;

@@ -216,10 +216,14 @@ TEST_F(FakeDriver, TensorMapsCheckTheirShapeFirst) {
   std::memcpy(&seen, &map, sizeof seen);  // the fake driver records the base address
   EXPECT_EQ(seen, base);
   for (auto [b, rows, cols, box_rows, box_cols] :
-       {std::tuple{base + 8, 200, 136, 128, 64}, std::tuple{base, 200, 130, 128, 64},
-        std::tuple{base, 200, 136, 512, 64}, std::tuple{base, 200, 136, 128, 128}, std::tuple{base, 0, 136, 128, 64}}) {
+       {std::tuple{base + 8, 200LL, 136LL, 128u, 64u}, std::tuple{base, 200LL, 130LL, 128u, 64u},
+        std::tuple{base, 200LL, 136LL, 512u, 64u}, std::tuple{base, 200LL, 136LL, 128u, 128u},
+        std::tuple{base, 0LL, 136LL, 128u, 64u}, std::tuple{base, 200LL, 0LL, 128u, 64u},
+        std::tuple{base, 200LL, 136LL, 0u, 64u}, std::tuple{base, 200LL, 136LL, 128u, 0u},
+        std::tuple{base, 200LL, 136LL, 128u, 4u}, std::tuple{base, 200LL, 136LL, 128u, 0x80000008u},
+        std::tuple{base, 1LL << 33, 136LL, 128u, 64u}, std::tuple{base, 200LL, 1LL << 40, 128u, 64u}}) {
     try {
-      tensor_map_bf16(b, uint64_t(rows), uint64_t(cols), unsigned(box_rows), unsigned(box_cols));
+      tensor_map_bf16(b, uint64_t(rows), uint64_t(cols), box_rows, box_cols);
       ADD_FAILURE() << rows << " x " << cols << " box " << box_rows << " x " << box_cols;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();

@@ -91,8 +91,9 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
 //             and the CUDA tensor-map documentation, independently of the formula: the
 //             descriptor's 128-byte swizzle mode reads (i, j) at start + (i / 8) sbo + (i % 8)
 //             128 + 2 j, and the 128-byte swizzle box stores (row, e) at tile + 128 row + 2 e,
-//             both then swizzled alike on the absolute address (bits 4-6 XOR bits 7-9, which
-//             prove_swizzle128 ties to the layout), so equal addresses before it suffice.
+//             both then swizzled alike on the absolute address (bits 4-6 XOR bits 7-9: the
+//             pattern prove_swizzle128 shows a bijection within each row), so equal addresses
+//             before it suffice.
 ProofRecord prove_wgmma_operand(const ir::IndexExpr& start, const std::string& what, int64_t wgs, int64_t wg_rows,
                                 int64_t rows, int64_t tile_rows, int64_t sbo, unsigned timeout_ms = 10000);
 

@@ -144,8 +144,6 @@ std::string prefill_layout_device_functions() {
     for (const auto& [axis, e] : {std::pair{"row", &load->row}, std::pair{"col", &load->col}})
       s += std::string("template <int threads, int ch> __device__ __forceinline__ int pf_") + name + "_" + axis +
            "(int tid, int i) { return " + to_c(*e, CType::Int) + "; }\n";
-  s += "__device__ __forceinline__ int pf_swizzle128_chunk(int r, int c) { return " +
-       to_c(swizzle128_formula().chunk, CType::Int) + "; }\n";
   const WgmmaOperands& wo = wgmma_operand_formulas();
   s += "__device__ __forceinline__ int pf_wg_a_start(int wg, int kk) { return " + to_c(wo.a_start, CType::Int) +
        "; }\n";

@@ -62,8 +62,9 @@ const ChunkLoad& pair_load_formula();
 
 // The 128-byte swizzle of a K-major bf16 tile whose rows are 128 bytes (the prefill's wgmma
 // operands, kernels/prefill_wgmma.cuh): 16-byte chunk c (0..7) of row r is stored in chunk
-// c ^ (r % 8) of the same row: the layout the descriptors' 128-byte mode reads (it spreads the
-// eight rows of a core matrix over distinct banks). Variables: r, c. The inverse (not printed), from the stored chunk s of row r:
+// c ^ (r % 8) of the same row: the pattern the TMA's 128-byte swizzle writes and the
+// descriptors' 128-byte mode reads (it spreads the eight rows of a core matrix over distinct
+// banks). Not printed: the hardware applies it; the proof states what the kernels rely on. Variables: r, c. The inverse (not printed), from the stored chunk s of row r:
 // c_of.
 struct Swizzle128 {
   IndexExpr chunk;
@@ -156,8 +157,8 @@ std::string layout_device_functions();
 // constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
 // pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i) and
 // pf_pair_row<threads, ch>(tid, i), pf_pair_col<threads, ch>(tid, i),
-// pf_swizzle128_chunk(r, c), pf_tile_m(x, y, g), pf_tile_n(x, g), pf_ldsm_{a,b,bt}_{row,col}(lane),
-// pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int.
+// pf_wg_a_start(wg, kk), pf_wg_b_start(kk) and PF_WG_SBO, pf_tile_m(x, y, g), pf_tile_n(x, g),
+// pf_ldsm_{a,b,bt}_{row,col}(lane), pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int.
 std::string prefill_layout_device_functions();
 
 }  // namespace mpk::ir

@@ -21,10 +21,7 @@ struct PfGemmGroup {
   int32_t n[kGroupMax], tiles[kGroupMax];
   int32_t count;
 };
-// kernels/prefill_wgmma.cuh's PfTmaMaps: a group's weight descriptors.
-struct PfTmaMaps {
-  CUtensorMap w[kGroupMax];
-};
+static_assert(sizeof(PfTmaMaps) == kGroupMax * sizeof(CUtensorMap), "PfTmaMaps holds PF_GROUP_MAX maps");
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
@@ -110,8 +107,17 @@ const GemmTile& gemm_tile(bool large, const std::string& arch) {
 
 std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &kWgmmaTile}; }
 
-CUtensorMap wgmma_operand_map(uint64_t base, int64_t rows, int64_t k, int box_rows) {
+namespace {
+CUtensorMap wgmma_map(uint64_t base, int64_t rows, int64_t k, int box_rows) {
   return cuda::tensor_map_bf16(base, uint64_t(rows), uint64_t(k), unsigned(box_rows), unsigned(kWgmmaTile.bk));
+}
+}  // namespace
+CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k) {
+  return wgmma_map(base, rows, k, kWgmmaTile.bm);
+}
+CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k) { return wgmma_map(base, rows, k, kWgmmaTile.bn); }
+CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
+  return wgmma_map(base, rows, k, kWgmmaTile.bn / 2);
 }
 
 std::string prefill_source(const std::string& arch) {
@@ -223,9 +229,9 @@ TileGrid tile_grid(int64_t nm, int64_t nn) {
 
 cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms) {
   MPK_ICHECK(num_sms >= 1) << "wgmma launch on " << num_sms << " SMs";
-  // Measured on an H200: walking the grid (the next tile's loads under this one's stores) takes
-  // Qwen3-8B's gate + up at 4,096 tokens (23 tiles per SM) from 47.9 to 42.6 ms and at 1,024
-  // (5.8 per SM) from 12.0 to 10.8 ms.
+  // Measured on an H200 (docs/PERFORMANCE.md): walking the grid (the next tile's loads under
+  // this one's stores) takes Qwen3-8B's gate + up at 4,096 tokens (23 tiles per SM) from 48.9 to
+  // 44.0 ms and at 1,024 (5.8 per SM) from 12.05 to 10.9 ms.
   constexpr int64_t kWalkWaves = 5;
   cuda::LaunchConfig c;
   if (int64_t(tg.x) * tg.y >= kWalkWaves * num_sms)
@@ -504,9 +510,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
           const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
           cuda::launch_args(*k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
-                            wgmma_operand_map(ptr(s.inputs[0]), m, kk, k.tile(true).bm),
-                            wgmma_operand_map(weight(op.weight), n, kk, half),
-                            wgmma_operand_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk, half),
+                            wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
+                            wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
                             ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]), int(tg.x),
                             int(tg.y));
           silu_done = true;
@@ -550,8 +555,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.dynamic_shared = unsigned(k.gemm_smem(id));
           if (k.tile(whole.large).wgmma) {
             PfTmaMaps maps{};
-            for (size_t j = 0; j < ops.size(); ++j) maps.w[j] = wgmma_operand_map(grp.w[j], grp.n[j], kk, bn);
-            cuda::launch_args(k[id], c, stream, wgmma_operand_map(ptr(s.inputs[0]), m, kk, k.tile(true).bm), maps,
+            for (size_t j = 0; j < ops.size(); ++j) maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk);
+            cuda::launch_args(k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps,
                               grp, m, kk, tg.g);
           } else {
             cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
@@ -575,8 +580,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
           if (k.tile(gl.large).wgmma)
-            cuda::launch_args(k[id], c, stream, wgmma_operand_map(ptr(s.inputs[0]), m, kk, k.tile(true).bm),
-                              wgmma_operand_map(weight(mo.weight), n, kk, k.tile(true).bn), bias, res, dst, ws, m, n,
+            cuda::launch_args(k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
+                              wgmma_weight_map(weight(mo.weight), n, kk), bias, res, dst, ws, m, n,
                               kk, tg.g);
           else
             cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,

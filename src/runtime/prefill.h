@@ -60,14 +60,22 @@ inline constexpr AttentionShape kAttention{64, 128, 64, 8};
 // True when the prefill compiled for `arch` runs its large tiles on wgmma (sm_90a).
 bool prefill_wgmma(const std::string& arch);
 // Large: 128 x 256, K steps of 64 (mma.sync: 3 stages, 8 warps; wgmma: 4 stages, two
-// warpgroups); small: 64 x 128, steps of 32 in 6 stages, 4 warps (mma.sync).
+// warpgroups and a producer warp); small: 64 x 128, steps of 32 in 6 stages, 4 warps (mma.sync).
 const GemmTile& gemm_tile(bool large, const std::string& arch);
 // Every tile of the table (what the proofs cover).
 std::vector<const GemmTile*> gemm_tiles();
-// The descriptor a wgmma tile reads a bf16 operand of `rows` x `k` at `base` through: boxes of
-// `box_rows` rows (the tile's bm for activations, bn for weights, bn / 2 for each of the SwiGLU
-// entry's gate and up) by one K step, in the swizzle the tile's shared-memory descriptors read.
-CUtensorMap wgmma_operand_map(uint64_t base, int64_t rows, int64_t k, int box_rows);
+// The descriptors the wgmma tile's entries read their bf16 operands through (row-major, rows x
+// k at base): boxes of one K step by the rows the kernel's ring expects of them, in the 128-byte
+// swizzle. A box of another size would not complete the ring's byte count (the kernel would
+// hang), so the box sizes come from the tile table here only: activations (bm rows), a
+// projection's weights (bn rows), and the SwiGLU entry's gate and up (bn / 2 rows each).
+CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k);
+CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k);
+CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k);
+// kernels/prefill_wgmma.cuh's PfTmaMaps: the weight descriptors of a group's members.
+struct PfTmaMaps {
+  CUtensorMap w[3];  // PF_GROUP_MAX
+};
 
 // The prefill's source for `arch` (the wgmma tile only where prefill_wgmma).
 std::string prefill_source(const std::string& arch);

@@ -152,12 +152,14 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     if (t->wgmma) {  // two warpgroups of 64 rows read A; both read all of W
       const ir::WgmmaOperands& wo = ir::wgmma_operand_formulas();
       const int64_t wgs = t->warps_m * t->warps_n / 4, bm = t->bm, bn = t->bn;
-      needed.push_back({name + ": wgmma descriptors read A where the TMA stored it", "wgmma a",
+      const std::string shape = " " + std::to_string(wgs) + " " + std::to_string(bm) + " " + std::to_string(bn) + " " +
+                                std::to_string(ir::kWgmmaSbo);
+      needed.push_back({name + ": wgmma descriptors read A where the TMA stored it", "wgmma a" + shape,
                         [&wo, wgs, bm] {
                           return superopt::prove_wgmma_operand(wo.a_start, "A", wgs, bm / wgs, bm / wgs, bm,
                                                                ir::kWgmmaSbo);
                         }});
-      needed.push_back({name + ": wgmma descriptors read W where the TMA stored it", "wgmma b",
+      needed.push_back({name + ": wgmma descriptors read W where the TMA stored it", "wgmma b" + shape,
                         [&wo, wgs, bn] {
                           return superopt::prove_wgmma_operand(wo.b_start, "B", wgs, 0, bn, bn, ir::kWgmmaSbo);
                         }});

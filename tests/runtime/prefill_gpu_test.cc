@@ -194,7 +194,7 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   dr.upload(res.data(), res.size() * 4);
   // The wgmma tile reads its operands through TMA descriptors.
   const bool wgmma = k.tile(true).wgmma;
-  const CUtensorMap ma = wgmma ? wgmma_operand_map(da.ptr(), M, K, 128) : CUtensorMap{};
+  const CUtensorMap ma = wgmma ? wgmma_activation_map(da.ptr(), M, K) : CUtensorMap{};
   struct Case { PrefillKernels::Id id; int bm, bn, splits; };
   for (const Case c : {Case{PrefillKernels::GemmLarge, 128, 256, 1}, Case{PrefillKernels::GemmLarge, 128, 256, 2},
                        Case{PrefillKernels::GemmSmall, 64, 128, 1}, Case{PrefillKernels::GemmSmall, 64, 128, 3}}) {
@@ -206,7 +206,7 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cfg.block.x = unsigned(k.tile(large).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(c.id));
     if (large && wgmma)
-      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_operand_map(dw.ptr(), N, K, 256), db.ptr(), dr.ptr(), dc.ptr(),
+      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_weight_map(dw.ptr(), N, K), db.ptr(), dr.ptr(), dc.ptr(),
                         ws.ptr(), M, N, K, tg.g);
     else
       cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K,
@@ -238,9 +238,6 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   };
   const int n0 = 264;
   cuda::DeviceBuffer c0(ctx, size_t(M) * n0 * 4), c1(ctx, size_t(M) * (N - n0) * 4);
-  struct Maps {  // kernels/prefill_wgmma.cuh's PfTmaMaps
-    CUtensorMap w[3];
-  };
   for (auto [id, bm, bn, large] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, true},
                                    std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, false}}) {
     c0.fill_bytes(0xff);
@@ -258,8 +255,8 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cfg.block.x = unsigned(k.tile(large).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(id));
     if (large && wgmma) {
-      Maps maps{};
-      for (int j = 0; j < 2; ++j) maps.w[j] = wgmma_operand_map(g.w[j], g.n[j], K, 256);
+      PfTmaMaps maps{};
+      for (int j = 0; j < 2; ++j) maps.w[j] = wgmma_weight_map(g.w[j], g.n[j], K);
       cuda::launch_args(k[id], cfg, stream, ma, maps, g, M, K, tg.g);
     } else {
       cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
@@ -286,11 +283,12 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cuda::DeviceBuffer out(ctx, size_t(M) * I * 4);
     out.fill_bytes(0xff);
     const TileGrid tg = tile_grid((M + 127) / 128, (I + 127) / 128);
-    // One CTA per tile with fp32 out; with bf16 out one CTA (wgmma_swiglu_config's SMs) walks
-    // grids of five tiles or more, the ring running on across them.
-    const int sms = bf16_out ? 1 : int(tg.x * tg.y);
-    cuda::launch_args(*k.swiglu(), wgmma_swiglu_config(tg, sms), stream, ma, wgmma_operand_map(dw.ptr(), I, K, 128),
-                      wgmma_operand_map(dw.ptr() + uint64_t(I) * K * 2, I, K, 128), out.ptr(), M, I, K, tg.g, bf16_out,
+    // One CTA per tile with fp32 out; with bf16 out one CTA walks all tiles, the ring running on
+    // across them (wgmma_swiglu_config walks from five waves; the kernel walks any grid it gets).
+    cuda::LaunchConfig cfg = wgmma_swiglu_config(tg, int(tg.x * tg.y));
+    if (bf16_out) cfg.grid = {1, 1, 1};
+    cuda::launch_args(*k.swiglu(), cfg, stream, ma, wgmma_gate_up_map(dw.ptr(), I, K),
+                      wgmma_gate_up_map(dw.ptr() + uint64_t(I) * K * 2, I, K), out.ptr(), M, I, K, tg.g, bf16_out,
                       int(tg.x), int(tg.y));
     stream.synchronize();
     std::vector<float> got(size_t(M) * I);

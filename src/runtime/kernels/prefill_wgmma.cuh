@@ -6,8 +6,9 @@
 // wgmma.mma_async m64n256k16 (fp32 accumulators: 128 registers per thread) reading both
 // operands from shared memory, and a ninth warp that only loads. K steps of 64 bf16 (128 bytes
 // per row) fill a ring of PF_WG_STAGES buffers by bulk tensor copies (TMA) in the 128-byte
-// swizzle: chunk c of row r lands in chunk c ^ (r % 8) of its row (the layout of
-// pf_swizzle128_chunk, proved), which the descriptors' 128-byte swizzle mode reads.
+// swizzle: chunk c of row r lands in chunk c ^ (r % 8) of its row (ir::Swizzle128, proved to be
+// that pattern), which the descriptors' 128-byte swizzle mode reads (ir::WgmmaOperands, proved
+// to read each element where the TMA stored it).
 //
 // A third entry (_swiglu) multiplies gate and up in one tile, 128 columns of each, and writes
 // silu(gate) * up: the MLP's two projections and their product in one kernel.
@@ -21,6 +22,9 @@ static_assert(PF_WG_BM == 128 && PF_WG_PRODUCER == 8 && PF_WG_THREADS == 288,
 static_assert(PF_WG_BN == 256, "one m64n256k16 per warpgroup and K slice of 16");
 static_assert(PF_WG_BK == 64, "a K step is one 128-byte swizzled row");
 static_assert(PF_WG_STAGES >= 2, "a ring");
+// A ring buffer: a K step of A's PF_WG_BM rows, then W's PF_WG_BN rows, 128 bytes each (the
+// bytes each step's copies complete on its "full" mbarrier).
+enum : unsigned { PF_WG_STAGE_BYTES = (PF_WG_BM + PF_WG_BN) * 128 };
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte swizzled,
 // 8-row groups PF_WG_SBO bytes apart (the tile 1,024-byte aligned). Its start: the tile plus
@@ -140,11 +144,10 @@ __device__ __forceinline__ PfWgRing pf_wg_ring() {
 // "full" mbarrier with a step's bytes (a box's bytes count whole, zero-filled parts included).
 // Returns the buffer's address; `bar` is the mbarrier its copies complete on.
 __device__ __forceinline__ unsigned pf_wg_refill(const PfWgRing& rg, unsigned s, unsigned round, unsigned& bar) {
-  constexpr unsigned STAGE = (PF_WG_BM + PF_WG_BN) * 128;
   pf_mbar_wait(rg.empty + 8 * s, (round & 1) ^ 1);
   bar = rg.full + 8 * s;
-  pf_mbar_expect_tx(bar, STAGE);
-  return rg.ring + s * STAGE;
+  pf_mbar_expect_tx(bar, PF_WG_STAGE_BYTES);
+  return rg.ring + s * PF_WG_STAGE_BYTES;
 }
 
 // A consumer's step: waits for ring buffer s of round `round` to be full, adds its product to
@@ -152,9 +155,8 @@ __device__ __forceinline__ unsigned pf_wg_refill(const PfWgRing& rg, unsigned s,
 // step before it has retired from this warp.
 __device__ __forceinline__ void pf_wg_multiply(float (&acc)[128], const PfWgRing& rg, unsigned s, unsigned round,
                                                int wg) {
-  constexpr unsigned STAGE = (PF_WG_BM + PF_WG_BN) * 128;
   pf_mbar_wait(rg.full + 8 * s, round & 1);
-  const unsigned sa = rg.ring + s * STAGE, sb = sa + PF_WG_BM * 128;
+  const unsigned sa = rg.ring + s * PF_WG_STAGE_BYTES, sb = sa + PF_WG_BM * 128;
   pf_wg_pin(acc);
   pf_wg_fence();
 #pragma unroll
@@ -335,7 +337,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
     pf_wgmma_tile(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);               \
   }                                                                                                           \
   /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each; X, Y: the */              \
-  /* tile grid the CTAs walk (wgmma_config) */                                                               \
+  /* tile grid the CTAs walk (wgmma_swiglu_config) */                                                               \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_swiglu(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mg,                 \
                     const __grid_constant__ PfTmaMap mu, void* out, int M, int N, int K, int g, int bf16, int X, \

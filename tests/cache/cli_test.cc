@@ -469,8 +469,12 @@ TEST_F(CliTest, CandidatesCarryTheirFiguresAndVerdicts) {
   EXPECT_GT(c[0].at("obligations").get<int>(), 0);
   for (const auto& x : c) {
     const std::string v = x.at("verdict");
+    // "not proved": a proof over its time limit rejects a candidate too (seen on a loaded
+    // machine under the sanitizers); the proofs' own tests judge the formulas.
     EXPECT_TRUE(v == "pass" || v.rfind("spills ", 0) == 0 || v.rfind("shared memory ", 0) == 0 ||
-                v.rfind("invalid: ", 0) == 0 || v.rfind("cannot implement: ", 0) == 0) << x.dump();
+                v.rfind("invalid: ", 0) == 0 || v.rfind("cannot implement: ", 0) == 0 ||
+                v.rfind("not proved: ", 0) == 0)
+        << x.dump();
     if (v == "pass") EXPECT_EQ(x.at("spill_store_bytes"), 0) << x.dump();
   }
   Outcome other = tune({"candidates", "--model", model, "--workers", "16", "--max", "2", "--seed", "2",

@@ -145,11 +145,10 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     const std::string name = std::string("prefill ") + (t->entry + 3);  // "prefill gemm_128x256"
     const int64_t ld = t->wgmma ? t->bk : t->bk + 8;  // swizzled rows are not padded
     tiles.push_back({name + ": output tile", t->bm, t->bn, t->warps_m, t->warps_n});
-    if (!t->wgmma) {  // the wgmma tile's operands arrive by TMA, in the swizzle below
+    if (!t->wgmma) {
       loads.push_back({name + ": activation chunks", t->bm, t->bk / 8, t->threads(), ld});
       loads.push_back({name + ": weight chunks", t->bn, t->bk / 8, t->threads(), ld});
-    }
-    if (t->wgmma) {  // two warpgroups of 64 rows read A; both read all of W
+    } else {  // operands by TMA, in the 128-byte swizzle; two warpgroups of 64 rows read A, both all of W
       const ir::WgmmaOperands& wo = ir::wgmma_operand_formulas();
       const int64_t wgs = t->warps_m * t->warps_n / 4, bm = t->bm, bn = t->bn;
       const std::string shape = " " + std::to_string(wgs) + " " + std::to_string(bm) + " " + std::to_string(bn) + " " +
@@ -163,12 +162,11 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                         [&wo, wgs, bn] {
                           return superopt::prove_wgmma_operand(wo.b_start, "B", wgs, 0, bn, bn, ir::kWgmmaSbo);
                         }});
-    }
-    if (t->wgmma)
-      for (int64_t rows : {int64_t(t->bm), int64_t(t->bn)})
+      for (int64_t rows : {bm, bn})
         needed.push_back({name + ": 128-byte swizzle of " + std::to_string(rows) + " rows",
                           "swizzle128 " + std::to_string(rows),
                           [rows] { return superopt::prove_swizzle128(ir::swizzle128_formula(), rows); }});
+    }
   }
   for (int64_t g = 1; g <= kTileGroup; ++g)  // tile_grid's groups, any grid of a chunk's GEMMs
     needed.push_back({"prefill GEMM grids: tile order in groups of " + std::to_string(g) + " rows",

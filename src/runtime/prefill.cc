@@ -136,6 +136,12 @@ std::string prefill_source(const std::string& arch) {
          "\n#define PF_WG_PRODUCER " + std::to_string(large.warps_m * large.warps_n) + "\n#define PF_WG_THREADS " +
          std::to_string(large.threads()) + "\n";
     s += embedded_kernel("prefill_wgmma.cuh");
+    s += "// The wgmma attention (runtime/prefill.h: kWgmmaAttention).\n#define PF_WA_ROWS " +
+         std::to_string(kWgmmaAttention.rows) + "\n#define PF_WA_KEYS " + std::to_string(kWgmmaAttention.keys) +
+         "\n#define PF_WA_STAGES " + std::to_string(kWgmmaAttention.stages) + "\n#define PF_WA_PRODUCER " +
+         std::to_string(kWgmmaAttention.consumer_warps()) + "\n#define PF_WA_THREADS " +
+         std::to_string(kWgmmaAttention.threads()) + "\n";
+    s += embedded_kernel("prefill_wgmma_attention.cuh");
   }
   s += "// The GEMM tiles (runtime/prefill.cc: gemm_tile).\n";
   for (const GemmTile* t : {&large, &kSmallTile})
@@ -174,6 +180,8 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
   if (tile(true).wgmma) {
     swiglu_.emplace(module_.function(large + "_swiglu"));
     swiglu_->set_max_dynamic_shared(gemm_smem(GemmLarge));
+    attention_wgmma_.emplace(module_.function("pf_attention_wgmma"));
+    attention_wgmma_->set_max_dynamic_shared(kWgmmaAttention.smem_bytes());
   }
   for (int i = 0; i < 4; ++i)
     fns_[size_t(Attention16) + size_t(i)].set_max_dynamic_shared(kAttention.smem_bytes(kHeadDims[i]));
@@ -189,6 +197,27 @@ AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim) {
   a.config.block.x = unsigned(kAttention.threads);
   a.config.dynamic_shared = unsigned(kAttention.smem_bytes(dp));
   return a;
+}
+
+void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, const AttentionArgs& a) {
+  if (k.attention_wgmma() && a.head_dim == 128) {
+    // Each plane as rows of 128 bf16, boxes of a key block's rows by 64 of d (the kernel's ring).
+    const uint64_t rows = uint64_t(a.hkv) * uint64_t(a.cap);
+    auto map = [&](uint64_t base) {
+      return cuda::tensor_map_bf16(base, rows, 128, unsigned(kWgmmaAttention.keys), 64);
+    };
+    cuda::LaunchConfig c;
+    c.grid.x = unsigned((a.rows + kWgmmaAttention.rows - 1) / kWgmmaAttention.rows);
+    c.grid.y = unsigned(a.hq);
+    c.block.x = unsigned(kWgmmaAttention.threads());
+    c.dynamic_shared = unsigned(kWgmmaAttention.smem_bytes());
+    cuda::launch_args(*k.attention_wgmma(), c, stream, map(a.kc16), map(a.vc16), a.q, a.out, a.rows, a.hq, a.hkv,
+                      a.cap, a.pos0, a.scale, int(a.bf16));
+    return;
+  }
+  const AttentionLaunch al = attention_launch(a.rows, a.hq, a.head_dim);
+  cuda::launch_args(k[al.id], al.config, stream, a.q, a.kc16, a.vc16, a.out, a.rows, a.hq, a.hkv, a.head_dim, a.cap,
+                    a.pos0, a.scale, int(a.bf16));
 }
 
 int PrefillKernels::gemm_smem(Id id) const {
@@ -266,8 +295,11 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
              ")";
     case ir::OpKind::HeadRmsNorm: return "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
     case ir::OpKind::Rope: return "pf_head_norm_rope";
-    case ir::OpKind::Attention:
-      return "pf_kv_store, pf_attention_" + std::to_string(padded_head_dim(g.kv_cache.head_dim));
+    case ir::OpKind::Attention: {
+      const int d = g.kv_cache.head_dim;  // enqueue_attention's choice
+      return "pf_kv_store, " + (prefill_wgmma(arch) && d == 128 ? std::string("pf_attention_wgmma")
+                                                               : "pf_attention_" + std::to_string(padded_head_dim(d)));
+    }
     case ir::OpKind::SiluMul: return swiglu ? "the " + large + "_swiglu epilogue | pf_silu_mul" : "pf_silu_mul";
     case ir::OpKind::Add: return "the pf_gemm epilogue | pf_add";
     case ir::OpKind::LastRow: return "view";
@@ -497,9 +529,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         const uint64_t vc16 = b.kv16 + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes / 2;
         cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
                           ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
-        const AttentionLaunch al = attention_launch(rows, hq, d);
-        cuda::launch_args(k[al.id], al.config, stream, ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
-                          float(op.attrs.scale), int(bf16_[size_t(s.output)]));
+        enqueue_attention(k, stream, {ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
+                                      float(op.attrs.scale), bool(bf16_[size_t(s.output)])});
         break;
       }
       case ir::OpKind::Linear: {

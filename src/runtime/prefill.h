@@ -24,7 +24,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.4.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.5.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 
@@ -56,6 +56,18 @@ struct AttentionShape {
   int smem_bytes(int dp) const { return 2 * 2 * keys * ld(dp) * 2; }
 };
 inline constexpr AttentionShape kAttention{64, 128, 64, 8};
+// The wgmma attention's shape (kernels/prefill_wgmma_attention.cuh, printed there as PF_WA_*;
+// sm_90a, head dimension 128): the query rows of a CTA (two warpgroups of 64), the keys of a
+// block, the stages of its ring; a producer warp follows the rows / 16 consumer warps. Shared
+// memory: Q (256 bytes a row), then per stage a block's keys and values (256 bytes a row each),
+// plus the 1,024 bytes that align them to the swizzle's period.
+struct WgmmaAttentionShape {
+  int rows, keys, stages;
+  int consumer_warps() const { return rows / 16; }
+  int threads() const { return 32 * (consumer_warps() + 1); }
+  int smem_bytes() const { return rows * 256 + stages * 2 * keys * 256 + 1024; }
+};
+inline constexpr WgmmaAttentionShape kWgmmaAttention{128, 64, 4};
 
 // True when the prefill compiled for `arch` runs its large tiles on wgmma (sm_90a).
 bool prefill_wgmma(const std::string& arch);
@@ -94,6 +106,8 @@ class PrefillKernels {
   // The SwiGLU entry of the wgmma tile (gate, up and their silu product in one kernel), or
   // null where the large tile is not wgmma.
   const cuda::Function* swiglu() const { return swiglu_ ? &*swiglu_ : nullptr; }
+  // The wgmma attention entry (head dimension 128), or null where the prefill is not sm_90a's.
+  const cuda::Function* attention_wgmma() const { return attention_wgmma_ ? &*attention_wgmma_ : nullptr; }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
 
@@ -101,7 +115,7 @@ class PrefillKernels {
   std::string arch_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
-  std::optional<cuda::Function> swiglu_;
+  std::optional<cuda::Function> swiglu_, attention_wgmma_;
 };
 
 // The tensors projections read, which their producers store in bf16 (the operand the tensor
@@ -115,6 +129,17 @@ struct AttentionLaunch {
   cuda::LaunchConfig config;
 };
 AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim);
+// One layer's attention: q fp32 [rows, hq * head_dim] at positions pos0.., against the bf16
+// shadow's key and value planes of the layer ([hkv][cap][head_dim] each), into out (bf16 when
+// `bf16`). On the wgmma entry where the kernels have it and head_dim is 128, else on
+// attention_launch's.
+struct AttentionArgs {
+  uint64_t q = 0, kc16 = 0, vc16 = 0, out = 0;
+  int rows = 0, hq = 0, hkv = 0, head_dim = 0, cap = 0, pos0 = 0;
+  float scale = 0;
+  bool bf16 = false;
+};
+void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, const AttentionArgs& a);
 
 // A projection's launch: large tiles (128 x 256, K steps of 64) when they make three quarters
 // of a wave or more, else small ones (64 x 128, K steps of 32) with K's steps split evenly

@@ -317,12 +317,10 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
 // last CTA), query heads sharing KV heads; against a double-precision causal softmax of the same
 // operands (q rounded to bf16 as the kernel stages it). Cache slots past the last position and
 // the output, with 4 KiB past its end, start as NaN: a read past the keys, an element left
-// unwritten or a write past the output fails.
-void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
-  cuda::Context ctx(0);
-  const std::string arch = ctx.props().arch();
-  const cuda::CompileResult cr = compile_prefill(arch);
-  const PrefillKernels k(ctx, cr.cubin, arch);
+// unwritten or a write past the output fails. `k`: the prefill's kernels for some source arch
+// (enqueue_attention picks the entry).
+void check_attention(const cuda::Context& ctx, const PrefillKernels& k, int T, int pos0, int Hq, int Hkv, int D,
+                     bool bf16_out) {
   cuda::Stream stream(ctx);
   const int cap = pos0 + T + 40;
   uint32_t state = 777u + uint32_t(T * 31 + D);
@@ -348,9 +346,8 @@ void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
   dk.upload(kc.data(), kc.size() * 2);
   dv.upload(vc.data(), vc.size() * 2);
   dout.fill_bytes(0xff);
-  const AttentionLaunch al = attention_launch(T, Hq, D);
-  cuda::launch_args(k[al.id], al.config, stream, dq.ptr(), dk.ptr(), dv.ptr(), dout.ptr(), T, Hq, Hkv,
-                    D, cap, pos0, float(scale), int(bf16_out));
+  enqueue_attention(k, stream, {dq.ptr(), dk.ptr(), dv.ptr(), dout.ptr(), T, Hq, Hkv, D, cap, pos0, float(scale),
+                                bf16_out});
   stream.synchronize();
   std::vector<float> got(q.size());
   std::vector<uint16_t> got16(q.size());
@@ -384,18 +381,34 @@ void check_attention(int T, int pos0, int Hq, int Hkv, int D, bool bf16_out) {
     }
   // P rounded to bf16 (2^-9 relative) over values of magnitude <= 1, plus bf16 output rounding.
   EXPECT_LT(worst, bf16_out ? 1e-2 : 5e-3) << "T " << T << " pos0 " << pos0 << " D " << D;
-  std::printf("[prefill attention] T %d pos0 %d heads %d/%d D %d%s: max abs error %.2e\n", T, pos0, Hq, Hkv, D,
-              bf16_out ? " bf16 out" : "", worst);
+  std::printf("[prefill attention] %s T %d pos0 %d heads %d/%d D %d%s: max abs error %.2e\n",
+              k.attention_wgmma() && D == 128 ? "wgmma" : "mma.sync", T, pos0, Hq, Hkv, D, bf16_out ? " bf16 out" : "",
+              worst);
 }
 
+// Both sources, compiled for the device: on an H200, "sm_90a" runs head dimension 128 on the
+// wgmma entry and "sm_80" on the mma.sync one.
 TEST(PrefillGpuAttention, MatchesACausalSoftmaxInDoublePrecision) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  check_attention(300, 0, 8, 2, 128, false);   // partial last block of rows and keys
-  check_attention(200, 77, 4, 4, 128, true);   // a cached prefix, no grouping, bf16 out
-  check_attention(129, 1000, 6, 2, 64, false); // one row past a CTA, a long prefix
-  check_attention(70, 5, 2, 1, 80, false);     // D padded to 128
-  check_attention(50, 3, 4, 2, 36, false);     // rows of 36: pairs, not 16-byte chunks
-  check_attention(33, 0, 2, 2, 16, false);
+  cuda::Context ctx(0);
+  for (const char* source_arch : {"sm_90a", "sm_80"}) {
+    if (prefill_wgmma(source_arch) && !prefill_wgmma(ctx.props().arch())) continue;  // no wgmma here
+    cuda::CompileRequest req;
+    req.source = prefill_source(source_arch);
+    req.name = "mpk_prefill.cu";
+    req.arch = ctx.props().arch();
+    req.options = prefill_compile_options();
+    const cuda::CompileResult cr = cuda::compile(req);
+    const PrefillKernels k(ctx, cr.cubin, source_arch);
+    check_attention(ctx, k, 300, 0, 8, 2, 128, false);    // partial last block of rows and keys
+    check_attention(ctx, k, 200, 77, 4, 4, 128, true);    // a cached prefix, no grouping, bf16 out
+    check_attention(ctx, k, 520, 130, 4, 1, 128, false);  // rounds of the ring past its stages
+    check_attention(ctx, k, 40, 0, 2, 2, 128, false);     // one warpgroup's rows only
+    check_attention(ctx, k, 129, 1000, 6, 2, 64, false);  // one row past a CTA, a long prefix
+    check_attention(ctx, k, 70, 5, 2, 1, 80, false);      // D padded to 128
+    check_attention(ctx, k, 50, 3, 4, 2, 36, false);      // rows of 36: pairs, not 16-byte chunks
+    check_attention(ctx, k, 33, 0, 2, 2, 16, false);
+  }
 }
 
 TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {

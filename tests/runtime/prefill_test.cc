@@ -351,7 +351,8 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
                                  small, large + "_group", small + "_group", std::string("pf_gemm_reduce"),
                                  std::string("pf_attention_16"), std::string("pf_attention_32"),
                                  std::string("pf_attention_64"), std::string("pf_attention_128"),
-                                 prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce")}) {
+                                 prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce"),
+                                 prefill_wgmma(source_arch) ? std::string("pf_attention_wgmma") : std::string("pf_add")}) {
       const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
       EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
       EXPECT_EQ(info.spill_store_bytes, 0) << e;

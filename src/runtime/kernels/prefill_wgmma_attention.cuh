@@ -1,0 +1,258 @@
+// Prefill attention on Hopper's warpgroup tensor cores (sm_90a, head dimension 128; printed after
+// prefill_wgmma.cuh, whose descriptors, mbarriers and bulk copies it uses). The contract of
+// pf_attention (prefill_attention.cuh): query row t at position pos0 + t attends to keys [0,
+// pos0 + t] of its KV head in the cache's bf16 shadow; q fp32 [T, Hq * 128]; out bf16 when `bf16`.
+//
+// A CTA takes 128 query rows of one head: two warpgroups of 64 rows each, and a ninth warp that
+// only loads. The producer brings the keys and values in blocks of 64 by bulk tensor copies
+// (TMA, 128-byte swizzle) into a ring of PF_WA_STAGES buffers, each with a "full" and an "empty"
+// mbarrier, as the GEMM tile's ring does. Per block, each warpgroup computes S = Q K^T by
+// wgmma (Q staged once in shared memory by its threads, swizzled as a TMA box would be), the
+// online softmax in fp32 registers (base 2, the scale folded in), then O += P V by wgmma with P
+// taken from S's accumulators as register A fragments (the accumulator order is the A
+// fragment's: ir::AccAsA) and V read MN-major: the cache rows as they are, no transpose.
+//
+// The keys and values past the last position of the CTA's last block are whatever the cache
+// holds there (the map's rows run on into the next KV head): their scores are masked out by a
+// select, and the values' rows are zeroed in shared memory before the multiply (a zero weight
+// times a NaN left in the cache would still be NaN).
+
+// PF_WA_ROWS, PF_WA_KEYS, PF_WA_STAGES, PF_WA_PRODUCER and PF_WA_THREADS are printed before this
+// file from runtime/prefill.h's kWgmmaAttention. The code below is written for:
+static_assert(PF_WA_ROWS == 128 && PF_WA_PRODUCER == 8 && PF_WA_THREADS == 288,
+              "two warpgroups of 64 query rows, then the producer warp");
+static_assert(PF_WA_KEYS == 64, "S: one m64n64k16 per warpgroup and 16-wide slice of d");
+static_assert(PF_WA_STAGES >= 2, "a ring");
+enum : unsigned {
+  PF_WA_Q_BYTES = 64 * 256,            // a warpgroup's Q: two boxes (d 0..63, 64..127) of 64 rows x 128 bytes
+  PF_WA_BOX_BYTES = PF_WA_KEYS * 128,  // a box of a block: its rows x 64 of d
+  PF_WA_STAGE_BYTES = 4 * PF_WA_BOX_BYTES,  // K (two boxes), then V (two boxes)
+};
+
+// The descriptor of an MN-major operand in the 128-byte swizzle: rows of 64 elements of N (128
+// bytes) along K, 8-row groups PF_WG_SBO bytes apart, and the next 64 elements of N `lbo` bytes
+// on (the next box).
+__device__ __forceinline__ unsigned long long pf_wg_desc_mn(unsigned smem_addr, unsigned lbo) {
+  return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+         ((unsigned long long)(PF_WG_SBO >> 4) << 32) | (1ull << 62);
+}
+
+template <int N>
+__device__ __forceinline__ void pf_pin(float (&d)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+// d (+)= A B^T for a 64 x 16 slice of A and a 64 x 16 slice of B, both K-major in shared memory
+// (descriptors da, db); d starts from zero where `accumulate` is 0. d[i] sits where pf_wgmma_256's
+// does, in a 64 x 64 tile.
+__device__ __forceinline__ void pf_wgmma_64_ss(float (&d)[32], unsigned long long da, unsigned long long db,
+                                               int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "l"(da), "l"(db), "r"(accumulate));
+}
+
+// d += A B for A's 64 x 16 slice in registers (a: pf_wgmma_64_ss's accumulator order, bf16 pairs)
+// and B's 16 x 128 slice MN-major in shared memory (descriptor db, imm-trans-b).
+__device__ __forceinline__ void pf_wgmma_128_rs(float (&d)[64], const unsigned (&a)[4], unsigned long long db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+// Q's rows [r0, r0 + 64) of head h (fp32, row stride qstride; rows at or past T as zeros) to bf16
+// at `dst` in the layout a TMA box pair of 64 rows x 64 elements would leave: element (r, d) in
+// box d / 64, row r, 16-byte chunk (d % 64 / 8) ^ (r % 8). By the warpgroup's 128 threads.
+__device__ __forceinline__ void pf_wa_stage_q(unsigned dst, const float* __restrict__ q, long long qstride, int r0,
+                                              int T, int h) {
+  const int t = threadIdx.x & 127;
+#pragma unroll 4
+  for (int i = 0; i < 64 * 32 / 128; ++i) {
+    const int idx = i * 128 + t, r = idx / 32, d = idx % 32 * 4;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (r0 + r < T) v = *(const float4*)(q + (long long)(r0 + r) * qstride + (long long)h * 128 + d);
+    const unsigned at = dst + unsigned(d / 64) * (64 * 128) + unsigned(r) * 128 +
+                        (unsigned((d % 64 / 8) ^ (r % 8)) << 4) + unsigned(d % 8) * 2;
+    asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(at), "r"(pf_pack_bf16(v.x, v.y)),
+                 "r"(pf_pack_bf16(v.z, v.w))
+                 : "memory");
+  }
+}
+
+extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
+    pf_attention_wgmma(const __grid_constant__ PfTmaMap mk, const __grid_constant__ PfTmaMap mv,
+                       const float* __restrict__ q, void* __restrict__ out, int T, int Hq, int Hkv, int cap, int pos0,
+                       float scale, int bf16) {
+  extern __shared__ __align__(16) unsigned char pf_smem_raw[];
+  __shared__ __align__(8) unsigned long long bars[2 * PF_WA_STAGES];  // full[s], then empty[s]
+  const unsigned base = (pf_smem(pf_smem_raw) + 1023u) & ~1023u;
+  const unsigned ring = base + 2 * PF_WA_Q_BYTES, full = pf_smem(bars), empty = full + 8 * PF_WA_STAGES;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
+  const int q0 = (gridDim.x - 1 - blockIdx.x) * PF_WA_ROWS;  // the longest blocks start first
+  const int h = blockIdx.y, kvh = h / (Hq / Hkv);
+  const int nkv = pos0 + min(q0 + PF_WA_ROWS, T);  // keys [0, the block's last position]
+  const int blocks = (nkv + PF_WA_KEYS - 1) / PF_WA_KEYS;
+  if (tid == 0) {
+    for (int s = 0; s < PF_WA_STAGES; ++s) {
+      pf_mbar_init(full + 8 * s, 1);
+      pf_mbar_init(empty + 8 * s, PF_WA_PRODUCER);  // one arrival per consumer warp
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+
+  if (warp == PF_WA_PRODUCER) {
+    if (lane != 0) return;
+    for (int j = 0; j < blocks; ++j) {
+      const unsigned s = unsigned(j) % PF_WA_STAGES, round = unsigned(j) / PF_WA_STAGES;
+      pf_mbar_wait(empty + 8 * s, (round & 1) ^ 1);  // the first round finds it free
+      const unsigned bar = full + 8 * s, dst = ring + s * PF_WA_STAGE_BYTES;
+      pf_mbar_expect_tx(bar, PF_WA_STAGE_BYTES);
+      const int row = kvh * cap + j * PF_WA_KEYS;
+      pf_tma_load(dst, mk, 0, row, bar);
+      pf_tma_load(dst + PF_WA_BOX_BYTES, mk, 64, row, bar);
+      pf_tma_load(dst + 2 * PF_WA_BOX_BYTES, mv, 0, row, bar);
+      pf_tma_load(dst + 3 * PF_WA_BOX_BYTES, mv, 64, row, bar);
+    }
+    return;
+  }
+
+  const long long qstride = (long long)Hq * 128;
+  const int r0 = q0 + wg * 64;  // this warpgroup's first query row
+  const unsigned sq = base + unsigned(wg) * PF_WA_Q_BYTES;
+  pf_wa_stage_q(sq, q, qstride, r0, T, h);
+  pf_fence_proxy_async();  // the generic proxy's stores, before wgmma reads them
+  asm volatile("bar.sync %0, 128;" ::"r"(1 + wg) : "memory");
+
+  const float kNegInf = -__int_as_float(0x7f800000);
+  const float sl2 = scale * 1.4426950408889634f;  // softmax in base 2
+  float o[64];
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.f;
+  float mrow[2] = {kNegInf, kNegInf}, lrow[2] = {0.f, 0.f};
+  // This thread's two rows of S and O in the warpgroup's 64 (pf_wgmma_256's order).
+  const int qp0 = pos0 + r0 + pf_frag_row<1, 16>(warp % 4, 0, lane, 0);
+  const int qp1 = pos0 + r0 + pf_frag_row<1, 16>(warp % 4, 0, lane, 1);
+
+  for (int j = 0; j < blocks; ++j) {
+    const unsigned s = unsigned(j) % PF_WA_STAGES, round = unsigned(j) / PF_WA_STAGES;
+    const unsigned kb = ring + s * PF_WA_STAGE_BYTES, vb = kb + 2 * PF_WA_BOX_BYTES;
+    const int k0 = j * PF_WA_KEYS;
+    pf_mbar_wait(full + 8 * s, round & 1);
+    if (nkv - k0 < PF_WA_KEYS) {  // the last block, partial: zero the values' rows past the keys
+      const int valid = nkv - k0;
+      for (int i = tid; i < 2 * PF_WA_KEYS * 8; i += 256) {
+        const int box = i / (PF_WA_KEYS * 8), r = i / 8 % PF_WA_KEYS;
+        if (r >= valid)
+          asm volatile("st.shared.v4.b32 [%0], {%1, %1, %1, %1};" ::"r"(vb + unsigned(box) * PF_WA_BOX_BYTES +
+                                                                         unsigned(r) * 128 + unsigned(i % 8) * 16),
+                       "r"(0)
+                       : "memory");
+      }
+      pf_fence_proxy_async();
+      asm volatile("bar.sync 3, 256;" ::: "memory");  // both warpgroups
+    }
+
+    // S = Q K^T: 8 slices of 16 along d, each in its box's 128-byte rows at 32 * (kk % 4).
+    float sc[32];
+    pf_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      const unsigned box = unsigned(kk / 4), col = unsigned(kk % 4) * 32;
+      pf_wgmma_64_ss(sc, pf_wg_desc(sq + box * (64 * 128) + col), pf_wg_desc(kb + box * PF_WA_BOX_BYTES + col), kk);
+    }
+    pf_wg_commit();
+    pf_wg_wait<0>();
+    pf_pin(sc);
+
+    // Causal mask (only where the block reaches past this warpgroup's first row), scale, and
+    // the online-softmax update of each of the thread's two rows.
+    const bool diagonal = k0 + PF_WA_KEYS - 1 > pos0 + r0;
+    unsigned p[4][4];
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {
+      const int qpos = hr ? qp1 : qp0;
+      float mx = kNegInf;
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = sc[ni * 4 + hr * 2 + e];
+          const int key = k0 + pf_frag_col<1, PF_WA_KEYS>(0, ni, lane, e);
+          v = !diagonal || key <= qpos ? v * sl2 : kNegInf;
+          mx = fmaxf(mx, v);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // Key 0 is in the first block for every row, so the running maximum is finite.
+      const float mnew = fmaxf(mrow[hr], mx);
+      const float corr = exp2f(mrow[hr] - mnew);
+      mrow[hr] = mnew;
+      float sum = 0.f;
+#pragma unroll
+      for (int ni = 0; ni < 8; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          float& v = sc[ni * 4 + hr * 2 + e];
+          v = exp2f(v - mnew);
+          sum += v;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      lrow[hr] = lrow[hr] * corr + sum;
+#pragma unroll
+      for (int dn = 0; dn < 16; ++dn) {
+        o[dn * 4 + hr * 2] *= corr;
+        o[dn * 4 + hr * 2 + 1] *= corr;
+      }
+    }
+    // P for keys 16 kk.. as the A fragment: S's accumulators of key tiles 2 kk, 2 kk + 1 (ir::AccAsA).
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float* acc = &sc[(2 * kk + pf_acc_a_tile(i)) * 4];
+        p[kk][i] = pf_pack_bf16(acc[pf_acc_a_elem(i, 0)], acc[pf_acc_a_elem(i, 1)]);
+      }
+
+    // O += P V: V's 16 rows of keys 16 kk.. start 16 rows (2,048 bytes: whole swizzle periods)
+    // into each box, the second 64 of d one box on.
+    pf_pin(o);
+    pf_wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) pf_wgmma_128_rs(o, p[kk], pf_wg_desc_mn(vb + unsigned(kk) * 16 * 128, PF_WA_BOX_BYTES));
+    pf_wg_commit();
+    pf_wg_wait<0>();
+    pf_pin(o);
+    if (lane == 0) pf_mbar_arrive(empty + 8 * s);  // the block's buffer is free
+  }
+
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int r = r0 + pf_frag_row<1, 16>(warp % 4, 0, lane, hr);
+    if (r >= T) continue;
+    const float inv = 1.f / lrow[hr];
+    const long long row = (long long)r * qstride + (long long)h * 128;
+#pragma unroll
+    for (int dn = 0; dn < 16; ++dn)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) pf_store(out, row + pf_frag_col<1, 128>(0, dn, lane, e), o[dn * 4 + hr * 2 + e] * inv, bf16);
+  }
+}

@@ -51,11 +51,13 @@ __device__ __forceinline__ void pf_wg_pin(float (&d)[128]) {
   for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// d += A B for a 64 x 16 slice of A and a 256 x 16 slice of W (both K-major in shared memory).
+// d (+)= A B for a 64 x 16 slice of A and a 256 x 16 slice of W (both K-major in shared memory);
+// d starts from zero where `accumulate` is 0.
 // d[i] sits at row 16 * (warp % 4) + lane / 4 + 8 * (i / 2 % 2), column 8 * (i / 4) + 2 * (lane %
 // 4) + i % 2 of the warpgroup's 64 x 256 tile: the mma.sync fragment order of pf_frag_row and
 // pf_frag_col with one warp across (i = ni * 4 + h * 2 + e).
-__device__ __forceinline__ void pf_wgmma_256(float (&d)[128], unsigned long long da, unsigned long long db) {
+__device__ __forceinline__ void pf_wgmma_256(float (&d)[128], unsigned long long da, unsigned long long db,
+                                             int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
@@ -76,7 +78,7 @@ __device__ __forceinline__ void pf_wgmma_256(float (&d)[128], unsigned long long
         "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
         "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
         "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(da), "l"(db), "r"(1));
+      : "l"(da), "l"(db), "r"(accumulate));
 }
 
 // A TMA descriptor (CUtensorMap, made by the host's cuda::tensor_map_bf16): a kernel parameter
@@ -151,25 +153,28 @@ __device__ __forceinline__ unsigned pf_wg_refill(const PfWgRing& rg, unsigned s,
 }
 
 // A consumer's step: waits for ring buffer s of round `round` to be full, adds its product to
-// acc as one wgmma group (this warpgroup's 64 rows), and waits for all but that group: the
-// step before it has retired from this warp.
+// acc as one wgmma group (this warpgroup's 64 rows; the tile's first step, `first`, overwrites
+// acc instead), and waits for all but that group: the step before it has retired from this warp.
 __device__ __forceinline__ void pf_wg_multiply(float (&acc)[128], const PfWgRing& rg, unsigned s, unsigned round,
-                                               int wg) {
+                                               int wg, bool first) {
   pf_mbar_wait(rg.full + 8 * s, round & 1);
   const unsigned sa = rg.ring + s * PF_WG_STAGE_BYTES, sb = sa + PF_WG_BM * 128;
   pf_wg_pin(acc);
   pf_wg_fence();
 #pragma unroll
   for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
-    pf_wgmma_256(acc, pf_wg_desc(sa + pf_wg_a_start(wg, kk)), pf_wg_desc(sb + pf_wg_b_start(kk)));
+    pf_wgmma_256(acc, pf_wg_desc(sa + pf_wg_a_start(wg, kk)), pf_wg_desc(sb + pf_wg_b_start(kk)), !first || kk > 0);
   pf_wg_commit();
   pf_wg_wait<1>();
   pf_wg_pin(acc);
 }
 
 // The mainloop of one tile: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and W's rows
-// [n0, n0 + 256) over this block's part of K (blockIdx.z of gridDim.z, the even split). Rows
-// past M or N and columns past K read as zeros (the descriptors' bounds).
+// [n0, n0 + 256) over this block's part of K (blockIdx.z of gridDim.z, the even split: at least
+// one K step, as gridDim.z <= K's steps). Rows past M or N and columns past K read as zeros (the
+// descriptors' bounds). The first step's multiply overwrites acc: zeroing it first would be a
+// non-wgmma definition of the accumulators inside the pipeline, for which ptxas serializes every
+// wgmma of the kernel (warning C7515).
 //
 // Warp-specialised: the last warp (PF_WG_PRODUCER) is the producer, one lane of which issues
 // each K step's bulk tensor copies into a free ring buffer and arms the buffer's "full" mbarrier
@@ -198,11 +203,9 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
     return false;
   }
 
-#pragma unroll
-  for (int i = 0; i < 128; ++i) acc[i] = 0.f;
   for (int kt = kt0; kt < kt1; ++kt) {
     const int it = kt - kt0;
-    pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg);
+    pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg, it == 0);
     if (it > 0 && (tid & 31) == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
   }
   pf_wg_wait<0>();
@@ -255,10 +258,8 @@ __device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const P
     pf_wg_unit(v, X, g, m, n);
     if (m * PF_WG_BM >= M) continue;
     float acc[128];
-#pragma unroll
-    for (int i = 0; i < 128; ++i) acc[i] = 0.f;
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg);
+      pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg, kt == 0);
       if (kt > 0 && lane == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
     }
     pf_wg_wait<0>();

@@ -200,7 +200,7 @@ AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim) {
 }
 
 void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, const AttentionArgs& a) {
-  if (k.attention_wgmma() && a.head_dim == 128) {
+  if (k.attention_wgmma() && a.head_dim == 128 && a.scale > 0) {  // its maximum is over unscaled scores
     // Each plane as rows of 128 bf16, boxes of a key block's rows by 64 of d (the kernel's ring).
     const uint64_t rows = uint64_t(a.hkv) * uint64_t(a.cap);
     auto map = [&](uint64_t base) {

@@ -131,8 +131,8 @@ struct AttentionLaunch {
 AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim);
 // One layer's attention: q fp32 [rows, hq * head_dim] at positions pos0.., against the bf16
 // shadow's key and value planes of the layer ([hkv][cap][head_dim] each), into out (bf16 when
-// `bf16`). On the wgmma entry where the kernels have it and head_dim is 128, else on
-// attention_launch's.
+// `bf16`). On the wgmma entry where the kernels have it, head_dim is 128 and the scale positive,
+// else on attention_launch's.
 struct AttentionArgs {
   uint64_t q = 0, kc16 = 0, vc16 = 0, out = 0;
   int rows = 0, hq = 0, hkv = 0, head_dim = 0, cap = 0, pos0 = 0;

@@ -11,6 +11,7 @@
 // online softmax in fp32 registers (base 2, the scale folded in), then O += P V by wgmma with P
 // taken from S's accumulators as register A fragments (the accumulator order is the A
 // fragment's: ir::AccAsA) and V read MN-major: the cache rows as they are, no transpose.
+// The scale must be positive (enqueue_attention sends others to pf_attention).
 //
 // The keys and values past the last position of the CTA's last block are whatever the cache
 // holds there (the map's rows run on into the next KV head): their scores are masked out by a
@@ -35,6 +36,13 @@ enum : unsigned {
 __device__ __forceinline__ unsigned long long pf_wg_desc_mn(unsigned smem_addr, unsigned lbo) {
   return (unsigned long long)((smem_addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
          ((unsigned long long)(PF_WG_SBO >> 4) << 32) | (1ull << 62);
+}
+
+// 2^x, flushing results below 2^-126 to zero (weights that small add nothing to the sums).
+__device__ __forceinline__ float pf_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 template <int N>
@@ -182,8 +190,9 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
     pf_wg_wait<0>();
     pf_pin(sc);
 
-    // Causal mask (only where the block reaches past this warpgroup's first row), scale, and
-    // the online-softmax update of each of the thread's two rows.
+    // Causal mask (only where the block reaches past this warpgroup's first row) and the
+    // online-softmax update of each of the thread's two rows: the running maximum in raw scores
+    // (the scale is positive, so it commutes), each weight then one FFMA and one ex2.
     const bool diagonal = k0 + PF_WA_KEYS - 1 > pos0 + r0;
     unsigned p[4][4];
 #pragma unroll
@@ -196,14 +205,14 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
         for (int e = 0; e < 2; ++e) {
           float& v = sc[ni * 4 + hr * 2 + e];
           const int key = k0 + pf_frag_col<1, PF_WA_KEYS>(0, ni, lane, e);
-          v = !diagonal || key <= qpos ? v * sl2 : kNegInf;
+          if (diagonal && key > qpos) v = kNegInf;
           mx = fmaxf(mx, v);
         }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // Key 0 is in the first block for every row, so the running maximum is finite.
       const float mnew = fmaxf(mrow[hr], mx);
-      const float corr = exp2f(mrow[hr] - mnew);
+      const float corr = pf_ex2((mrow[hr] - mnew) * sl2), msc = mnew * sl2;
       mrow[hr] = mnew;
       float sum = 0.f;
 #pragma unroll
@@ -211,7 +220,7 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& v = sc[ni * 4 + hr * 2 + e];
-          v = exp2f(v - mnew);
+          v = pf_ex2(fmaf(v, sl2, -msc));
           sum += v;
         }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);

@@ -413,6 +413,69 @@ ProofRecord prove_wgmma_operand(const IndexExpr& start, const std::string& what,
   return p;
 }
 
+ProofRecord prove_wgmma_operand(const IndexExpr& start, const std::string& what, const WgmmaBoxedOperand& sh,
+                                unsigned timeout_ms) {
+  MPK_CHECK(sh.wgs >= 1 && sh.rows >= 1 && sh.slices >= 1 && sh.box_bytes >= 0 && sh.wg_bytes >= 0 &&
+                sh.bytes >= 1 && sh.bytes <= 1 << 20 && sh.box_bytes <= sh.bytes && sh.sbo >= 0 && sh.sbo <= 1 << 18,
+            InvalidArgument)
+      << "wgmma operand of " << sh.wgs << " warpgroups x " << sh.rows << " rows, " << sh.slices << " slices";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  auto v = [&](const char* n) { return ctx.int_const(n); };
+  auto k = [&](int64_t x) { return ctx.int_val(x); };
+  const z3::expr wg = v("wg"), kk = v("kk"), i = v("i"), j = v("j");
+  const z3::expr dom =
+      wg >= 0 && wg < k(sh.wgs) && kk >= 0 && kk < k(sh.slices) && i >= 0 && i < k(sh.rows) && j >= 0 && j < k(16);
+  const Term st = enc.encode(start, {{"wg", wg}, {"kk", kk}, {"box", k(sh.box_bytes)}});
+  // Offsets before the swizzle, as in the overload above (kk >= 0, i >= 0: Z3's / and % are C's).
+  const z3::expr read = st.value + i / 8 * k(sh.sbo) + i % 8 * 128 + j * 2;
+  const z3::expr stored = wg * k(sh.wg_bytes) + kk / 4 * k(sh.box_bytes) + i * 128 + (kk % 4 * 16 + j) * 2;
+  ProofRecord p;
+  p.subject = "wgmma " + what + ": descriptor start " + ir::to_string(start) + ", " + std::to_string(sh.sbo) +
+              "-byte row groups, " + std::to_string(sh.wgs) + " warpgroup(s) x " + std::to_string(sh.rows) +
+              " rows, " + std::to_string(sh.slices) + " K slices over boxes " + std::to_string(sh.box_bytes) +
+              " bytes apart, regions " + std::to_string(sh.wg_bytes) + " bytes apart";
+  p.z3_version = Z3_get_full_version();
+  p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", dom, st.defined, {wg, kk},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "bounds (the start and the byte read lie in the operand's region)",
+                                dom && st.defined, st.value >= 0 && read >= 0 && read < k(sh.bytes), {wg, kk, i, j},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "element (the descriptor reads where row i, K 16 kk + j was stored)",
+                                dom && st.defined, read == stored, {wg, kk, i, j}, timeout_ms));
+  return p;
+}
+
+ProofRecord prove_wgmma_operand_mn(const IndexExpr& start, const std::string& what, int64_t slices, int64_t n,
+                                   int64_t box_bytes, int64_t lbo, int64_t sbo, unsigned timeout_ms) {
+  MPK_CHECK(slices >= 1 && n >= 1 && n % 64 == 0 && box_bytes >= 128 && box_bytes % 128 == 0 &&
+                box_bytes * (n / 64) <= 1 << 20 && lbo >= 0 && lbo <= 1 << 18 && sbo >= 0 && sbo <= 1 << 18,
+            InvalidArgument)
+      << "MN-major wgmma operand of " << slices << " slices x " << n << ", boxes of " << box_bytes << " bytes";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  auto v = [&](const char* nm) { return ctx.int_const(nm); };
+  auto k = [&](int64_t x) { return ctx.int_val(x); };
+  const z3::expr kk = v("kk"), i = v("i"), e = v("n");
+  const z3::expr dom = kk >= 0 && kk < k(slices) && i >= 0 && i < k(16) && e >= 0 && e < k(n);
+  const Term st = enc.encode(start, {{"kk", kk}, {"box", k(box_bytes)}});
+  const z3::expr read = st.value + e / 64 * k(lbo) + e % 64 * 2 + i / 8 * k(sbo) + i % 8 * 128;
+  const z3::expr stored = e / 64 * k(box_bytes) + (kk * 16 + i) * 128 + e % 64 * 2;
+  ProofRecord p;
+  p.subject = "wgmma " + what + " (MN-major): descriptor start " + ir::to_string(start) + ", leading offset " +
+              std::to_string(lbo) + ", " + std::to_string(sbo) + "-byte row groups, " + std::to_string(slices) +
+              " slices of 16 K rows x " + std::to_string(n) + ", boxes of " + std::to_string(box_bytes) + " bytes";
+  p.z3_version = Z3_get_full_version();
+  p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", dom, st.defined, {kk},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "bounds (the start and the byte read lie in the boxes)", dom && st.defined,
+                                st.value >= 0 && read >= 0 && read < k(box_bytes * (n / 64)), {kk, i, e},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "element (the descriptor reads where K row 16 kk + i, N element n was stored)",
+                                dom && st.defined, read == stored, {kk, i, e}, timeout_ms));
+  return p;
+}
+
 ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, int64_t max_n, unsigned timeout_ms) {
   MPK_CHECK(g >= 1 && max_m >= 1 && max_n >= 1 && g * max_n <= INT32_MAX && max_m + g <= INT32_MAX, InvalidArgument)
       << "tile order of group " << g << " over up to " << max_m << " x " << max_n << " tiles";

@@ -97,6 +97,30 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
 ProofRecord prove_wgmma_operand(const ir::IndexExpr& start, const std::string& what, int64_t wgs, int64_t wg_rows,
                                 int64_t rows, int64_t tile_rows, int64_t sbo, unsigned timeout_ms = 10000);
 
+// The same for a K-major operand laid out as the wgmma attention's (ir::WgmmaAttentionOperands'
+// Q and keys): K slices kk < `slices` of 16, over boxes of 64 K-elements `box_bytes` apart
+// (slice kk in box kk / 4), warpgroup wg's rows in its own region `wg_bytes` on (0: all read
+// the same rows), each row 128 bytes; the start formula may read `box` (= box_bytes). Stored:
+// wg wg_bytes + (kk / 4) box_bytes + 128 i + 2 (16 (kk % 4) + j) for row i < rows, element j <
+// 16 of the slice; `bytes`: the region's size (bounds).
+struct WgmmaBoxedOperand {
+  int64_t wgs, rows, slices, box_bytes, wg_bytes, bytes, sbo;
+};
+ProofRecord prove_wgmma_operand(const ir::IndexExpr& start, const std::string& what, const WgmmaBoxedOperand& shape,
+                                unsigned timeout_ms = 10000);
+
+// An MN-major operand (the wgmma attention's values, ir::WgmmaAttentionOperands::v_start): the
+// TMA stored K row k (a key) and N element n (of d, n < 64 boxes) at (n / 64) box_bytes + 128 k
+// + 2 (n % 64), boxes of `box_bytes` / 128 rows. Slice kk < `slices` reads K rows 16 kk + i (i
+// < 16) and N elements n < `n`; the descriptor's 128-byte swizzle mode, MN-major, reads (i, n)
+// at start + (n / 64) lbo + 2 (n % 64) + (i / 8) sbo + 128 (i % 8) (the PTX ISA's canonical
+// MN-major layout: 64 elements of N a row, 8-row groups sbo apart along K, the next 64 of N lbo
+// on), both swizzled alike on the absolute address as for prove_wgmma_operand. Obligations:
+// defined, bounds (start and reads inside the boxes), element (the read is the store of K row
+// 16 kk + i, N element n). The start formula may read `box` (= box_bytes).
+ProofRecord prove_wgmma_operand_mn(const ir::IndexExpr& start, const std::string& what, int64_t slices, int64_t n,
+                                   int64_t box_bytes, int64_t lbo, int64_t sbo, unsigned timeout_ms = 10000);
+
 // The tile order (ir::TileOrder, or a mutant) with group size g (a constant) over every grid of
 // nm x nn tiles, 1 <= nm <= max_m and 1 <= nn <= max_n, and every block (x, y) of its launch
 // grid (g nn, ceil(nm / g)), all symbolic, in int arithmetic: defined; bounds (0 <= n < nn and 0

@@ -80,6 +80,15 @@ const WgmmaOperands& wgmma_operand_formulas() {
   return f;
 }
 
+const WgmmaAttentionOperands& wgmma_attention_operand_formulas() {
+  static const WgmmaAttentionOperands f = [] {
+    const IndexExpr wg = IndexExpr::var("wg"), kk = IndexExpr::var("kk"), box = IndexExpr::var("box");
+    return WgmmaAttentionOperands{wg * (2 * 64 * 128) + kk / 4 * (64 * 128) + kk % 4 * 32, kk / 4 * box + kk % 4 * 32,
+                                  kk * (16 * 128)};
+  }();
+  return f;
+}
+
 const TileOrder& tile_order_formula() {
   static const TileOrder f = [] {
     auto v = [](const char* n) { return IndexExpr::var(n); };
@@ -149,6 +158,12 @@ std::string prefill_layout_device_functions() {
        "; }\n";
   s += "__device__ __forceinline__ int pf_wg_b_start(int kk) { return " + to_c(wo.b_start, CType::Int) + "; }\n";
   s += "#define PF_WG_SBO " + std::to_string(kWgmmaSbo) + "\n";
+  const WgmmaAttentionOperands& wa = wgmma_attention_operand_formulas();
+  s += "__device__ __forceinline__ unsigned pf_wa_q_start(int wg, int kk) { return " + to_c(wa.q_start, CType::Int) +
+       "; }\n";
+  s += "__device__ __forceinline__ unsigned pf_wa_k_start(int kk, int box) { return " + to_c(wa.k_start, CType::Int) +
+       "; }\n";
+  s += "__device__ __forceinline__ unsigned pf_wa_v_start(int kk) { return " + to_c(wa.v_start, CType::Int) + "; }\n";
   const TileOrder& o = tile_order_formula();
   s += "__device__ __forceinline__ int pf_tile_m(int x, int y, int g) { return " + to_c(o.m, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_tile_n(int x, int g) { return " + to_c(o.n, CType::Int) + "; }\n";

@@ -84,6 +84,20 @@ struct WgmmaOperands {
 };
 const WgmmaOperands& wgmma_operand_formulas();
 
+// Where the wgmma attention (kernels/prefill_wgmma_attention.cuh) reads its operands, in the
+// same 128-byte swizzle with 8-row groups kWgmmaSbo bytes apart. Q: each warpgroup's 64 rows
+// as two boxes of 64 rows x 64 of d (d 0..63, then 64..127), warpgroup after warpgroup; a
+// block's keys, and its values: two boxes of `box` / 128 rows x 64 of d each. S's m64n64k16 of
+// warpgroup wg and slice kk (d 16 kk.., kk < 8) reads A at q_start bytes past Q and B at
+// k_start bytes past the keys, both K-major; P V's m64n128k16 for keys 16 kk.. (kk < box /
+// 2,048) reads B at v_start bytes past the values, MN-major (the cache's rows as they are): 8
+// keys of 128 bytes per row group, the second 64 of d `box` bytes on (the descriptor's leading
+// offset). Variables: wg, kk, box (bytes of a block's box).
+struct WgmmaAttentionOperands {
+  IndexExpr q_start, k_start, v_start;
+};
+const WgmmaAttentionOperands& wgmma_attention_operand_formulas();
+
 // The order a GEMM grid visits its tiles: the tile rows in groups of g, block (x, y) of a grid of
 // (g nn, ceil(nm / g)) computes tile row m = y g + x % g and tile column n = x / g (blocks with m
 // >= nm exit), so that the CTAs resident at once share g rows of A and a few columns of W in L2

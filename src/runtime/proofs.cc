@@ -188,6 +188,25 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                       std::string("ldmatrix ") + l.key, [l] { return superopt::prove_ldmatrix(*l.f, l.use); }});
   needed.push_back({"prefill attention: P as the A operand from the score accumulators", "acc as a",
                     [] { return superopt::prove_acc_as_a(ir::acc_as_a_formula(), ir::mma_tile_formula()); }});
+  if (dp == 128) {  // the wgmma attention's operands (sm_90a), its tiles the shapes below
+    const WgmmaAttentionShape& wa = kWgmmaAttention;
+    const ir::WgmmaAttentionOperands& f = ir::wgmma_attention_operand_formulas();
+    const int64_t wgs = wa.rows / 64, box = int64_t(wa.keys) * 128, sbo = ir::kWgmmaSbo;
+    const std::string shape = " " + std::to_string(wgs) + " " + std::to_string(wa.keys) + " " + std::to_string(sbo);
+    const superopt::WgmmaBoxedOperand q{wgs, 64, 8, 64 * 128, 2 * 64 * 128, wgs * 2 * 64 * 128, sbo};
+    const superopt::WgmmaBoxedOperand k{wgs, wa.keys, 8, box, 0, 2 * box, sbo};
+    needed.push_back({"prefill wgmma attention: S's descriptors read Q where its staging stored it", "wa q" + shape,
+                      [&f, q] { return superopt::prove_wgmma_operand(f.q_start, "Q", q); }});
+    needed.push_back({"prefill wgmma attention: S's descriptors read the keys where the TMA stored them",
+                      "wa k" + shape, [&f, k] { return superopt::prove_wgmma_operand(f.k_start, "K", k); }});
+    needed.push_back({"prefill wgmma attention: P V's descriptors read the values (MN-major) where the TMA stored them",
+                      "wa v" + shape, [&f, &wa, box, sbo] {
+                        return superopt::prove_wgmma_operand_mn(f.v_start, "V", wa.keys / 16, 128, box, box, sbo);
+                      }});
+    needed.push_back({"prefill wgmma attention: 128-byte swizzle of " + std::to_string(wa.keys) + " rows",
+                      "swizzle128 " + std::to_string(wa.keys),
+                      [&wa] { return superopt::prove_swizzle128(ir::swizzle128_formula(), wa.keys); }});
+  }
   const AttentionShape& at = kAttention;
   const int64_t att_warps = at.threads / 32;
   tiles.push_back({"prefill attention: scores of " + std::to_string(at.rows) + " queries x " +

@@ -274,6 +274,85 @@ TEST(WgmmaProofs, TheDescriptorsReadWhatTheTmaStoredAndMutantsAgreeWithBruteForc
   }
 }
 
+// The wgmma attention's operands by enumeration (ir::WgmmaAttentionOperands' layout, restated):
+// every read of a K-major operand over boxes, or of the MN-major values, is the swizzled store.
+bool brute_force_boxed(const IndexExpr& start, const WgmmaBoxedOperand& sh) {
+  auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
+  const int64_t tile = 3 * 1024;
+  try {
+    for (int64_t wg = 0; wg < sh.wgs; ++wg)
+      for (int64_t kk = 0; kk < sh.slices; ++kk) {
+        const int64_t st = ir::eval(start, {{"wg", wg}, {"kk", kk}, {"box", sh.box_bytes}});
+        if (st < 0 || st >= sh.bytes) return false;
+        for (int64_t i = 0; i < sh.rows; ++i)
+          for (int64_t j = 0; j < 16; ++j) {
+            const int64_t off = st + i / 8 * sh.sbo + i % 8 * 128 + 2 * j;
+            const int64_t want = wg * sh.wg_bytes + kk / 4 * sh.box_bytes + i * 128 + (16 * (kk % 4) + j) * 2;
+            if (off >= sh.bytes || swz(tile + off) != swz(tile + want)) return false;
+          }
+      }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+bool brute_force_mn(const IndexExpr& start, int64_t slices, int64_t n, int64_t box, int64_t lbo, int64_t sbo) {
+  auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
+  const int64_t tile = 3 * 1024;
+  try {
+    for (int64_t kk = 0; kk < slices; ++kk) {
+      const int64_t st = ir::eval(start, {{"kk", kk}, {"box", box}});
+      if (st < 0 || st >= box * (n / 64)) return false;
+      for (int64_t i = 0; i < 16; ++i)
+        for (int64_t e = 0; e < n; ++e) {
+          const int64_t off = st + e / 64 * lbo + e % 64 * 2 + i / 8 * sbo + i % 8 * 128;
+          if (off >= box * (n / 64) || swz(tile + off) != swz(tile + e / 64 * box + (16 * kk + i) * 128 + e % 64 * 2))
+            return false;
+        }
+    }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(WgmmaProofs, TheAttentionDescriptorsReadWhatWasStoredAndMutantsAgreeWithBruteForce) {
+  const ir::WgmmaAttentionOperands& f = ir::wgmma_attention_operand_formulas();
+  const int64_t keys = 64, box = keys * 128, sbo = ir::kWgmmaSbo;  // kWgmmaAttention's blocks
+  const WgmmaBoxedOperand q{2, 64, 8, 64 * 128, 2 * 64 * 128, 2 * 2 * 64 * 128, sbo}, k{2, keys, 8, box, 0, 2 * box, sbo};
+  for (const auto& [what, start, sh] : {std::tuple{"Q", &f.q_start, q}, std::tuple{"K", &f.k_start, k}}) {
+    const ProofRecord r = prove_wgmma_operand(*start, what, sh);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_TRUE(brute_force_boxed(*start, sh)) << what;
+    WgmmaBoxedOperand far = sh;  // Q's boxes at another distance than its start's (K's reads `box`)
+    far.box_bytes *= 2, far.bytes *= 2;
+    EXPECT_EQ(prove_wgmma_operand(*start, what, far, 2000).proved(), sh.wg_bytes == 0) << what;
+    EXPECT_EQ(brute_force_boxed(*start, far), sh.wg_bytes == 0) << what;
+    std::vector<ir::IndexEnv> starts;
+    for (int64_t wg = 0; wg < sh.wgs; ++wg)
+      for (int64_t kk = 0; kk < sh.slices; ++kk) starts.push_back({{"wg", wg}, {"kk", kk}, {"box", sh.box_bytes}});
+    Tally tally{what};
+    for (const IndexExpr& m : mutants(*start))
+      tally.judge(prove_wgmma_operand(m, what, sh, 2000).proved(), brute_force_boxed(m, sh), same_values(m, *start, starts),
+                  ir::to_string(m));
+  }
+  const ProofRecord v = prove_wgmma_operand_mn(f.v_start, "V", keys / 16, 128, box, box, sbo);
+  EXPECT_TRUE(v.proved()) << v.subject << ": " << failed(v);
+  EXPECT_TRUE(brute_force_mn(f.v_start, keys / 16, 128, box, box, sbo));
+  // A leading offset other than the boxes' distance, or row groups at another stride: refuted.
+  for (const auto& [lbo, g] : {std::pair{box / 2, sbo}, std::pair{box, 2 * sbo}}) {
+    EXPECT_FALSE(prove_wgmma_operand_mn(f.v_start, "V", keys / 16, 128, box, lbo, g, 2000).proved()) << lbo << " " << g;
+    EXPECT_FALSE(brute_force_mn(f.v_start, keys / 16, 128, box, lbo, g));
+  }
+  std::vector<ir::IndexEnv> slices;
+  for (int64_t kk = 0; kk < keys / 16; ++kk) slices.push_back({{"kk", kk}, {"box", box}});
+  Tally tally{"V"};
+  for (const IndexExpr& m : mutants(f.v_start))
+    tally.judge(prove_wgmma_operand_mn(m, "V", keys / 16, 128, box, box, sbo, 2000).proved(),
+                brute_force_mn(m, keys / 16, 128, box, box, sbo), same_values(m, f.v_start, slices), ir::to_string(m));
+}
+
 // ldmatrix.x4 by enumeration: every lane's address inside the 16 x 16 block, and every thread's
 // register and half receiving the element mma.sync expects (the hardware's delivery as in the
 // prover's comment, restated here).

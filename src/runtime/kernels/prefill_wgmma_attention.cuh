@@ -178,14 +178,14 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
       asm volatile("bar.sync 3, 256;" ::: "memory");  // both warpgroups
     }
 
-    // S = Q K^T: 8 slices of 16 along d, each in its box's 128-byte rows at 32 * (kk % 4).
+    // S = Q K^T: 8 slices of 16 along d (ir::WgmmaAttentionOperands, proved to read what the
+    // staging and the TMA stored).
     float sc[32];
     pf_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      const unsigned box = unsigned(kk / 4), col = unsigned(kk % 4) * 32;
-      pf_wgmma_64_ss(sc, pf_wg_desc(sq + box * (64 * 128) + col), pf_wg_desc(kb + box * PF_WA_BOX_BYTES + col), kk);
-    }
+    for (int kk = 0; kk < 8; ++kk)
+      pf_wgmma_64_ss(sc, pf_wg_desc(base + pf_wa_q_start(wg, kk)), pf_wg_desc(kb + pf_wa_k_start(kk, PF_WA_BOX_BYTES)),
+                     kk);
     pf_wg_commit();
     pf_wg_wait<0>();
     pf_pin(sc);
@@ -241,12 +241,12 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
         p[kk][i] = pf_pack_bf16(acc[pf_acc_a_elem(i, 0)], acc[pf_acc_a_elem(i, 1)]);
       }
 
-    // O += P V: V's 16 rows of keys 16 kk.. start 16 rows (2,048 bytes: whole swizzle periods)
-    // into each box, the second 64 of d one box on.
+    // O += P V: V's rows of keys 16 kk.., MN-major, the second 64 of d one box on
+    // (ir::WgmmaAttentionOperands, proved).
     pf_pin(o);
     pf_wg_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) pf_wgmma_128_rs(o, p[kk], pf_wg_desc_mn(vb + unsigned(kk) * 16 * 128, PF_WA_BOX_BYTES));
+    for (int kk = 0; kk < 4; ++kk) pf_wgmma_128_rs(o, p[kk], pf_wg_desc_mn(vb + pf_wa_v_start(kk), PF_WA_BOX_BYTES));
     pf_wg_commit();
     pf_wg_wait<0>();
     pf_pin(o);

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <unistd.h>
@@ -152,20 +153,29 @@ TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
   EXPECT_THROW(s.decode(2, out), Error);
 }
 
-// Every tile shape, with and without a K split, on shapes with partial tiles in M, N and K:
-// against a double-precision sum of the same bf16 operands, plus bias and residual. The module
-// is the prefill's source for `source_arch` compiled for the device: on an H200, "sm_90a" runs
-// the wgmma large tile and "sm_80" the mma.sync one.
-void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
-  cuda::Context ctx(0);
-  if (prefill_wgmma(source_arch) && !prefill_wgmma(ctx.props().arch())) return;  // no wgmma here
+// The prefill's source for `source_arch` compiled for the device's arch (on an H200, "sm_90a"
+// has the wgmma entries and "sm_80" only the mma.sync ones); empty where the source needs wgmma
+// and the device has none.
+std::optional<PrefillKernels> kernels_for(const cuda::Context& ctx, const char* source_arch) {
+  if (prefill_wgmma(source_arch) && !prefill_wgmma(ctx.props().arch())) return std::nullopt;
   cuda::CompileRequest req;
   req.source = prefill_source(source_arch);
   req.name = "mpk_prefill.cu";
   req.arch = ctx.props().arch();
   req.options = prefill_compile_options();
   const cuda::CompileResult cr = cuda::compile(req);
-  const PrefillKernels k(ctx, cr.cubin, source_arch);
+  return std::optional<PrefillKernels>(std::in_place, ctx, cr.cubin, source_arch);
+}
+
+// Every tile shape, with and without a K split, on shapes with partial tiles in M, N and K:
+// against a double-precision sum of the same bf16 operands, plus bias and residual. The module
+// is the prefill's source for `source_arch` compiled for the device: on an H200, "sm_90a" runs
+// the wgmma large tile and "sm_80" the mma.sync one.
+void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
+  cuda::Context ctx(0);
+  const std::optional<PrefillKernels> kernels = kernels_for(ctx, source_arch);
+  if (!kernels) return;  // no wgmma here
+  const PrefillKernels& k = *kernels;
   cuda::Stream stream(ctx);
   std::printf("[prefill gemm] %s source, M %d N %d K %d\n", source_arch, M, N, K);
   std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
@@ -392,14 +402,9 @@ TEST(PrefillGpuAttention, MatchesACausalSoftmaxInDoublePrecision) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   cuda::Context ctx(0);
   for (const char* source_arch : {"sm_90a", "sm_80"}) {
-    if (prefill_wgmma(source_arch) && !prefill_wgmma(ctx.props().arch())) continue;  // no wgmma here
-    cuda::CompileRequest req;
-    req.source = prefill_source(source_arch);
-    req.name = "mpk_prefill.cu";
-    req.arch = ctx.props().arch();
-    req.options = prefill_compile_options();
-    const cuda::CompileResult cr = cuda::compile(req);
-    const PrefillKernels k(ctx, cr.cubin, source_arch);
+    const std::optional<PrefillKernels> kernels = kernels_for(ctx, source_arch);
+    if (!kernels) continue;  // no wgmma here
+    const PrefillKernels& k = *kernels;
     check_attention(ctx, k, 300, 0, 8, 2, 128, false);    // partial last block of rows and keys
     check_attention(ctx, k, 200, 77, 4, 4, 128, true);    // a cached prefix, no grouping, bf16 out
     check_attention(ctx, k, 520, 130, 4, 1, 128, false);  // rounds of the ring past its stages

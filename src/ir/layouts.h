@@ -166,12 +166,14 @@ const FoldLanes& fold_lanes_formula();
 // mk_fold_vec(lane, vp2), int.
 std::string layout_device_functions();
 
-// For the prefill's source (kernels/prefill_gemm.cuh, prefill_attention.cuh): the even split as
+// For the prefill's source (kernels/prefill_gemm.cuh, prefill_wgmma.cuh, prefill_attention.cuh,
+// prefill_wgmma_attention.cuh): the even split as
 // above (pf_even_split_begin, pf_even_split_end, long long), and templates over the tile
 // constants: pf_frag_row<wn, wtm>(warp, mi, lane, h), pf_frag_col<wn, wtn>(warp, ni, lane, e),
 // pf_chunk_row<threads, ch>(tid, i), pf_chunk_col<threads, ch>(tid, i) and
 // pf_pair_row<threads, ch>(tid, i), pf_pair_col<threads, ch>(tid, i),
-// pf_wg_a_start(wg, kk), pf_wg_b_start(kk) and PF_WG_SBO, pf_tile_m(x, y, g), pf_tile_n(x, g),
+// pf_wg_a_start(wg, kk), pf_wg_b_start(kk) and PF_WG_SBO, pf_wa_q_start(wg, kk),
+// pf_wa_k_start(kk, box), pf_wa_v_start(kk), pf_tile_m(x, y, g), pf_tile_n(x, g),
 // pf_ldsm_{a,b,bt}_{row,col}(lane), pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int.
 std::string prefill_layout_device_functions();
 

@@ -188,7 +188,7 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                       std::string("ldmatrix ") + l.key, [l] { return superopt::prove_ldmatrix(*l.f, l.use); }});
   needed.push_back({"prefill attention: P as the A operand from the score accumulators", "acc as a",
                     [] { return superopt::prove_acc_as_a(ir::acc_as_a_formula(), ir::mma_tile_formula()); }});
-  if (dp == 128) {  // the wgmma attention's operands (sm_90a), its tiles the shapes below
+  if (dp == 128) {  // the wgmma attention's operands (sm_90a, head dim 128; cheap for dims padded to it too)
     const WgmmaAttentionShape& wa = kWgmmaAttention;
     const ir::WgmmaAttentionOperands& f = ir::wgmma_attention_operand_formulas();
     const int64_t wgs = wa.rows / 64, box = int64_t(wa.keys) * 128, sbo = ir::kWgmmaSbo;

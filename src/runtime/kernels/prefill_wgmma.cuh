@@ -42,7 +42,8 @@ template <int N>
 __device__ __forceinline__ void pf_wg_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
 }
-// cp.async writes through the generic proxy; wgmma reads through the async proxy.
+// Threads' shared-memory stores (st.shared, cp.async) go through the generic proxy; wgmma reads
+// through the async proxy.
 __device__ __forceinline__ void pf_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Keeps the accumulators in their registers across the asynchronous multiply (no code).

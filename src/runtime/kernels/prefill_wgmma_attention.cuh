@@ -178,8 +178,8 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
       asm volatile("bar.sync 3, 256;" ::: "memory");  // both warpgroups
     }
 
-    // S = Q K^T: 8 slices of 16 along d (ir::WgmmaAttentionOperands, proved to read what the
-    // staging and the TMA stored).
+    // S = Q K^T: 8 slices of 16 along d (ir::WgmmaAttentionOperands, proved to read Q in the
+    // TMA box layout pf_wa_stage_q imitates, and the keys where the TMA stored them).
     float sc[32];
     pf_wg_fence();
 #pragma unroll

@@ -383,34 +383,13 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
 
 ProofRecord prove_wgmma_operand(const IndexExpr& start, const std::string& what, int64_t wgs, int64_t wg_rows,
                                 int64_t rows, int64_t tile_rows, int64_t sbo, unsigned timeout_ms) {
-  MPK_CHECK(wgs >= 1 && wg_rows >= 0 && rows >= 1 && tile_rows >= 1 && tile_rows <= 2048 && sbo >= 0 &&
-                sbo <= 1 << 18 && (wgs - 1) * wg_rows + rows <= tile_rows,
+  MPK_CHECK(wgs >= 1 && wg_rows >= 0 && rows >= 1 && tile_rows >= 1 && tile_rows <= 2048 &&
+                (wgs - 1) * wg_rows + rows <= tile_rows,
             InvalidArgument)
       << "wgmma operand of " << wgs << " warpgroups x " << rows << " rows in a tile of " << tile_rows;
-  z3::context ctx;
-  Encoder enc(ctx, 32);
-  auto v = [&](const char* n) { return ctx.int_const(n); };
-  auto k = [&](int64_t x) { return ctx.int_val(x); };
-  const z3::expr wg = v("wg"), kk = v("kk"), i = v("i"), j = v("j");
-  const z3::expr dom = wg >= 0 && wg < k(wgs) && kk >= 0 && kk < k(4) && i >= 0 && i < k(rows) && j >= 0 && j < k(16);
-  const Term st = enc.encode(start, {{"wg", wg}, {"kk", kk}});
-  // Byte offsets from the tile's (1,024-byte aligned) address before the swizzle, which both
-  // units apply alike to the absolute address (bits 4-6 XOR bits 7-9): equal offsets, equal
-  // bytes. i / 8 and i % 8 of i >= 0 are Z3's.
-  const z3::expr read = st.value + i / 8 * k(sbo) + i % 8 * 128 + j * 2;
-  const z3::expr stored = (wg * k(wg_rows) + i) * 128 + (kk * 16 + j) * 2;
-  ProofRecord p;
-  p.subject = "wgmma " + what + ": descriptor start " + ir::to_string(start) + ", " + std::to_string(sbo) +
-              "-byte row groups, " + std::to_string(wgs) + " warpgroup(s) x " + std::to_string(rows) +
-              " rows of a " + std::to_string(tile_rows) + "-row tile";
-  p.z3_version = Z3_get_full_version();
-  p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", dom, st.defined, {wg, kk},
-                                timeout_ms));
-  p.obligations.push_back(check(ctx, "bounds (the start and the byte read lie in the tile)", dom && st.defined,
-                                st.value >= 0 && read >= 0 && read < k(tile_rows * 128), {wg, kk, i, j}, timeout_ms));
-  p.obligations.push_back(check(ctx, "element (the descriptor reads where the TMA stored row wg rows + i, K 16 kk + j)",
-                                dom && st.defined, read == stored, {wg, kk, i, j}, timeout_ms));
-  return p;
+  // One box of four slices; warpgroup wg's rows start wg_rows rows (128 bytes each) on.
+  return prove_wgmma_operand(start, what, WgmmaBoxedOperand{wgs, rows, 4, 0, wg_rows * 128, tile_rows * 128, sbo},
+                             timeout_ms);
 }
 
 ProofRecord prove_wgmma_operand(const IndexExpr& start, const std::string& what, const WgmmaBoxedOperand& sh,

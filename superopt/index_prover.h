@@ -97,7 +97,8 @@ ProofRecord prove_swizzle128(const ir::Swizzle128& f, int64_t rows, unsigned tim
 ProofRecord prove_wgmma_operand(const ir::IndexExpr& start, const std::string& what, int64_t wgs, int64_t wg_rows,
                                 int64_t rows, int64_t tile_rows, int64_t sbo, unsigned timeout_ms = 10000);
 
-// The same for a K-major operand laid out as the wgmma attention's (ir::WgmmaAttentionOperands'
+// The general form (the overload above is its case of one box, warpgroup regions wg_rows rows
+// apart): a K-major operand laid out as the wgmma attention's (ir::WgmmaAttentionOperands'
 // Q and keys): K slices kk < `slices` of 16, over boxes of 64 K-elements `box_bytes` apart
 // (slice kk in box kk / 4), warpgroup wg's rows in its own region `wg_bytes` on (0: all read
 // the same rows), each row 128 bytes; the start formula may read `box` (= box_bytes). Stored:

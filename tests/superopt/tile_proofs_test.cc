@@ -222,31 +222,36 @@ TEST(SwizzleProofs, TheWgmmaTilesSwizzleIsProvedAndMutantsAgreeWithBruteForce) {
   }
 }
 
-// The wgmma descriptors by enumeration, with the swizzle applied (the prover compares the
-// addresses before it): for every warpgroup, K slice, operand row and element (the tile at a
-// 1,024-byte aligned address, 3 KiB in), the byte the descriptor reads (start + (i / 8) sbo +
-// (i % 8) 128 + 2 j) is the one the TMA stored the element at (tile + 128 row + 2 e), both
-// swizzled (address bits 4-6 XOR bits 7-9), and inside the tile.
-bool brute_force_wgmma(const IndexExpr& start, int64_t wgs, int64_t wg_rows, int64_t rows, int64_t tile_rows,
-                       int64_t sbo) {
+// A K-major operand over boxes by enumeration (WgmmaBoxedOperand's layout, restated), with the
+// swizzle applied (the prover compares the addresses before it): for every warpgroup, K slice,
+// operand row and element (the tile at a 1,024-byte aligned address, 3 KiB in), the byte the
+// descriptor reads (start + (i / 8) sbo + (i % 8) 128 + 2 j) is the one the element was stored
+// at, both swizzled (address bits 4-6 XOR bits 7-9), and inside the operand's region.
+bool brute_force_boxed(const IndexExpr& start, const WgmmaBoxedOperand& sh) {
   auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
   const int64_t tile = 3 * 1024;
   try {
-    for (int64_t wg = 0; wg < wgs; ++wg)
-      for (int64_t kk = 0; kk < 4; ++kk) {
-        const int64_t st = ir::eval(start, {{"wg", wg}, {"kk", kk}});
-        if (st < 0 || st >= tile_rows * 128) return false;
-        for (int64_t i = 0; i < rows; ++i)
+    for (int64_t wg = 0; wg < sh.wgs; ++wg)
+      for (int64_t kk = 0; kk < sh.slices; ++kk) {
+        const int64_t st = ir::eval(start, {{"wg", wg}, {"kk", kk}, {"box", sh.box_bytes}});
+        if (st < 0 || st >= sh.bytes) return false;
+        for (int64_t i = 0; i < sh.rows; ++i)
           for (int64_t j = 0; j < 16; ++j) {
-            const int64_t read = swz(tile + st + i / 8 * sbo + i % 8 * 128 + 2 * j);
-            if (read != swz(tile + (wg * wg_rows + i) * 128 + (16 * kk + j) * 2) || read >= tile + tile_rows * 128)
-              return false;
+            const int64_t off = st + i / 8 * sh.sbo + i % 8 * 128 + 2 * j;
+            const int64_t want = wg * sh.wg_bytes + kk / 4 * sh.box_bytes + i * 128 + (16 * (kk % 4) + j) * 2;
+            if (off >= sh.bytes || swz(tile + off) != swz(tile + want)) return false;
           }
       }
   } catch (const Error&) {
     return false;
   }
   return true;
+}
+
+// The GEMM tile's operands: one box, warpgroup wg's rows wg_rows rows on.
+bool brute_force_wgmma(const IndexExpr& start, int64_t wgs, int64_t wg_rows, int64_t rows, int64_t tile_rows,
+                       int64_t sbo) {
+  return brute_force_boxed(start, WgmmaBoxedOperand{wgs, rows, 4, 0, wg_rows * 128, tile_rows * 128, sbo});
 }
 
 TEST(WgmmaProofs, TheDescriptorsReadWhatTheTmaStoredAndMutantsAgreeWithBruteForce) {
@@ -274,29 +279,8 @@ TEST(WgmmaProofs, TheDescriptorsReadWhatTheTmaStoredAndMutantsAgreeWithBruteForc
   }
 }
 
-// The wgmma attention's operands by enumeration (ir::WgmmaAttentionOperands' layout, restated):
-// every read of a K-major operand over boxes, or of the MN-major values, is the swizzled store.
-bool brute_force_boxed(const IndexExpr& start, const WgmmaBoxedOperand& sh) {
-  auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
-  const int64_t tile = 3 * 1024;
-  try {
-    for (int64_t wg = 0; wg < sh.wgs; ++wg)
-      for (int64_t kk = 0; kk < sh.slices; ++kk) {
-        const int64_t st = ir::eval(start, {{"wg", wg}, {"kk", kk}, {"box", sh.box_bytes}});
-        if (st < 0 || st >= sh.bytes) return false;
-        for (int64_t i = 0; i < sh.rows; ++i)
-          for (int64_t j = 0; j < 16; ++j) {
-            const int64_t off = st + i / 8 * sh.sbo + i % 8 * 128 + 2 * j;
-            const int64_t want = wg * sh.wg_bytes + kk / 4 * sh.box_bytes + i * 128 + (16 * (kk % 4) + j) * 2;
-            if (off >= sh.bytes || swz(tile + off) != swz(tile + want)) return false;
-          }
-      }
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
-}
-
+// The wgmma attention's values by enumeration (ir::WgmmaAttentionOperands' layout, restated):
+// every read of the MN-major values is the swizzled store.
 bool brute_force_mn(const IndexExpr& start, int64_t slices, int64_t n, int64_t box, int64_t lbo, int64_t sbo) {
   auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
   const int64_t tile = 3 * 1024;

@@ -6,9 +6,10 @@
 // Guarantees: every load re-checks the cubin's SHA-256 (a bad entry is deleted, counted in
 // corrupt_entries_dropped, and reported as a miss so the caller rebuilds); one transaction per
 // publish; several processes may share one file (WAL, busy timeout); a damaged or foreign file
-// is moved aside (kept as <path>.corrupt-<unix time>) and replaced, never reused, whether the
-// damage is found on open or by any later operation (SQLite reports a malformed page), and
-// the entries that still read back intact are copied into the fresh file. A read-only cache
+// is set aside (a copy kept as <path>.corrupt-<unix time>, the file emptied in place, never
+// renamed under the other processes' connections), whether the damage is found on open or by
+// any later operation (SQLite reports a malformed page), and the entries that still read back
+// intact are copied from the copy into the emptied file. A read-only cache
 // never changes the file; it opens even in a folder the user cannot write. A Cache object is
 // thread-safe.
 #pragma once
@@ -52,7 +53,7 @@ struct CacheCounters {
   uint64_t build_waits = 0;        // get_or_build calls that joined a build in progress
   uint64_t corrupt_entries_dropped = 0;
   uint64_t pruned_entries = 0;
-  uint64_t files_moved_aside = 0;  // damaged files replaced by a fresh one
+  uint64_t files_moved_aside = 0;  // damaged files set aside (copied) and started afresh
 };
 
 struct CacheStats {
@@ -84,8 +85,8 @@ struct VerifyResult {
   std::vector<std::string> bad_keys;  // dropped unless the cache is read-only
   bool integrity_ok = true;           // SQLite's quick_check, and every row could be read
   std::string integrity_message;
-  // Damaged files this Cache moved aside (on open, in verify, or in any operation since the
-  // last verify); `checked` counts the entries of the fresh file.
+  // Copies of the damaged files this Cache set aside (on open, in verify, or in any operation
+  // since the last verify); `checked` counts the entries of the fresh file.
   std::vector<std::string> moved_aside;
   bool damage_found() const { return !bad_keys.empty() || !integrity_ok || !moved_aside.empty(); }
 };
@@ -136,7 +137,7 @@ class Cache {
   // Deletes least-recently-used entries until the payload fits `max_bytes`.
   PruneResult prune(uint64_t max_bytes);
   // Re-checks every checksum (and key against key_text) and drops the bad entries, then runs
-  // SQLite's quick_check; a file that fails it is moved aside like any page-level damage.
+  // SQLite's quick_check; a file that fails it is set aside like any page-level damage.
   VerifyResult verify();
 
   // Writes every good entry to a new cache file `file` (refuses an existing one unless

@@ -111,7 +111,7 @@ void Cache::Impl::open_locked(std::vector<MovedAside> moved) {
     uint64_t kept = salvage_locked(m.to);
     ++counters.files_moved_aside;
     moved_unreported.push_back(m.to.string());
-    log(LogLevel::Warn, "kernel cache {} is unusable ({}); moved it to {} and started a fresh one{}",
+    log(LogLevel::Warn, "kernel cache {} is unusable ({}); kept a copy at {} and started it afresh{}",
         m.from.string(), m.why, m.to.string(),
         kept ? fmt::format(" with the {} intact entries it held", kept) : std::string());
   }
@@ -126,8 +126,8 @@ bool Cache::Impl::repair_locked(const sql::SqliteError& e) {
   if (read_only || e.is_busy() || e.is_read_only_refusal() || !damaged_locked(e)) return false;
   statements.clear();
   std::vector<MovedAside> moved;
-  // Another process may have replaced the file since file_moved(): then this only reopens.
-  if (auto to = move_aside_if_current(std::move(db))) moved.push_back({options.path, *to, e.what()});
+  // Another process may have reset the file since: then this only reopens.
+  if (auto to = set_aside_if_damaged(*db)) moved.push_back({options.path, *to, e.what()});
   open_locked(std::move(moved));
   return true;
 }

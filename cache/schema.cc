@@ -190,7 +190,7 @@ void migrate(sql::Db& db) {
 }
 
 // Holds an exclusive flock on the database's folder, so that processes that find the same
-// damaged file do not move each other's fresh databases aside.
+// damaged file reset it once, not each other's fresh databases.
 class FolderLock {
  public:
   explicit FolderLock(const fs::path& folder) {
@@ -255,36 +255,49 @@ void note_moved(const fs::path& path, std::optional<fs::path> to, const std::str
   if (moved) {
     moved->push_back({path, *to, why});
   } else {
-    log(LogLevel::Warn, "kernel cache {} is unusable ({}); moved it to {} and started a fresh one", path.string(),
+    log(LogLevel::Warn, "kernel cache {} is unusable ({}); kept a copy at {} and started it afresh", path.string(),
         why, to->string());
   }
 }
 
 }  // namespace
 
-fs::path move_aside(const fs::path& path) {
+fs::path keep_copy(const fs::path& path) {
   std::string base = path.string() + ".corrupt-" + std::to_string(std::time(nullptr));
   fs::path target = base;
   std::error_code ec;
   for (int i = 1; fs::exists(target, ec); ++i) target = base + "-" + std::to_string(i);
-  fs::rename(path, target, ec);
-  MPK_CHECK(!ec, Io) << "cannot move damaged kernel cache " << path.string() << " aside: " << ec.message();
-  // A stale WAL or journal would be replayed into the fresh database: the companions go
-  // with the file (renamed, not deleted, in case something still has them mapped).
-  for (const char* suffix : {"-wal", "-journal", "-shm"}) {
+  fs::copy_file(path, target, ec);
+  MPK_CHECK(!ec, Io) << "cannot keep a copy of damaged kernel cache " << path.string() << " at "
+                     << target.string() << ": " << ec.message();
+  // Committed transactions may still sit in the WAL (and a hot journal holds the pages a
+  // crashed writer overwrote): the copy reads as the file did only with them beside it.
+  for (const char* suffix : {"-wal", "-journal"}) {
     fs::path companion = path.string() + suffix;
-    if (fs::exists(companion, ec)) fs::rename(companion, target.string() + suffix, ec);
+    if (fs::exists(companion, ec)) fs::copy_file(companion, target.string() + suffix, ec);
   }
   return target;
 }
 
-std::optional<fs::path> move_aside_if_current(std::unique_ptr<sql::Db> db) {
-  fs::path path = db->path();
-  FolderLock lock(path.parent_path());
-  bool replaced = db->file_moved();
-  db.reset();
-  if (replaced) return std::nullopt;
-  return move_aside(path);
+std::optional<fs::path> set_aside_if_damaged(sql::Db& db) {
+  FolderLock lock(db.path().parent_path());
+  if (db.file_moved()) return std::nullopt;
+  // Another process that met the same damage may have reset the file meanwhile: check again
+  // under the lock, so that a file is reset once and a fresh one never.
+  State state = inspect(db).state;
+  bool damaged = state == State::Damaged || state == State::Foreign;
+  if (!damaged) {
+    try {
+      damaged = db.query_text("PRAGMA quick_check") != "ok";
+    } catch (const sql::SqliteError& e) {
+      if (!e.is_corruption()) throw;
+      damaged = true;
+    }
+  }
+  if (!damaged) return std::nullopt;
+  fs::path copy = keep_copy(db.path());
+  db.reset_database();
+  return copy;
 }
 
 std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& options,
@@ -309,7 +322,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
       if (p.state == State::Newer)
         MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
       if (p.state == State::Damaged || p.state == State::Foreign) {
-        note_moved(path, move_aside_if_current(std::move(db)), p.detail, moved_aside);
+        note_moved(path, set_aside_if_damaged(*db), p.detail, moved_aside);
         continue;
       }
       if (db->is_read_only()) return open_read_only(path, options, /*asked=*/false);
@@ -334,7 +347,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
         continue;
       }
       if (!e.is_corruption() || !db) throw;
-      note_moved(path, move_aside_if_current(std::move(db)), e.what(), moved_aside);
+      note_moved(path, set_aside_if_damaged(*db), e.what(), moved_aside);
     }
   }
   MPK_THROW(Cache) << "kernel cache " << path.string() << " could not be opened after " << kAttempts

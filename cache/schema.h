@@ -39,11 +39,11 @@ struct OpenOptions {
 };
 
 // Opens the database at `path`, creating or migrating it to kSchemaVersion.
-// Read-write: a file that is not SQLite, is damaged, or belongs to something else is renamed
-// to `<path>.corrupt-<unix time>` and a fresh database is created (with a warning, or, when
-// moved_aside is given, appended to it for the caller to report); a newer schema throws Error(Cache). A file this process may
-// not write, or in a folder it may not write, is opened read-only as below instead (the
-// result's is_read_only() tells).
+// Read-write: a file that is not SQLite, is damaged, or belongs to something else is set
+// aside (see set_aside_if_damaged) and started afresh (with a warning, or, when moved_aside is
+// given, appended to it for the caller to report); a newer schema throws Error(Cache). A file
+// this process may not write, or in a folder it may not write, is opened read-only as below
+// instead (the result's is_read_only() tells).
 // Read-only: a missing file throws Error(NotFound), anything but the current schema throws
 // Error(Cache) and nothing on disk is touched. A WAL-mode file is read with mode=ro when its
 // -shm can be read or created, else as immutable (a shared cache in a folder the user cannot
@@ -51,7 +51,7 @@ struct OpenOptions {
 // Anything but a regular file at `path` throws Error(InvalidArgument) (a FIFO would block,
 // a folder reads as an I/O error).
 // Sets WAL mode (read-write), synchronous=NORMAL, and the busy timeout.
-// A damaged or foreign file moved aside.
+// A damaged or foreign file set aside: `to` is the copy kept of it.
 struct MovedAside {
   std::filesystem::path from, to;
   std::string why;
@@ -60,12 +60,17 @@ struct MovedAside {
 std::unique_ptr<sql::Db> open_database(const std::filesystem::path& path, const OpenOptions& options,
                                        std::vector<MovedAside>* moved_aside = nullptr);
 
-// Moves a damaged database file (and its -wal/-shm companions) aside; returns the new path.
-std::filesystem::path move_aside(const std::filesystem::path& path);
+// Copies a damaged database file (with its -wal and -journal) to
+// `<path>.corrupt-<unix time>[-n]`; returns the copy's path.
+std::filesystem::path keep_copy(const std::filesystem::path& path);
 
-// Closes `db` and moves its file aside under the folder lock, unless the file at its path is
-// no longer the one `db` had open (another process has replaced it already: nullopt).
-std::optional<std::filesystem::path> move_aside_if_current(std::unique_ptr<sql::Db> db);
-
+// Under the folder lock, checks `db`'s file again (its schema, then quick_check) and, when it
+// is still damaged or foreign, keeps a copy of it and empties it in place; returns the copy.
+// nullopt: the file was replaced, or another process has already reset it.
+// The file is never renamed: a connection another process still holds on a renamed file
+// would take the new file's -journal for its own hot journal and roll it back into the old
+// one, or checkpoint into the old one and delete the new one's WAL. An in-place reset keeps
+// every connection on the one file, under SQLite's locks.
+std::optional<std::filesystem::path> set_aside_if_damaged(sql::Db& db);
 
 }  // namespace mpk::cache

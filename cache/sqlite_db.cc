@@ -100,6 +100,18 @@ bool Db::file_moved() {
   return sqlite3_file_control(db_, "main", SQLITE_FCNTL_HAS_MOVED, &moved) == SQLITE_OK && moved;
 }
 
+void Db::reset_database() {
+  int rc = sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 1, nullptr);
+  if (rc != SQLITE_OK) fail(rc, "reset database");
+  try {
+    exec("VACUUM");
+  } catch (...) {
+    sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
+    throw;
+  }
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
+}
+
 int64_t Db::changes() const { return sqlite3_changes64(db_); }
 
 Stmt::Stmt(Db& db, std::string_view sql) : db_(db) {

@@ -90,9 +90,11 @@ class Db {
   std::string query_text(std::string_view sql);
   // The connection cannot write (asked so, or the file is write-protected).
   bool is_read_only() const;
-  // The file at path() is no longer the one this connection has open (renamed or deleted,
-  // e.g. moved aside by another process's recovery).
+  // The file at path() is no longer the one this connection has open (renamed or deleted).
   bool file_moved();
+  // Empties the database in place, whatever its state (SQLITE_DBCONFIG_RESET_DATABASE and
+  // VACUUM, under SQLite's locks): other connections to the file stay valid and see it empty.
+  void reset_database();
   int64_t changes() const;
   const std::filesystem::path& path() const { return path_; }
   sqlite3* handle() { return db_; }

@@ -42,6 +42,10 @@ class Encoder {
         const Sym& M = lookup(n.args[1].node().name, env);
         return z3::ite(m.empty, ctx_.real_val(0), m.u / M.u);
       }
+      case RealOp::Exp2:
+        // 2^x is not encoded: prove_prefill_softmax proves a weight's exponent is c (x - y)
+        // and then reads the weight as weight(x, y).
+        MPK_THROW(InvalidArgument) << "2^x outside a prefill softmax weight: " << ir::to_string(e);
     }
     MPK_ICHECK(false) << "unknown real op";
     return ctx_.real_val(0);
@@ -142,6 +146,35 @@ ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms
   return r;
 }
 
+ProofRecord prove_prefill_softmax(const ir::PrefillSoftmax& f, unsigned timeout_ms) {
+  z3::context ctx;
+  Encoder enc(ctx);
+  const z3::expr one = ctx.real_val(1), no = ctx.bool_val(false);
+  auto plain = [&](const z3::expr& x) { return Sym{x, one, no}; };
+  const z3::expr x = ctx.real_const("x"), y = ctx.real_const("y"), c = ctx.real_const("c");
+  ProofRecord r;
+  r.subject = "prefill softmax: rescale(m, M, c) = " + ir::to_string(f.rescale) + ", weight(s, M, c) = " +
+              ir::to_string(f.weight) + ", update(a, w, p, v) = " + ir::to_string(f.update);
+  r.z3_version = Z3_get_full_version();
+  // Each weight is 2^E with E = c (x - y): the online softmax's weight(x, y) for the base 2^c.
+  auto exponent = [&](const char* name, const ir::RealExpr& e, const char* var) {
+    if (e.op() != RealOp::Exp2) {
+      r.obligations.push_back({name, "refuted", 0, "not a power of 2: " + ir::to_string(e)});
+      return;
+    }
+    const z3::expr E = enc.encode(e.node().args[0], {{var, plain(x)}, {"M", plain(y)}, {"c", plain(c)}});
+    r.obligations.push_back(check(ctx, name, c > 0, E == c * (x - y), {x, y, c}, timeout_ms));
+  };
+  exponent("rescale: the exponent is c (m - M)", f.rescale, "m");
+  exponent("weight: the exponent is c (s - M)", f.weight, "s");
+  // The states' algebra with those weights: the online softmax's (its proof reads weight(x, y)
+  // as u_x / u_y with u = b^value > 0, for any base b > 1).
+  const ir::RealExpr m = ir::RealExpr::var("m"), M = ir::RealExpr::var("M");
+  for (const Obligation& o : prove_online_softmax({ir::weight(m, M), f.update}, timeout_ms).obligations)
+    r.obligations.push_back(o);
+  return r;
+}
+
 ProofRecord prove_dot_product(const ir::DotProduct& f, unsigned timeout_ms) {
   z3::context ctx;
   Encoder enc(ctx);
@@ -204,6 +237,8 @@ std::vector<RealExpr> real_mutants(const RealExpr& e) {
             if (other != n.name) r.push_back(RealExpr::var(other));
         } else if (n.op == RealOp::Weight) {
           r.push_back(RealExpr::binary(RealOp::Weight, n.args[1], n.args[0]));
+        } else if (n.op == RealOp::Exp2) {
+          r.push_back(n.args[0]);  // the power dropped
         } else {
           r.push_back(RealExpr::binary(n.op == RealOp::Add ? RealOp::Mul : RealOp::Add, n.args[0], n.args[1]));
         }
@@ -213,6 +248,10 @@ std::vector<RealExpr> real_mutants(const RealExpr& e) {
       }
       if (n.args.empty()) return {};
       std::vector<RealExpr> r;
+      if (n.op == RealOp::Exp2) {
+        for (const RealExpr& a : rebuild(n.args[0], index)) r.push_back(RealExpr::exp2(a));
+        return r;
+      }
       for (const RealExpr& a : rebuild(n.args[0], index)) r.push_back(RealExpr::binary(n.op, a, n.args[1]));
       for (const RealExpr& b : rebuild(n.args[1], index)) r.push_back(RealExpr::binary(n.op, n.args[0], b));
       return r;

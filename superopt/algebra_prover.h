@@ -24,6 +24,12 @@ namespace mpk::superopt {
 //   final      o / l = SV / S for a non-empty state (the output).
 ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms = 10000);
 
+// The prefill attention's softmax (ir::PrefillSoftmax): for c > 0, rescale's exponent is
+// c (m - M) and weight's is c (s - M), so both are the online softmax's weight for the base
+// 2^c (refuted when one is not a power of 2 at all); then prove_online_softmax's four
+// obligations with that weight and f.update.
+ProofRecord prove_prefill_softmax(const ir::PrefillSoftmax& f, unsigned timeout_ms = 10000);
+
 // The obligations of a linear's sums (ir::DotProduct, or mutants), every variable a symbolic
 // real; the reference written here as src/ref computes it (an RMSNorm input w_k (x_k r), the
 // dot product sum_k W_k in_k, then the bias, then the residual):
@@ -41,7 +47,8 @@ ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms
 ProofRecord prove_dot_product(const ir::DotProduct& f, unsigned timeout_ms = 10000);
 
 // Mutants of a real expression: every constant +-1, every variable replaced by each other
-// variable of the expression, + and * swapped, the weight's arguments swapped.
+// variable of the expression, + and * swapped, the weight's arguments swapped, a power of 2
+// dropped.
 std::vector<ir::RealExpr> real_mutants(const ir::RealExpr& e);
 
 }  // namespace mpk::superopt

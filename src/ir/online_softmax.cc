@@ -13,8 +13,13 @@ RealExpr RealExpr::var(std::string name) {
 }
 
 RealExpr RealExpr::binary(RealOp op, RealExpr a, RealExpr b) {
-  MPK_CHECK(op != RealOp::Const && op != RealOp::Var, InvalidArgument) << "not a binary real op";
+  MPK_CHECK(op != RealOp::Const && op != RealOp::Var && op != RealOp::Exp2, InvalidArgument)
+      << "not a binary real op";
   return RealExpr(std::make_shared<Node>(Node{op, 0, {}, {std::move(a), std::move(b)}}));
+}
+
+RealExpr RealExpr::exp2(RealExpr x) {
+  return RealExpr(std::make_shared<Node>(Node{RealOp::Exp2, 0, {}, {std::move(x)}}));
 }
 
 namespace {
@@ -22,7 +27,10 @@ namespace {
 std::string print(const RealExpr& e, bool c) {
   const RealExpr::Node& n = e.node();
   switch (n.op) {
-    case RealOp::Const: return c ? fmt::format("{:.9g}f", n.value) : fmt::format("{:g}", n.value);
+    case RealOp::Const:
+      // A C float literal needs a point: "-1.f", not "-1f".
+      if (c) return n.value == double(int64_t(n.value)) ? fmt::format("{}.f", int64_t(n.value)) : fmt::format("{:.9g}f", n.value);
+      return fmt::format("{:g}", n.value);
     case RealOp::Var: return n.name;
     case RealOp::Add: return "(" + print(n.args[0], c) + " + " + print(n.args[1], c) + ")";
     case RealOp::Mul: return "(" + print(n.args[0], c) + " * " + print(n.args[1], c) + ")";
@@ -31,6 +39,7 @@ std::string print(const RealExpr& e, bool c) {
       return c ? "(" + m + " == MK_NEG_INF ? 0.f : expf(" + m + " - " + M + "))"
                : "weight(" + m + ", " + M + ")";
     }
+    case RealOp::Exp2: return (c ? "pf_ex2(" : "exp2(") + print(n.args[0], c) + ")";
   }
   return "?";
 }
@@ -56,6 +65,29 @@ std::string online_softmax_device_functions(const OnlineSoftmax& f) {
          to_c(f.weight) +
          "; }\n"
          "__device__ __forceinline__ float mk_os_update(float a, float w, float p, float v) { "
+         "return " +
+         to_c(f.update) + "; }\n";
+}
+
+const PrefillSoftmax& prefill_softmax_formulas() {
+  static const PrefillSoftmax f = [] {
+    const RealExpr m = RealExpr::var("m"), M = RealExpr::var("M"), s = RealExpr::var("s"),
+                   c = RealExpr::var("c");
+    return PrefillSoftmax{RealExpr::exp2((m - M) * c), RealExpr::exp2(s * c - M * c),
+                          online_softmax_formulas().update};
+  }();
+  return f;
+}
+
+std::string prefill_softmax_device_functions(const PrefillSoftmax& f) {
+  return "// Printed from src/ir/online_softmax.cc (proved by superopt/): do not edit.\n"
+         "__device__ __forceinline__ float pf_os_rescale(float m, float M, float c) { return " +
+         to_c(f.rescale) +
+         "; }\n"
+         "__device__ __forceinline__ float pf_os_weight(float s, float M, float c) { return " +
+         to_c(f.weight) +
+         "; }\n"
+         "__device__ __forceinline__ float pf_os_update(float a, float w, float p, float v) { "
          "return " +
          to_c(f.update) + "; }\n";
 }

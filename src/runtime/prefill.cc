@@ -7,6 +7,7 @@
 
 #include "base/error.h"
 #include "ir/layouts.h"
+#include "ir/online_softmax.h"
 #include "runtime/embedded_kernels.h"
 
 namespace mpk::rt {
@@ -122,7 +123,7 @@ CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
 
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
-                  ir::prefill_layout_device_functions();
+                  ir::prefill_layout_device_functions() + ir::prefill_softmax_device_functions();
   s += "// runtime/prefill.h: kAttention; runtime/prefill.cc: kRopeMaxHeadDim.\n#define PF_ATT_ROWS " +
        std::to_string(kAttention.rows) + "\n#define PF_ATT_THREADS " + std::to_string(kAttention.threads) +
        "\n#define PF_ATT_KEYS " + std::to_string(kAttention.keys) + "\n#define PF_ATT_PAD " +

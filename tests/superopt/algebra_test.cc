@@ -101,9 +101,10 @@ double value(const RealExpr& e, const std::map<std::string, double>& at) {
     case ir::RealOp::Var: return at.at(n.name);
     case ir::RealOp::Add: return value(n.args[0], at) + value(n.args[1], at);
     case ir::RealOp::Mul: return value(n.args[0], at) * value(n.args[1], at);
-    case ir::RealOp::Weight: break;
+    case ir::RealOp::Weight:
+    case ir::RealOp::Exp2: break;
   }
-  ADD_FAILURE() << "a weight in a linear's sum";
+  ADD_FAILURE() << "a weight or a power in a polynomial";
   return 0;
 }
 
@@ -162,6 +163,55 @@ TEST(DotProductProof, MutantsThatChangeTheValueAreRefuted) {
                                          f.scale}, 5000)));
   EXPECT_GT(wrong, generated / 2);
   std::printf("[mutation] a linear's sums: %d mutants, %d wrong (all refuted)\n", generated, wrong);
+}
+
+TEST(PrefillSoftmaxProof, TheFormulasAreProved) {
+  const ProofRecord r = prove_prefill_softmax(ir::prefill_softmax_formulas());
+  ASSERT_EQ(r.obligations.size(), 6u);
+  EXPECT_TRUE(r.proved()) << failed(r);
+}
+
+TEST(PrefillSoftmaxProof, DeviceFunctionsArePrintedFromTheFormulas) {
+  const std::string s = ir::prefill_softmax_device_functions();
+  EXPECT_NE(s.find("float pf_os_rescale(float m, float M, float c) { return pf_ex2(((m + (-1.f * M)) * c)); }"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("float pf_os_weight(float s, float M, float c) { return pf_ex2(((s * c) + (-1.f * (M * c)))); }"),
+            std::string::npos) << s;
+  EXPECT_NE(s.find("float pf_os_update(float a, float w, float p, float v) { return ((a * w) + (p * v)); }"),
+            std::string::npos) << s;
+}
+
+// Every generated mutant of the two weights: one whose exponent is still c (x - M) is proved,
+// every other is refuted (a power dropped, a constant, a variable or an operator changed).
+TEST(PrefillSoftmaxProof, MutantsOfTheWeightsAreRefuted) {
+  const ir::PrefillSoftmax& f = ir::prefill_softmax_formulas();
+  int generated = 0, wrong = 0;
+  auto judge = [&](const ir::PrefillSoftmax& g, const RealExpr& mutant, const RealExpr& original,
+                   const std::vector<std::string>& vars) {
+    ++generated;
+    const ProofRecord r = prove_prefill_softmax(g, 5000);
+    if (mutant.op() == ir::RealOp::Exp2 &&
+        same_at_points(mutant.node().args[0], original.node().args[0], vars)) {
+      EXPECT_TRUE(r.proved()) << ir::to_string(mutant) << ": " << failed(r);
+    } else {
+      ++wrong;
+      EXPECT_TRUE(refuted(r)) << ir::to_string(mutant) << " is wrong but not refuted";
+    }
+  };
+  for (const RealExpr& m : real_mutants(f.rescale)) judge({m, f.weight, f.update}, m, f.rescale, {"m", "M", "c"});
+  for (const RealExpr& m : real_mutants(f.weight)) judge({f.rescale, m, f.update}, m, f.weight, {"s", "M", "c"});
+  const RealExpr s = RealExpr::var("s"), c = RealExpr::var("c");
+  for (const ir::PrefillSoftmax& g : {
+           ir::PrefillSoftmax{RealExpr::exp2(m - M), f.weight, f.update},        // the scale left out
+           ir::PrefillSoftmax{f.rescale, RealExpr::exp2(s * c - M), f.update},   // the max not scaled
+           ir::PrefillSoftmax{RealExpr::exp2((M - m) * c), f.weight, f.update},  // the wrong sign
+           ir::PrefillSoftmax{f.rescale, f.weight, a + p * v},                    // not rescaled
+       })
+    EXPECT_TRUE(refuted(prove_prefill_softmax(g, 5000))) << ir::to_string(g.rescale) << ", " << ir::to_string(g.weight);
+  // Rewrites equal over the reals.
+  EXPECT_TRUE(prove_prefill_softmax({RealExpr::exp2(m * c - M * c), RealExpr::exp2((s - M) * c), f.update}).proved());
+  EXPECT_GT(wrong, generated / 2);
+  std::printf("[mutation] prefill softmax weights: %d mutants, %d wrong (all refuted)\n", generated, wrong);
 }
 
 }  // namespace

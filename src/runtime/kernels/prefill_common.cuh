@@ -70,3 +70,11 @@ template <int N>
 __device__ __forceinline__ void pf_cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 }
+
+// 2^x, flushing results below 2^-126 to zero (weights that small add nothing to the sums);
+// 2^-inf = +0 (a masked score, an empty state).
+__device__ __forceinline__ float pf_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}

@@ -38,13 +38,6 @@ __device__ __forceinline__ unsigned long long pf_wg_desc_mn(unsigned smem_addr, 
          ((unsigned long long)(PF_WG_SBO >> 4) << 32) | (1ull << 62);
 }
 
-// 2^x, flushing results below 2^-126 to zero (weights that small add nothing to the sums).
-__device__ __forceinline__ float pf_ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
 template <int N>
 __device__ __forceinline__ void pf_pin(float (&d)[N]) {
 #pragma unroll
@@ -192,7 +185,8 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
 
     // Causal mask (only where the block reaches past this warpgroup's first row) and the
     // online-softmax update of each of the thread's two rows: the running maximum in raw scores
-    // (the scale is positive, so it commutes), each weight then one FFMA and one ex2.
+    // (the scale is positive, so it commutes), each weight then one FFMA and one ex2
+    // (pf_os_*, printed from ir::PrefillSoftmax, proved).
     const bool diagonal = k0 + PF_WA_KEYS - 1 > pos0 + r0;
     unsigned p[4][4];
 #pragma unroll
@@ -212,7 +206,7 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // Key 0 is in the first block for every row, so the running maximum is finite.
       const float mnew = fmaxf(mrow[hr], mx);
-      const float corr = pf_ex2((mrow[hr] - mnew) * sl2), msc = mnew * sl2;
+      const float corr = pf_os_rescale(mrow[hr], mnew, sl2);
       mrow[hr] = mnew;
       float sum = 0.f;
 #pragma unroll
@@ -220,12 +214,13 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& v = sc[ni * 4 + hr * 2 + e];
-          v = pf_ex2(fmaf(v, sl2, -msc));
+          v = pf_os_weight(v, mnew, sl2);
           sum += v;
         }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      lrow[hr] = lrow[hr] * corr + sum;
+      lrow[hr] = pf_os_update(lrow[hr], corr, sum, 1.f);
+      // O's rescale: the update with no new term (P V is added by the tensor cores below).
 #pragma unroll
       for (int dn = 0; dn < 16; ++dn) {
         o[dn * 4 + hr * 2] *= corr;

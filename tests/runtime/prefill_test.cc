@@ -347,6 +347,8 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
     ASSERT_FALSE(c.cubin.empty());
     // ptxas serializes every wgmma of a kernel whose accumulators it cannot keep in flight.
     EXPECT_EQ(c.log.find("Potential Performance Loss"), std::string::npos) << c.log;
+    // Nor any other warning of NVRTC or ptxas (the log holds ptxas's -v lines besides).
+    EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
     const std::string large = gemm_tile(true, source_arch).entry, small = gemm_tile(false, source_arch).entry;
     EXPECT_EQ(large, prefill_wgmma(source_arch) ? "pf_wgmma_128x256" : "pf_gemm_128x256");
     for (const std::string& e : {std::string("pf_embed"), std::string("pf_rms_norm"), std::string("pf_head_rms_norm"),

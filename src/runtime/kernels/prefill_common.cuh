@@ -78,3 +78,7 @@ __device__ __forceinline__ float pf_ex2(float x) {
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
 }
+
+// The dynamic shared memory of every prefill kernel, declared once: declarations inside several
+// functions make NVRTC warn that their linkage conflicts.
+extern __shared__ __align__(16) unsigned char pf_smem_raw[];

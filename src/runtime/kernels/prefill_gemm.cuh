@@ -22,7 +22,6 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   constexpr int PF_BK = BK, PF_LDS = BK + 8;  // row stride: (BK + 8) * 2 bytes puts ldmatrix's 8 rows on distinct banks
   constexpr int CH = BK / 8;                  // 16-byte chunks per row and step
   static_assert(MI >= 1 && NI % 2 == 0, "warp tile");
-  extern __shared__ __align__(16) unsigned char pf_smem_raw[];
   pf_bf16* sa = (pf_bf16*)pf_smem_raw;               // [STAGES][BM * PF_LDS]
   pf_bf16* sb = sa + STAGES * BM * PF_LDS;           // [STAGES][BN * PF_LDS]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;

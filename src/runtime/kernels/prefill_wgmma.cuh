@@ -125,7 +125,6 @@ struct PfWgRing {
   unsigned ring, full, empty;
 };
 __device__ __forceinline__ PfWgRing pf_wg_ring() {
-  extern __shared__ __align__(16) unsigned char pf_smem_raw[];
   __shared__ __align__(8) unsigned long long bars[2 * PF_WG_STAGES];  // full[s], then empty[s]
   PfWgRing r;
   r.ring = (pf_smem(pf_smem_raw) + 1023u) & ~1023u;

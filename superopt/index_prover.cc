@@ -2,9 +2,12 @@
 
 #include <z3++.h>
 
+#include <algorithm>
+
 #include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -32,6 +35,10 @@ class Encoder {
   // `bits`: the C type's width (64: long long, 32: int); every intermediate value must fit.
   explicit Encoder(z3::context& ctx, int bits = 64)
       : ctx_(ctx), lo_(bits == 32 ? INT32_MIN : kI64Min), hi_(bits == 32 ? INT32_MAX : kI64Max) {}
+
+  // Declares that variable `name` never exceeds `max` where the caller binds it (an upper
+  // bound for the choice of xor encoding below).
+  void bound(const std::string& name, int64_t max) { bounds_[name] = max; }
 
   Term encode(const IndexExpr& e, const std::map<std::string, z3::expr>& vars) {
     const IndexExpr::Node& n = e.node();
@@ -64,8 +71,18 @@ class Encoder {
       case IndexOp::Min: v = z3::ite(a.value <= b.value, a.value, b.value); break;
       case IndexOp::Max: v = z3::ite(a.value >= b.value, a.value, b.value); break;
       case IndexOp::Xor: {  // bitwise over the type's width, defined for operands >= 0 only
-        const unsigned w = lo_ == INT32_MIN ? 32 : 64;
-        v = z3::bv2int(z3::int2bv(w, a.value) ^ z3::int2bv(w, b.value), false);
+        const std::optional<int64_t> ua = upper_bound(n.args[0]), ub = upper_bound(n.args[1]);
+        if (ua && ub && std::max(*ua, *ub) < 256) {
+          // Operands of a few bits (a chunk index, a row mod 8): bit i of the result is
+          // (a / 2^i + b / 2^i) % 2, linear arithmetic that Z3 decides far faster than the
+          // bit-vector conversion below. Equal for operands >= 0, the only defined ones.
+          v = ctx_.int_val(0);
+          for (int64_t bit = 1; bit <= std::max(*ua, *ub); bit *= 2)
+            v = v + (a.value / ctx_.int_val(bit) + b.value / ctx_.int_val(bit)) % 2 * ctx_.int_val(bit);
+        } else {
+          const unsigned w = lo_ == INT32_MIN ? 32 : 64;
+          v = z3::bv2int(z3::int2bv(w, a.value) ^ z3::int2bv(w, b.value), false);
+        }
         ok = ok && a.value >= 0 && b.value >= 0;
         break;
       }
@@ -76,8 +93,36 @@ class Encoder {
   }
 
  private:
+  // An upper bound of e's value that holds whatever its variables (C semantics), where one
+  // follows from its constants and declared bounds: x % m < m and x / m <= bound(x) / m for a
+  // constant m > 0.
+  std::optional<int64_t> upper_bound(const IndexExpr& e) const {
+    const IndexExpr::Node& n = e.node();
+    auto divisor = [&]() -> std::optional<int64_t> {
+      const IndexExpr& d = n.args[1];
+      if (d.op() == IndexOp::Const && d.node().value > 0) return d.node().value;
+      return std::nullopt;
+    };
+    switch (n.op) {
+      case IndexOp::Const: return n.value >= 0 ? std::optional<int64_t>(n.value) : std::nullopt;
+      case IndexOp::Var: {
+        auto it = bounds_.find(n.name);
+        return it == bounds_.end() ? std::nullopt : std::optional<int64_t>(it->second);
+      }
+      case IndexOp::Mod:
+        if (auto m = divisor()) return *m - 1;
+        return std::nullopt;
+      case IndexOp::Div:
+        if (auto m = divisor())
+          if (auto x = upper_bound(n.args[0])) return *x / *m;
+        return std::nullopt;
+      default: return std::nullopt;
+    }
+  }
+
   z3::context& ctx_;
   int64_t lo_, hi_;
+  std::map<std::string, int64_t> bounds_;
 };
 
 
@@ -422,6 +467,39 @@ ProofRecord prove_wgmma_operand(const IndexExpr& start, const std::string& what,
                                 timeout_ms));
   p.obligations.push_back(check(ctx, "element (the descriptor reads where row i, K 16 kk + j was stored)",
                                 dom && st.defined, read == stored, {wg, kk, i, j}, timeout_ms));
+  return p;
+}
+
+ProofRecord prove_swizzled_store(const IndexExpr& store, const ir::Swizzle128& swizzle, const std::string& what,
+                                 int64_t rows, int64_t cols, int64_t vec, int64_t box_bytes, unsigned timeout_ms) {
+  MPK_CHECK(rows >= 1 && rows * 128 <= box_bytes && cols >= 64 && cols % 64 == 0 && vec >= 1 && 64 % vec == 0 &&
+                box_bytes % 1024 == 0 && box_bytes * (cols / 64) <= 1 << 20,
+            InvalidArgument)
+      << "swizzled store of " << rows << " x " << cols << " by " << vec << ", boxes of " << box_bytes << " bytes";
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  auto k = [&](int64_t x) { return ctx.int_val(x); };
+  const z3::expr r = ctx.int_const("r"), d = ctx.int_const("d"), j = ctx.int_const("k");
+  const z3::expr dom = r >= 0 && r < k(rows) && d >= 0 && d < k(cols) && d % k(vec) == 0 && j >= 0 && j < k(vec);
+  const Term at = enc.encode(store, {{"r", r}, {"d", d}});
+  // The TMA's byte of element e = d + k of row r: chunk (e % 64) / 8 of the row moved by the
+  // swizzle (Z3's / and % are C's for e >= 0).
+  const z3::expr e = d + j;
+  enc.bound("c", 7);
+  const Term chunk = enc.encode(swizzle.chunk, {{"r", r}, {"c", e % 64 / 8}});
+  const z3::expr tma = e / 64 * k(box_bytes) + r * 128 + chunk.value * 16 + e % 8 * 2;
+  ProofRecord p;
+  p.subject = what + " stored by threads: byte " + ir::to_string(store) + " of element (r, d), " + std::to_string(rows) +
+              " rows x " + std::to_string(cols) + ", " + std::to_string(vec) + " elements a store, boxes " +
+              std::to_string(box_bytes) + " bytes apart, chunk " + ir::to_string(swizzle.chunk);
+  p.z3_version = Z3_get_full_version();
+  p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow, xor of values >= 0)", dom,
+                                at.defined, {r, d}, timeout_ms));
+  p.obligations.push_back(check(ctx, "bounds (a store's elements lie in the boxes)", dom && at.defined,
+                                at.value >= 0 && at.value + 2 * vec <= k(box_bytes * (cols / 64)), {r, d},
+                                timeout_ms));
+  p.obligations.push_back(check(ctx, "element (element d + k lands where the TMA puts (r, d + k))",
+                                dom && at.defined && chunk.defined, at.value + 2 * j == tma, {r, d, j}, timeout_ms));
   return p;
 }
 

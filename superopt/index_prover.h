@@ -122,6 +122,18 @@ ProofRecord prove_wgmma_operand(const ir::IndexExpr& start, const std::string& w
 ProofRecord prove_wgmma_operand_mn(const ir::IndexExpr& start, const std::string& what, int64_t slices, int64_t n,
                                    int64_t box_bytes, int64_t lbo, int64_t sbo, unsigned timeout_ms = 10000);
 
+// Threads that store an operand themselves in the TMA's layout (the wgmma attention's Q,
+// ir::WgmmaAttentionOperands::q_store): `store` (variables r, d) is the byte of element (r, d),
+// r < rows, d < cols, past a region whose base is 1,024-byte aligned; a thread stores `vec`
+// consecutive elements d.. (d a multiple of vec) from there. The TMA's layout: boxes of 64
+// elements of d `box_bytes` apart, row r 128 bytes on, 16-byte chunk c of a row in chunk
+// swizzle.chunk(r, c) (prove_swizzle128 shows that is the hardware's 128-byte pattern).
+// Obligations: defined; bounds (the vec elements inside the boxes); element (element d + k of
+// the store lands where the TMA would have put (r, d + k)).
+ProofRecord prove_swizzled_store(const ir::IndexExpr& store, const ir::Swizzle128& swizzle, const std::string& what,
+                                 int64_t rows, int64_t cols, int64_t vec, int64_t box_bytes,
+                                 unsigned timeout_ms = 10000);
+
 // The tile order (ir::TileOrder, or a mutant) with group size g (a constant) over every grid of
 // nm x nn tiles, 1 <= nm <= max_m and 1 <= nn <= max_n, and every block (x, y) of its launch
 // grid (g nn, ceil(nm / g)), all symbolic, in int arithmetic: defined; bounds (0 <= n < nn and 0

@@ -83,8 +83,9 @@ const WgmmaOperands& wgmma_operand_formulas() {
 const WgmmaAttentionOperands& wgmma_attention_operand_formulas() {
   static const WgmmaAttentionOperands f = [] {
     const IndexExpr wg = IndexExpr::var("wg"), kk = IndexExpr::var("kk"), box = IndexExpr::var("box");
+    const IndexExpr r = IndexExpr::var("r"), d = IndexExpr::var("d");
     return WgmmaAttentionOperands{wg * (2 * 64 * 128) + kk / 4 * (64 * 128) + kk % 4 * 32, kk / 4 * box + kk % 4 * 32,
-                                  kk * (16 * 128)};
+                                  kk * (16 * 128), d / 64 * (64 * 128) + r * 128 + (d % 64 / 8 ^ r % 8) * 16 + d % 8 * 2};
   }();
   return f;
 }
@@ -164,6 +165,8 @@ std::string prefill_layout_device_functions() {
   s += "__device__ __forceinline__ unsigned pf_wa_k_start(int kk, int box) { return " + to_c(wa.k_start, CType::Int) +
        "; }\n";
   s += "__device__ __forceinline__ unsigned pf_wa_v_start(int kk) { return " + to_c(wa.v_start, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ unsigned pf_wa_q_store(int r, int d) { return " + to_c(wa.q_store, CType::Int) +
+       "; }\n";
   const TileOrder& o = tile_order_formula();
   s += "__device__ __forceinline__ int pf_tile_m(int x, int y, int g) { return " + to_c(o.m, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_tile_n(int x, int g) { return " + to_c(o.n, CType::Int) + "; }\n";

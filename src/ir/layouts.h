@@ -93,8 +93,11 @@ const WgmmaOperands& wgmma_operand_formulas();
 // 2,048) reads B at v_start bytes past the values, MN-major (the cache's rows as they are): 8
 // keys of 128 bytes per row group, the second 64 of d `box` bytes on (the descriptor's leading
 // offset). Variables: wg, kk, box (bytes of a block's box).
+// q_store: where the warpgroup's threads store Q's element (r, d) (r < 64, d < 128) from fp32,
+// bytes past its Q region: the layout a TMA box pair of 64 rows x 64 of d leaves, 128-byte
+// swizzle included (chunk (d % 64 / 8) ^ (r % 8) of row r of box d / 64). Variables: r, d.
 struct WgmmaAttentionOperands {
-  IndexExpr q_start, k_start, v_start;
+  IndexExpr q_start, k_start, v_start, q_store;
 };
 const WgmmaAttentionOperands& wgmma_attention_operand_formulas();
 

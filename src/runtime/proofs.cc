@@ -206,6 +206,8 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     needed.push_back({"prefill wgmma attention: 128-byte swizzle of " + std::to_string(wa.keys) + " rows",
                       "swizzle128 " + std::to_string(wa.keys),
                       [&wa] { return superopt::prove_swizzle128(ir::swizzle128_formula(), wa.keys); }});
+    needed.push_back({"prefill wgmma attention: its threads store Q where the TMA would have", "wa q store",
+                      [&f] { return superopt::prove_swizzled_store(f.q_store, ir::swizzle128_formula(), "Q", 64, 128, 4, 64 * 128); }});
     needed.push_back({"prefill wgmma attention: its weights, rescale and update (pf_os_*)", "prefill softmax",
                       [] { return superopt::prove_prefill_softmax(ir::prefill_softmax_formulas()); }});
   }

@@ -41,8 +41,9 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // A operand, the wgmma tile's 128-byte swizzle, the GEMM grids' tile order for every group size
 // tile_grid picks, memoised as above.
 // The wgmma descriptors' start offsets and row-group stride (that they read what the TMA
-// stored), and the wgmma attention's softmax (ir::PrefillSoftmax: its weights, rescale and
-// running-sum update are printed from the formulas proved). Not covered: the descriptors' bit
+// stored), the wgmma attention's Q staging (its threads store Q where the TMA's layout has it),
+// and its softmax (ir::PrefillSoftmax: its weights, rescale and running-sum update are printed
+// from the formulas proved). Not covered: the descriptors' bit
 // fields and the tensor maps' encoding (the GPU tests check the products), the shared-memory
 // sizes (derived from the tables the kernels are printed from: gemm_tile, kAttention), the
 // rescale of O (a multiply by the proved factor, written in the kernel) and the mma.sync

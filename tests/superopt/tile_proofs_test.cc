@@ -337,6 +337,43 @@ TEST(WgmmaProofs, TheAttentionDescriptorsReadWhatWasStoredAndMutantsAgreeWithBru
                 brute_force_mn(m, keys / 16, 128, box, box, sbo), same_values(m, f.v_start, slices), ir::to_string(m));
 }
 
+// The wgmma attention's Q staging by enumeration: each thread's 4 elements land, inside the
+// boxes, where the TMA's swizzled box layout has them (the hardware's pattern restated).
+bool brute_force_q_store(const IndexExpr& store, int64_t box) {
+  auto swz = [](int64_t a) { return a ^ (((a >> 7) & 7) << 4); };
+  try {
+    for (int64_t r = 0; r < 64; ++r)
+      for (int64_t d = 0; d < 128; d += 4) {
+        const int64_t at = ir::eval(store, {{"r", r}, {"d", d}});
+        if (at < 0 || at + 8 > 2 * box) return false;
+        for (int64_t k = 0; k < 4; ++k)
+          if (at + 2 * k != swz((d + k) / 64 * box + r * 128 + (d + k) % 64 * 2)) return false;
+      }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+TEST(WgmmaProofs, TheAttentionsQStagingStoresWhereTheTmaWouldAndMutantsAgreeWithBruteForce) {
+  const IndexExpr& f = ir::wgmma_attention_operand_formulas().q_store;
+  const ir::Swizzle128& swz = ir::swizzle128_formula();
+  const int64_t box = 64 * 128;
+  const ProofRecord r = prove_swizzled_store(f, swz, "Q", 64, 128, 4, box);
+  EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  EXPECT_TRUE(brute_force_q_store(f, box));
+  // Stores of 16 elements cross a chunk; boxes twice as far apart: refuted.
+  EXPECT_FALSE(prove_swizzled_store(f, swz, "Q", 64, 128, 16, box, 2000).proved());
+  EXPECT_FALSE(prove_swizzled_store(f, swz, "Q", 64, 128, 4, 2 * box, 2000).proved());
+  std::vector<ir::IndexEnv> at;
+  for (int64_t row = 0; row < 64; ++row)
+    for (int64_t d = 0; d < 128; d += 4) at.push_back({{"r", row}, {"d", d}});
+  Tally tally{"Q staging"};
+  for (const IndexExpr& m : mutants(f))
+    tally.judge(prove_swizzled_store(m, swz, "Q", 64, 128, 4, box, 5000).proved(), brute_force_q_store(m, box),
+                same_values(m, f, at), ir::to_string(m));
+}
+
 // ldmatrix.x4 by enumeration: every lane's address inside the 16 x 16 block, and every thread's
 // register and half receiving the element mma.sync expects (the hardware's delivery as in the
 // prover's comment, restated here).

@@ -79,8 +79,9 @@ __device__ __forceinline__ void pf_wgmma_128_rs(float (&d)[64], const unsigned (
 }
 
 // Q's rows [r0, r0 + 64) of head h (fp32, row stride qstride; rows at or past T as zeros) to bf16
-// at `dst` in the layout a TMA box pair of 64 rows x 64 elements would leave: element (r, d) in
-// box d / 64, row r, 16-byte chunk (d % 64 / 8) ^ (r % 8). By the warpgroup's 128 threads.
+// at `dst` (1,024-byte aligned) in the layout a TMA box pair of 64 rows x 64 elements would
+// leave (pf_wa_q_store, printed from ir::WgmmaAttentionOperands, proved). By the warpgroup's
+// 128 threads, 4 elements each a store.
 __device__ __forceinline__ void pf_wa_stage_q(unsigned dst, const float* __restrict__ q, long long qstride, int r0,
                                               int T, int h) {
   const int t = threadIdx.x & 127;
@@ -89,8 +90,7 @@ __device__ __forceinline__ void pf_wa_stage_q(unsigned dst, const float* __restr
     const int idx = i * 128 + t, r = idx / 32, d = idx % 32 * 4;
     float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
     if (r0 + r < T) v = *(const float4*)(q + (long long)(r0 + r) * qstride + (long long)h * 128 + d);
-    const unsigned at = dst + unsigned(d / 64) * (64 * 128) + unsigned(r) * 128 +
-                        (unsigned((d % 64 / 8) ^ (r % 8)) << 4) + unsigned(d % 8) * 2;
+    const unsigned at = dst + pf_wa_q_store(r, d);
     asm volatile("st.shared.v2.b32 [%0], {%1, %2};" ::"r"(at), "r"(pf_pack_bf16(v.x, v.y)),
                  "r"(pf_pack_bf16(v.z, v.w))
                  : "memory");

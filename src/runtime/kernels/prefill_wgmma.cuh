@@ -47,9 +47,10 @@ __device__ __forceinline__ void pf_wg_wait() {
 __device__ __forceinline__ void pf_fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
 
 // Keeps the accumulators in their registers across the asynchronous multiply (no code).
-__device__ __forceinline__ void pf_wg_pin(float (&d)[128]) {
+template <int N>
+__device__ __forceinline__ void pf_wg_pin(float (&d)[N]) {
 #pragma unroll
-  for (int i = 0; i < 128; ++i) asm volatile("" : "+f"(d[i])::"memory");
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
 // d (+)= A B for a 64 x 16 slice of A and a 256 x 16 slice of W (both K-major in shared memory);

@@ -38,12 +38,6 @@ __device__ __forceinline__ unsigned long long pf_wg_desc_mn(unsigned smem_addr, 
          ((unsigned long long)(PF_WG_SBO >> 4) << 32) | (1ull << 62);
 }
 
-template <int N>
-__device__ __forceinline__ void pf_pin(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
 // d (+)= A B^T for a 64 x 16 slice of A and a 64 x 16 slice of B, both K-major in shared memory
 // (descriptors da, db); d starts from zero where `accumulate` is 0. d[i] sits where pf_wgmma_256's
 // does, in a 64 x 64 tile.
@@ -180,7 +174,7 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
                      kk);
     pf_wg_commit();
     pf_wg_wait<0>();
-    pf_pin(sc);
+    pf_wg_pin(sc);
 
     // Causal mask (only where the block reaches past this warpgroup's first row) and the
     // online-softmax update of each of the thread's two rows: the running maximum in raw scores
@@ -237,13 +231,13 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
 
     // O += P V: V's rows of keys 16 kk.., MN-major, the second 64 of d one box on
     // (ir::WgmmaAttentionOperands, proved).
-    pf_pin(o);
+    pf_wg_pin(o);
     pf_wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) pf_wgmma_128_rs(o, p[kk], pf_wg_desc_mn(vb + pf_wa_v_start(kk), PF_WA_BOX_BYTES));
     pf_wg_commit();
     pf_wg_wait<0>();
-    pf_pin(o);
+    pf_wg_pin(o);
     if (lane == 0) pf_mbar_arrive(empty + 8 * s);  // the block's buffer is free
   }
 

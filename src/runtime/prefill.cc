@@ -200,8 +200,10 @@ AttentionLaunch attention_launch(int64_t rows, int heads, int head_dim) {
   return a;
 }
 
+bool use_wgmma_attention(int head_dim, double scale) { return head_dim == 128 && scale > 0; }
+
 void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, const AttentionArgs& a) {
-  if (k.attention_wgmma() && a.head_dim == 128 && a.scale > 0) {  // its maximum is over unscaled scores
+  if (k.attention_wgmma() && use_wgmma_attention(a.head_dim, a.scale)) {
     // Each plane as rows of 128 bf16, boxes of a key block's rows by 64 of d (the kernel's ring).
     const uint64_t rows = uint64_t(a.hkv) * uint64_t(a.cap);
     auto map = [&](uint64_t base) {
@@ -297,9 +299,12 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
     case ir::OpKind::HeadRmsNorm: return "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
     case ir::OpKind::Rope: return "pf_head_norm_rope";
     case ir::OpKind::Attention: {
-      const int d = g.kv_cache.head_dim;  // enqueue_attention's choice
-      return "pf_kv_store, " + (prefill_wgmma(arch) && d == 128 ? std::string("pf_attention_wgmma")
-                                                               : "pf_attention_" + std::to_string(padded_head_dim(d)));
+      // enqueue_attention's choice, for every attention op of the graph.
+      const int d = g.kv_cache.head_dim;
+      bool wgmma = prefill_wgmma(arch);
+      for (const ir::Op& op : g.ops)
+        if (op.kind == ir::OpKind::Attention) wgmma = wgmma && use_wgmma_attention(d, op.attrs.scale);
+      return "pf_kv_store, " + (wgmma ? std::string("pf_attention_wgmma") : "pf_attention_" + std::to_string(padded_head_dim(d)));
     }
     case ir::OpKind::SiluMul: return swiglu ? "the " + large + "_swiglu epilogue | pf_silu_mul" : "pf_silu_mul";
     case ir::OpKind::Add: return "the pf_gemm epilogue | pf_add";

@@ -140,6 +140,10 @@ struct AttentionArgs {
   bool bf16 = false;
 };
 void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, const AttentionArgs& a);
+// Whether enqueue_attention runs pf_attention_wgmma, given that the kernels have it (sm_90a):
+// head dimension 128 and a positive scale (its maximum is over unscaled scores). Else
+// pf_attention_<padded head dim>.
+bool use_wgmma_attention(int head_dim, double scale);
 
 // A projection's launch: large tiles (128 x 256, K steps of 64) when they make three quarters
 // of a wave or more, else small ones (64 x 128, K steps of 32) with K's steps split evenly

@@ -56,6 +56,25 @@ TEST(Prefill, TakesBf16ModelsOnly) {
       << prefill_unsupported(odd, DType::BF16);
 }
 
+// The coverage text names the attention entry enqueue_attention launches: the wgmma one on
+// sm_90a for head dim 128 and a positive scale only.
+TEST(Prefill, CoverageNamesTheAttentionEntryThatRuns) {
+  model::Config c = load("qwen3-f32").model->config;
+  c.head_dim = 128;
+  ir::Graph g = ir::build(c, DType::BF16);
+  EXPECT_TRUE(use_wgmma_attention(128, 0.09));
+  EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_90a").find("pf_attention_wgmma"), std::string::npos);
+  EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_80").find("pf_attention_128"), std::string::npos);
+  for (ir::Op& op : g.ops)
+    if (op.kind == ir::OpKind::Attention) op.attrs.scale = -op.attrs.scale;
+  EXPECT_FALSE(use_wgmma_attention(128, -0.09));
+  EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_90a").find("pf_attention_128"), std::string::npos);
+  c.head_dim = 64;
+  EXPECT_FALSE(use_wgmma_attention(64, 0.125));
+  EXPECT_NE(prefill_kernels_for(ir::build(c, DType::BF16), ir::OpKind::Attention, "sm_90a").find("pf_attention_64"),
+            std::string::npos);
+}
+
 // A head norm is run with the RoPE that reads it only when both see the same heads: a RoPE of
 // another head shape (same row width) keeps its own step.
 TEST(Prefill, HeadNormTakesOnlyARopeOfItsShape) {

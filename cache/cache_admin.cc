@@ -198,7 +198,7 @@ void Cache::Impl::verify_locked(VerifyResult& r) {
 
 VerifyResult Cache::verify() {
   Impl& I = *impl_;
-  VerifyResult r;  // bad entries found before a move aside stay reported
+  VerifyResult r;  // bad entries found before the file is set aside stay reported
   try {
     I.with_db([&] { I.verify_locked(r); });
   } catch (const sql::SqliteError& e) {

@@ -43,7 +43,7 @@ struct Cache::Impl {
   std::mutex mu;  // guards db, statements and moved_unreported
   std::unique_ptr<sql::Db> db;  // null only after a failed reopen; with_db opens it again
   std::unordered_map<const char*, std::unique_ptr<sql::Stmt>> statements;
-  std::vector<std::string> moved_unreported;  // files moved aside since the last verify()
+  std::vector<std::string> moved_unreported;  // copies of files set aside since the last verify()
 
   std::mutex inflight_mu;
   std::unordered_map<std::string, std::shared_future<Entry>> inflight;
@@ -58,10 +58,10 @@ struct Cache::Impl {
   };
   StmtRef stmt(const char* sql);
 
-  // Runs op() with `mu` held. Page-level damage met on the way (SQLITE_CORRUPT/NOTADB) moves
-  // the file aside, keeps its intact entries in a fresh one and, with `retry`, runs op() once
-  // more; a file another process replaced meanwhile, or an I/O error, is reopened the same way.
-  // A read-only cache moves nothing: its damage is thrown.
+  // Runs op() with `mu` held. Page-level damage met on the way (SQLITE_CORRUPT/NOTADB) sets
+  // the file aside (a copy kept, the file started afresh), keeps its intact entries and, with
+  // `retry`, runs op() once more; a file replaced meanwhile, or an I/O error, is reopened the
+  // same way. A read-only cache changes nothing: its damage is thrown.
   template <class F>
   auto with_db(F&& op, bool retry = true) -> decltype(op()) {
     std::lock_guard lock(mu);
@@ -75,14 +75,14 @@ struct Cache::Impl {
   }
 
   // All below expect `mu` held.
-  // (Re)opens the file; reports and salvages `moved` and whatever the open moves aside.
+  // (Re)opens the file; reports and salvages `moved` and whatever the open sets aside.
   void open_locked(std::vector<MovedAside> moved);
   // Handles an error met by an operation: true when the file was replaced or reopened.
   bool repair_locked(const sql::SqliteError& e);
   // `e` comes from a damaged file: SQLITE_CORRUPT/NOTADB, or an error that damage can also
   // cause when quick_check then finds damage.
   bool damaged_locked(const sql::SqliteError& e);
-  // Copies the entries of a file moved aside that still read back intact; returns how many.
+  // Copies the entries of a damaged file's copy that still read back intact; returns how many.
   uint64_t salvage_locked(const std::filesystem::path& from);
   std::optional<Entry> load_locked(std::string_view key);
   // Deletes damaged entries by row id (ids are never reused) and counts them in meta.

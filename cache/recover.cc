@@ -1,4 +1,4 @@
-// Damage met after the open: moving the file aside, salvaging what still reads back intact,
+// Damage met after the open: setting the file aside, salvaging what still reads back intact,
 // and reading a damaged file row by row.
 #include <sqlite3.h>
 #include <sys/statvfs.h>

@@ -241,8 +241,8 @@ std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions&
                        << kSchemaVersion;
     case State::Damaged:
       MPK_THROW(Cache) << "kernel cache " << path.string() << " is damaged (" << p.detail << ")"
-                       << (asked ? "; open it read-write to move it aside"
-                                 : " and cannot be moved aside here (write-protected)");
+                       << (asked ? "; open it read-write to set it aside and start it afresh"
+                                 : " and cannot be set aside here (write-protected)");
     case State::Foreign:
     case State::Newer: MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
   }
@@ -266,15 +266,28 @@ fs::path keep_copy(const fs::path& path) {
   std::string base = path.string() + ".corrupt-" + std::to_string(std::time(nullptr));
   fs::path target = base;
   std::error_code ec;
-  for (int i = 1; fs::exists(target, ec); ++i) target = base + "-" + std::to_string(i);
-  fs::copy_file(path, target, ec);
-  MPK_CHECK(!ec, Io) << "cannot keep a copy of damaged kernel cache " << path.string() << " at "
-                     << target.string() << ": " << ec.message();
-  // Committed transactions may still sit in the WAL (and a hot journal holds the pages a
-  // crashed writer overwrote): the copy reads as the file did only with them beside it.
+  auto taken = [&](const fs::path& t) {
+    for (const char* suffix : {"", "-wal", "-journal", "-shm"})
+      if (fs::exists(t.string() + suffix, ec)) return true;
+    return false;
+  };
+  for (int i = 1; taken(target); ++i) target = base + "-" + std::to_string(i);
+  std::vector<fs::path> made;
+  auto copy = [&](const fs::path& from, const fs::path& to) {
+    std::error_code failed;
+    fs::copy_file(from, to, failed);
+    made.push_back(to);
+    if (!failed) return;
+    for (const fs::path& m : made) fs::remove(m, ec);  // no partial copy left behind
+    MPK_THROW(Io) << "cannot keep a copy of damaged kernel cache " << path.string() << " at " << to.string() << ": "
+                  << failed.message();
+  };
+  copy(path, target);
+  // Committed transactions may still sit in the WAL: the copy reads as the file did only with
+  // it beside it (salvage opens it so). A hot journal is kept for inspection.
   for (const char* suffix : {"-wal", "-journal"}) {
     fs::path companion = path.string() + suffix;
-    if (fs::exists(companion, ec)) fs::copy_file(companion, target.string() + suffix, ec);
+    if (fs::exists(companion, ec)) copy(companion, target.string() + suffix);
   }
   return target;
 }
@@ -283,20 +296,48 @@ std::optional<fs::path> set_aside_if_damaged(sql::Db& db) {
   FolderLock lock(db.path().parent_path());
   if (db.file_moved()) return std::nullopt;
   // Another process that met the same damage may have reset the file meanwhile: check again
-  // under the lock, so that a file is reset once and a fresh one never.
+  // under the lock, so that a file is reset once and a fresh one never. integrity_check, not
+  // quick_check: an index that disagrees with its table fails a lookup with SQLITE_CORRUPT
+  // and only the full check sees it.
   State state = inspect(db).state;
   bool damaged = state == State::Damaged || state == State::Foreign;
   if (!damaged) {
     try {
-      damaged = db.query_text("PRAGMA quick_check") != "ok";
+      damaged = db.query_text("PRAGMA integrity_check(1)") != "ok";
     } catch (const sql::SqliteError& e) {
       if (!e.is_corruption()) throw;
       damaged = true;
     }
   }
   if (!damaged) return std::nullopt;
-  fs::path copy = keep_copy(db.path());
-  db.reset_database();
+  fs::path copy;
+  {
+    // A read transaction where the file still allows one, so that no checkpoint restarts the
+    // WAL between the copies of the file and of its WAL.
+    bool reading = false;
+    try {
+      db.exec("BEGIN");
+      reading = true;
+      db.query_int("SELECT count(*) FROM sqlite_master");
+    } catch (const sql::SqliteError&) {
+    }
+    try {
+      copy = keep_copy(db.path());
+    } catch (...) {
+      if (reading) db.exec("ROLLBACK");
+      throw;
+    }
+    if (reading) db.exec("ROLLBACK");
+  }
+  try {
+    db.reset_database();
+    // The schema at once, under the lock: another process never finds the file empty.
+    migrate(db);
+  } catch (...) {
+    std::error_code ec;
+    for (const char* suffix : {"", "-wal", "-journal"}) fs::remove(copy.string() + suffix, ec);
+    throw;
+  }
   return copy;
 }
 
@@ -316,6 +357,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
   constexpr int kAttempts = 5;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     std::unique_ptr<sql::Db> db;
+    std::string damage;  // an error that damage raised on the way (handled after the catch)
     try {
       db = std::make_unique<sql::Db>(path, sql::Access::ReadWrite, options.busy_timeout_ms);
       Probe p = inspect(*db);
@@ -339,15 +381,21 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
       db->exec("PRAGMA synchronous = NORMAL");
       return db;
     } catch (const sql::SqliteError& e) {
-      // At any step, an I/O error means another opener moved the file aside under this
-      // connection while recovering it (open again: the fresh file is there now); a lock
-      // held past the busy timeout by another opener's initialisation is retried the same way.
+      // At any step, an I/O error means the file was replaced under this connection (open
+      // again); a lock held past the busy timeout by another opener's initialisation or
+      // recovery is retried the same way.
       if (e.is_file_moved() || e.is_busy()) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
         continue;
       }
       if (!e.is_corruption() || !db) throw;
-      note_moved(path, set_aside_if_damaged(*db), e.what(), moved_aside);
+      damage = e.what();
+    }
+    try {
+      note_moved(path, set_aside_if_damaged(*db), damage, moved_aside);
+    } catch (const sql::SqliteError& e) {
+      if (!e.is_file_moved() && !e.is_busy()) throw;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
     }
   }
   MPK_THROW(Cache) << "kernel cache " << path.string() << " could not be opened after " << kAttempts

@@ -61,12 +61,15 @@ std::unique_ptr<sql::Db> open_database(const std::filesystem::path& path, const 
                                        std::vector<MovedAside>* moved_aside = nullptr);
 
 // Copies a damaged database file (with its -wal and -journal) to
-// `<path>.corrupt-<unix time>[-n]`; returns the copy's path.
+// `<path>.corrupt-<unix time>[-n]`; returns the copy's path. Throws Error(Io), leaving no
+// partial copy, when a copy fails (a full disk: the file stays as it was).
 std::filesystem::path keep_copy(const std::filesystem::path& path);
 
-// Under the folder lock, checks `db`'s file again (its schema, then quick_check) and, when it
-// is still damaged or foreign, keeps a copy of it and empties it in place; returns the copy.
-// nullopt: the file was replaced, or another process has already reset it.
+// Under the folder lock, checks `db`'s file again (its schema, then integrity_check) and, when
+// it is still damaged or foreign, keeps a copy of it, empties it in place and creates the
+// current schema in it; returns the copy. nullopt: the file was replaced, or another process
+// has already reset it. When the copy or the reset fails, the error is thrown and no copy is
+// left.
 // The file is never renamed: a connection another process still holds on a renamed file
 // would take the new file's -journal for its own hot journal and roll it back into the old
 // one, or checkpoint into the old one and delete the new one's WAL. An in-place reset keeps

@@ -24,8 +24,8 @@ class SqliteError : public Error {
   bool is_corruption() const;
   // Another connection holds a conflicting lock.
   bool is_busy() const;
-  // The file changed under this connection (moved aside by another opener's recovery, or an
-  // I/O error): open it again rather than judge its contents.
+  // The file changed under this connection (replaced, or an I/O error): open it again rather
+  // than judge its contents.
   bool is_file_moved() const;
   // A read-only connection could not read the file without writing beside it (a WAL file
   // whose -shm it can neither read nor create).

@@ -96,7 +96,7 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   dest_options.busy_timeout_ms = impl_->options.busy_timeout_ms;
   Cache dest(std::move(dest_options));
   TransferResult result;
-  // Damage met while reading moves this cache's file aside; the export is not run again on
+  // Damage met while reading sets this cache's file aside; the export is not run again on
   // the fresh file, whose entries went to the destination already.
   Impl& I = *impl_;
   Scan scan = [&](const Visit& visit) {

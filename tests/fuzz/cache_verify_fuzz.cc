@@ -1,6 +1,6 @@
 // A kernel-cache file as `mpk-tune verify` opens it: the input is the database file. Each run
 // starts from a clean folder holding only that file, opens it read-only and read-write (a
-// damaged file is moved aside and replaced), verifies, lists, reads an entry and the stats,
+// damaged file is set aside: copied and started afresh), verifies, lists, reads an entry and the stats,
 // then imports the file into a second cache.
 #include <cstdint>
 #include <string>

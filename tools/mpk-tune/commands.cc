@@ -201,7 +201,7 @@ int cmd_import(const Context& ctx, const fs::path& file) {
 
 int cmd_verify(const Context& ctx) {
   cache::Cache cache = open_cache(ctx);
-  // A file moved aside on open counts as damage found: the fresh file's clean report alone
+  // A file set aside on open counts as damage found: the fresh file's clean report alone
   // would hide it.
   cache::VerifyResult r = cache.verify();
   if (ctx.json) {
@@ -215,7 +215,7 @@ int cmd_verify(const Context& ctx) {
                      {"damage_found", r.damage_found()}});
   } else {
     for (const auto& m : r.moved_aside)
-      ctx.out << "damaged file moved aside to " << m << "; its intact entries kept\n";
+      ctx.out << "damaged file set aside (a copy kept at " << m << "); its intact entries kept\n";
     ctx.out << fmt::format("checked {}: {} bad{}\n", count_text(r.checked), r.bad_keys.size(),
                            r.bad_keys.empty() ? "" : cache.read_only() ? " (read-only: kept)" : " (dropped)");
     for (const auto& k : r.bad_keys) ctx.out << "  bad " << k << '\n';

@@ -14,7 +14,7 @@ inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;    // the command failed (message on stderr)
 inline constexpr int kExitUsage = 2;    // bad arguments
 inline constexpr int kExitDamaged = 3;  // verify found damage: bad entries, a damaged file
-                                        // (moved aside unless read-only), unreadable pages
+                                        // (set aside unless read-only), unreadable pages
 
 struct Context {
   std::filesystem::path cache_path;

@@ -59,8 +59,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
                              int Hkv, int D, int cap, int pos0, float scale, int bf16) {
   constexpr int LD = DP + PF_ATT_PAD;  // ldmatrix's 8 rows on distinct banks
   const float kNegInf = -__int_as_float(0x7f800000);
-  extern __shared__ __align__(16) unsigned char pf_att_smem[];
-  pf_bf16* sk = (pf_bf16*)pf_att_smem;  // [2][PF_ATT_KEYS * LD], then sv the same (kAttention.smem_bytes)
+  pf_bf16* sk = (pf_bf16*)pf_smem_raw;  // [2][PF_ATT_KEYS * LD], then sv the same (kAttention.smem_bytes)
   pf_bf16* sv = sk + 2 * PF_ATT_KEYS * LD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int q0 = (gridDim.x - 1 - blockIdx.x) * PF_ATT_ROWS;  // the longest blocks start first

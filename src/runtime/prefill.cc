@@ -299,12 +299,17 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
     case ir::OpKind::HeadRmsNorm: return "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
     case ir::OpKind::Rope: return "pf_head_norm_rope";
     case ir::OpKind::Attention: {
-      // enqueue_attention's choice, for every attention op of the graph.
+      // enqueue_attention's choice for each attention op of the graph (both when they differ).
       const int d = g.kv_cache.head_dim;
-      bool wgmma = prefill_wgmma(arch);
+      const std::string mma = "pf_attention_" + std::to_string(padded_head_dim(d));
+      bool some = false, all = true;
       for (const ir::Op& op : g.ops)
-        if (op.kind == ir::OpKind::Attention) wgmma = wgmma && use_wgmma_attention(d, op.attrs.scale);
-      return "pf_kv_store, " + (wgmma ? std::string("pf_attention_wgmma") : "pf_attention_" + std::to_string(padded_head_dim(d)));
+        if (op.kind == ir::OpKind::Attention) {
+          const bool w = prefill_wgmma(arch) && use_wgmma_attention(d, op.attrs.scale);
+          some = some || w;
+          all = all && w;
+        }
+      return "pf_kv_store, " + (all && some ? "pf_attention_wgmma" : some ? "pf_attention_wgmma | " + mma : mma);
     }
     case ir::OpKind::SiluMul: return swiglu ? "the " + large + "_swiglu epilogue | pf_silu_mul" : "pf_silu_mul";
     case ir::OpKind::Add: return "the pf_gemm epilogue | pf_add";

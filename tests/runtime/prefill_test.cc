@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "base/error.h"
 #include "ir/builder.h"
@@ -65,8 +67,13 @@ TEST(Prefill, CoverageNamesTheAttentionEntryThatRuns) {
   EXPECT_TRUE(use_wgmma_attention(128, 0.09));
   EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_90a").find("pf_attention_wgmma"), std::string::npos);
   EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_80").find("pf_attention_128"), std::string::npos);
+  bool first = true;
   for (ir::Op& op : g.ops)
-    if (op.kind == ir::OpKind::Attention) op.attrs.scale = -op.attrs.scale;
+    if (op.kind == ir::OpKind::Attention && !std::exchange(first, false)) op.attrs.scale = -op.attrs.scale;
+  EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_90a").find("pf_attention_wgmma | pf_attention_128"),
+            std::string::npos);  // layers of both kinds
+  for (ir::Op& op : g.ops)
+    if (op.kind == ir::OpKind::Attention) op.attrs.scale = -std::abs(op.attrs.scale);
   EXPECT_FALSE(use_wgmma_attention(128, -0.09));
   EXPECT_NE(prefill_kernels_for(g, ir::OpKind::Attention, "sm_90a").find("pf_attention_128"), std::string::npos);
   c.head_dim = 64;

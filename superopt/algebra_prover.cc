@@ -168,7 +168,8 @@ ProofRecord prove_prefill_softmax(const ir::PrefillSoftmax& f, unsigned timeout_
   exponent("rescale: the exponent is c (m - M)", f.rescale, "m");
   exponent("weight: the exponent is c (s - M)", f.weight, "s");
   // The states' algebra with those weights: the online softmax's (its proof reads weight(x, y)
-  // as u_x / u_y with u = b^value > 0, for any base b > 1).
+  // as u_x / u_y with u = b^value > 0, for any base b > 0). Its states' maxima are finite
+  // where they are targets; the -inf cases (below) are not modelled.
   const ir::RealExpr m = ir::RealExpr::var("m"), M = ir::RealExpr::var("M");
   for (const Obligation& o : prove_online_softmax({ir::weight(m, M), f.update}, timeout_ms).obligations)
     r.obligations.push_back(o);

@@ -498,6 +498,10 @@ ProofRecord prove_swizzled_store(const IndexExpr& store, const ir::Swizzle128& s
   p.obligations.push_back(check(ctx, "bounds (a store's elements lie in the boxes)", dom && at.defined,
                                 at.value >= 0 && at.value + 2 * vec <= k(box_bytes * (cols / 64)), {r, d},
                                 timeout_ms));
+  // The chunk the TMA's layout names is defined and its index in 0..7 (the bound the xor's
+  // encoding above was given).
+  p.obligations.push_back(check(ctx, "the TMA's chunk (defined, its index in 0..7)", dom,
+                                chunk.defined && e % 64 / 8 >= 0 && e % 64 / 8 <= 7, {r, d, j}, timeout_ms));
   p.obligations.push_back(check(ctx, "element (element d + k lands where the TMA puts (r, d + k))",
                                 dom && at.defined && chunk.defined, at.value + 2 * j == tma, {r, d, j}, timeout_ms));
   return p;

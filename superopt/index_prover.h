@@ -128,8 +128,9 @@ ProofRecord prove_wgmma_operand_mn(const ir::IndexExpr& start, const std::string
 // consecutive elements d.. (d a multiple of vec) from there. The TMA's layout: boxes of 64
 // elements of d `box_bytes` apart, row r 128 bytes on, 16-byte chunk c of a row in chunk
 // swizzle.chunk(r, c) (prove_swizzle128 shows that is the hardware's 128-byte pattern).
-// Obligations: defined; bounds (the vec elements inside the boxes); element (element d + k of
-// the store lands where the TMA would have put (r, d + k)).
+// Obligations: defined; bounds (the vec elements inside the boxes); the TMA's chunk (defined,
+// index 0..7); element (element d + k of the store lands where the TMA would have put
+// (r, d + k)).
 ProofRecord prove_swizzled_store(const ir::IndexExpr& store, const ir::Swizzle128& swizzle, const std::string& what,
                                  int64_t rows, int64_t cols, int64_t vec, int64_t box_bytes,
                                  unsigned timeout_ms = 10000);

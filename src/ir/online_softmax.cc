@@ -1,5 +1,7 @@
 #include "ir/online_softmax.h"
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "base/error.h"
@@ -29,7 +31,8 @@ std::string print(const RealExpr& e, bool c) {
   switch (n.op) {
     case RealOp::Const:
       // A C float literal needs a point: "-1.f", not "-1f".
-      if (c) return n.value == double(int64_t(n.value)) ? fmt::format("{}.f", int64_t(n.value)) : fmt::format("{:.9g}f", n.value);
+      if (c && std::abs(n.value) < 1e15 && n.value == std::trunc(n.value)) return fmt::format("{}.f", int64_t(n.value));
+      if (c) return fmt::format("{:.9g}f", n.value);
       return fmt::format("{:g}", n.value);
     case RealOp::Var: return n.name;
     case RealOp::Add: return "(" + print(n.args[0], c) + " + " + print(n.args[1], c) + ")";

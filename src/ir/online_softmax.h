@@ -65,7 +65,8 @@ std::string online_softmax_device_functions(const OnlineSoftmax& f = online_soft
 // 2^(s c - M c). Both are 2^(c (x - y)): the online softmax's weight(x, y) for the base 2^c,
 // and the states are updated by the online softmax's update (its algebra holds for any base).
 // An empty state (m = -inf) and a masked score (s = -inf) give 2^-inf = 0 as weight() does,
-// for c > 0 (the host launches this attention only with a positive scale).
+// for c > 0 (the host launches this attention only with a positive scale) and a finite M
+// (every row's first key block holds key 0): IEEE facts the kernel relies on, not proved.
 struct PrefillSoftmax {
   RealExpr rescale;  // variables m, M, c
   RealExpr weight;   // variables s, M, c

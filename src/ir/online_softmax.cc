@@ -62,14 +62,20 @@ const OnlineSoftmax& online_softmax_formulas() {
   return f;
 }
 
+namespace {
+
+const char* const kPrinted = "// Printed from src/ir/online_softmax.cc (proved by superopt/): do not edit.\n";
+
+// "__device__ __forceinline__ float <signature> { return <body>; }"
+std::string device_function(const char* signature, const RealExpr& body) {
+  return std::string("__device__ __forceinline__ float ") + signature + " { return " + to_c(body) + "; }\n";
+}
+
+}  // namespace
+
 std::string online_softmax_device_functions(const OnlineSoftmax& f) {
-  return "// Printed from src/ir/online_softmax.cc (proved by superopt/): do not edit.\n"
-         "__device__ __forceinline__ float mk_rescale(float m, float M) { return " +
-         to_c(f.weight) +
-         "; }\n"
-         "__device__ __forceinline__ float mk_os_update(float a, float w, float p, float v) { "
-         "return " +
-         to_c(f.update) + "; }\n";
+  return kPrinted + device_function("mk_rescale(float m, float M)", f.weight) +
+         device_function("mk_os_update(float a, float w, float p, float v)", f.update);
 }
 
 const PrefillSoftmax& prefill_softmax_formulas() {
@@ -83,16 +89,9 @@ const PrefillSoftmax& prefill_softmax_formulas() {
 }
 
 std::string prefill_softmax_device_functions(const PrefillSoftmax& f) {
-  return "// Printed from src/ir/online_softmax.cc (proved by superopt/): do not edit.\n"
-         "__device__ __forceinline__ float pf_os_rescale(float m, float M, float c) { return " +
-         to_c(f.rescale) +
-         "; }\n"
-         "__device__ __forceinline__ float pf_os_weight(float s, float M, float c) { return " +
-         to_c(f.weight) +
-         "; }\n"
-         "__device__ __forceinline__ float pf_os_update(float a, float w, float p, float v) { "
-         "return " +
-         to_c(f.update) + "; }\n";
+  return kPrinted + device_function("pf_os_rescale(float m, float M, float c)", f.rescale) +
+         device_function("pf_os_weight(float s, float M, float c)", f.weight) +
+         device_function("pf_os_update(float a, float w, float p, float v)", f.update);
 }
 
 }  // namespace mpk::ir

@@ -496,7 +496,7 @@ ProofRecord prove_swizzled_store(const IndexExpr& store, const ir::Swizzle128& s
   p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow, xor of values >= 0)", dom,
                                 at.defined, {r, d}, timeout_ms));
   p.obligations.push_back(check(ctx, "bounds (a store's elements lie in the boxes)", dom && at.defined,
-                                at.value >= 0 && at.value + 2 * vec <= k(box_bytes * (cols / 64)), {r, d},
+                                at.value >= 0 && at.value + k(2 * vec) <= k(box_bytes * (cols / 64)), {r, d},
                                 timeout_ms));
   // The chunk the TMA's layout names is defined and its index in 0..7 (the bound the xor's
   // encoding above was given).

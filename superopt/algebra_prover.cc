@@ -153,20 +153,26 @@ ProofRecord prove_prefill_softmax(const ir::PrefillSoftmax& f, unsigned timeout_
   auto plain = [&](const z3::expr& x) { return Sym{x, one, no}; };
   const z3::expr x = ctx.real_const("x"), y = ctx.real_const("y"), c = ctx.real_const("c");
   ProofRecord r;
-  r.subject = "prefill softmax: rescale(m, M, c) = " + ir::to_string(f.rescale) + ", weight(s, M, c) = " +
-              ir::to_string(f.weight) + ", update(a, w, p, v) = " + ir::to_string(f.update);
+  const std::string args = f.scale_in_exponent ? ", c)" : ")";
+  r.subject = "prefill softmax: rescale(m, M" + args + " = " + ir::to_string(f.rescale) + ", weight(s, M" + args +
+              " = " + ir::to_string(f.weight) + ", update(a, w, p, v) = " + ir::to_string(f.update);
   r.z3_version = Z3_get_full_version();
-  // Each weight is 2^E with E = c (x - y): the online softmax's weight(x, y) for the base 2^c.
-  auto exponent = [&](const char* name, const ir::RealExpr& e, const char* var) {
+  // Each weight is 2^E with E = c (x - y) (the scale in the exponent, c > 0), or E = x - y over
+  // scaled scores: the online softmax's weight(x, y) for the base 2^c, or 2. c stays bound in
+  // the second form so that a weight which uses it is refuted, not an error.
+  auto exponent = [&](const std::string& name, const ir::RealExpr& e, const char* var) {
     if (e.op() != RealOp::Exp2) {
       r.obligations.push_back({name, "refuted", 0, "not a power of 2: " + ir::to_string(e)});
       return;
     }
     const z3::expr E = enc.encode(e.node().args[0], {{var, plain(x)}, {"M", plain(y)}, {"c", plain(c)}});
-    r.obligations.push_back(check(ctx, name, c > 0, E == c * (x - y), {x, y, c}, timeout_ms));
+    r.obligations.push_back(f.scale_in_exponent
+                                ? check(ctx, name, c > 0, E == c * (x - y), {x, y, c}, timeout_ms)
+                                : check(ctx, name, ctx.bool_val(true), E == x - y, {x, y, c}, timeout_ms));
   };
-  exponent("rescale: the exponent is c (m - M)", f.rescale, "m");
-  exponent("weight: the exponent is c (s - M)", f.weight, "s");
+  const std::string factor = f.scale_in_exponent ? "c (" : "(";
+  exponent("rescale: the exponent is " + factor + "m - M)", f.rescale, "m");
+  exponent("weight: the exponent is " + factor + "s - M)", f.weight, "s");
   // The states' algebra with those weights: the online softmax's (its proof reads weight(x, y)
   // as u_x / u_y with u = b^value > 0, for any base b > 0). Its states' maxima are finite
   // where they are targets; the -inf cases (below) are not modelled.
@@ -250,7 +256,7 @@ std::vector<RealExpr> real_mutants(const RealExpr& e) {
       if (n.args.empty()) return {};
       std::vector<RealExpr> r;
       if (n.op == RealOp::Exp2) {
-        for (const RealExpr& a : rebuild(n.args[0], index)) r.push_back(RealExpr::exp2(a));
+        for (const RealExpr& a : rebuild(n.args[0], index)) r.push_back(RealExpr::exp2(a, n.name));
         return r;
       }
       for (const RealExpr& a : rebuild(n.args[0], index)) r.push_back(RealExpr::binary(n.op, a, n.args[1]));

@@ -24,13 +24,14 @@ namespace mpk::superopt {
 //   final      o / l = SV / S for a non-empty state (the output).
 ProofRecord prove_online_softmax(const ir::OnlineSoftmax& f, unsigned timeout_ms = 10000);
 
-// The prefill attention's softmax (ir::PrefillSoftmax): rescale's exponent is c (m - M) and
-// weight's is c (s - M), so both are the online softmax's weight for the base 2^c (refuted
-// when one is not a power of 2 at all); then prove_online_softmax's four obligations with that
-// weight and f.update, over finite target maxima. Not modelled: an empty state or a masked
-// score (-inf), whose weight 0 rests on ex2(-inf) = +0 with c > 0 (the host's condition), and
-// the kernel's invariant that a row's first key block holds key 0, so that its running maximum
-// is finite after it (2^(c (-inf - -inf)) would be NaN).
+// A prefill attention's softmax (ir::PrefillSoftmax): rescale's exponent is c (m - M) and
+// weight's is c (s - M) (the scale in the exponent, c > 0), or m - M and s - M (scaled scores),
+// so both are the online softmax's weight for the base 2^c or 2 (refuted when one is not a
+// power of 2 at all); then prove_online_softmax's four obligations with that weight and
+// f.update, over finite target maxima. Not modelled: an empty state or a masked score (-inf),
+// whose weight 0 rests on 2^-inf = +0 (with c > 0, the host's condition, in the first form),
+// and the kernels' invariant that a row's first key block holds key 0, so that its running
+// maximum is finite after it (2^(-inf - -inf) would be NaN).
 ProofRecord prove_prefill_softmax(const ir::PrefillSoftmax& f, unsigned timeout_ms = 10000);
 
 // The obligations of a linear's sums (ir::DotProduct, or mutants), every variable a symbolic

@@ -20,8 +20,8 @@ RealExpr RealExpr::binary(RealOp op, RealExpr a, RealExpr b) {
   return RealExpr(std::make_shared<Node>(Node{op, 0, {}, {std::move(a), std::move(b)}}));
 }
 
-RealExpr RealExpr::exp2(RealExpr x) {
-  return RealExpr(std::make_shared<Node>(Node{RealOp::Exp2, 0, {}, {std::move(x)}}));
+RealExpr RealExpr::exp2(RealExpr x, std::string device_function) {
+  return RealExpr(std::make_shared<Node>(Node{RealOp::Exp2, 0, std::move(device_function), {std::move(x)}}));
 }
 
 namespace {
@@ -42,7 +42,7 @@ std::string print(const RealExpr& e, bool c) {
       return c ? "(" + m + " == MK_NEG_INF ? 0.f : expf(" + m + " - " + M + "))"
                : "weight(" + m + ", " + M + ")";
     }
-    case RealOp::Exp2: return (c ? "pf_ex2(" : "exp2(") + print(n.args[0], c) + ")";
+    case RealOp::Exp2: return (c ? n.name : "exp2") + "(" + print(n.args[0], c) + ")";
   }
   return "?";
 }
@@ -67,7 +67,7 @@ namespace {
 const char* const kPrinted = "// Printed from src/ir/online_softmax.cc (proved by superopt/): do not edit.\n";
 
 // "__device__ __forceinline__ float <signature> { return <body>; }"
-std::string device_function(const char* signature, const RealExpr& body) {
+std::string device_function(const std::string& signature, const RealExpr& body) {
   return std::string("__device__ __forceinline__ float ") + signature + " { return " + to_c(body) + "; }\n";
 }
 
@@ -83,15 +83,30 @@ const PrefillSoftmax& prefill_softmax_formulas() {
     const RealExpr m = RealExpr::var("m"), M = RealExpr::var("M"), s = RealExpr::var("s"),
                    c = RealExpr::var("c");
     return PrefillSoftmax{RealExpr::exp2((m - M) * c), RealExpr::exp2(s * c - M * c),
-                          online_softmax_formulas().update};
+                          online_softmax_formulas().update, true};
   }();
   return f;
 }
 
-std::string prefill_softmax_device_functions(const PrefillSoftmax& f) {
-  return kPrinted + device_function("pf_os_rescale(float m, float M, float c)", f.rescale) +
-         device_function("pf_os_weight(float s, float M, float c)", f.weight) +
-         device_function("pf_os_update(float a, float w, float p, float v)", f.update);
+const PrefillSoftmax& prefill_scaled_softmax_formulas() {
+  static const PrefillSoftmax f = [] {
+    const RealExpr m = RealExpr::var("m"), M = RealExpr::var("M"), s = RealExpr::var("s");
+    return PrefillSoftmax{RealExpr::exp2(m - M, "exp2f"), RealExpr::exp2(s - M, "exp2f"),
+                          online_softmax_formulas().update, false};
+  }();
+  return f;
+}
+
+std::string prefill_softmax_device_functions(const PrefillSoftmax& f, const std::string& prefix) {
+  const char* c = f.scale_in_exponent ? ", float c" : "";
+  return kPrinted + device_function(fmt::format("{}_rescale(float m, float M{})", prefix, c), f.rescale) +
+         device_function(fmt::format("{}_weight(float s, float M{})", prefix, c), f.weight) +
+         device_function(fmt::format("{}_update(float a, float w, float p, float v)", prefix), f.update);
+}
+
+std::string prefill_softmax_device_functions() {
+  return prefill_softmax_device_functions(prefill_softmax_formulas(), "pf_os") +
+         prefill_softmax_device_functions(prefill_scaled_softmax_formulas(), "pf_ss");
 }
 
 }  // namespace mpk::ir

@@ -211,6 +211,9 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     needed.push_back({"prefill wgmma attention: its weights, rescale and update (pf_os_*)", "prefill softmax",
                       [] { return superopt::prove_prefill_softmax(ir::prefill_softmax_formulas()); }});
   }
+  needed.push_back({"prefill attention: its weights, rescale and update over scaled scores (pf_ss_*)",
+                    "prefill scaled softmax",
+                    [] { return superopt::prove_prefill_softmax(ir::prefill_scaled_softmax_formulas()); }});
   const AttentionShape& at = kAttention;
   const int64_t att_warps = at.threads / 32;
   tiles.push_back({"prefill attention: scores of " + std::to_string(at.rows) + " queries x " +

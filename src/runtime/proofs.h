@@ -42,12 +42,12 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // tile_grid picks, memoised as above.
 // The wgmma descriptors' start offsets and row-group stride (that they read what the TMA
 // stored), the wgmma attention's Q staging (its threads store Q where the TMA's layout has it),
-// and its softmax (ir::PrefillSoftmax: its weights, rescale and running-sum update are printed
-// from the formulas proved). Not covered: the descriptors' bit
-// fields and the tensor maps' encoding (the GPU tests check the products), the shared-memory
-// sizes (derived from the tables the kernels are printed from: gemm_tile, kAttention), the
-// rescale of O (a multiply by the proved factor, written in the kernel) and the mma.sync
-// attention's softmax (pf_attention_<d>: written in the kernel, over pre-scaled scores).
+// and both attentions' softmax (ir::PrefillSoftmax, the scale in the exponent and over scaled
+// scores: their weights, rescale and running-sum update are printed from the formulas proved).
+// Not covered: the descriptors' bit fields and the tensor maps' encoding (the GPU tests check
+// the products), the shared-memory sizes (derived from the tables the kernels are printed
+// from: gemm_tile, kAttention) and the rescale of O (a multiply by the proved factor, written
+// in the kernels).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp);
 // The same for `graph`'s prefill on a device of num_sms SMs: its split counts for chunks of up to
 // kPrefillChunk rows and its padded head dimension.

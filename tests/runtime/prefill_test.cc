@@ -322,9 +322,10 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
     obligations += p.record.obligations.size();
   }
   // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 descriptors + 2
-  // swizzles, attention 3 + pairs 1, orders, ldmatrix 3, P 1; head dim 128: the wgmma
-  // attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its softmax
-  EXPECT_EQ(proofs.size(), counts.size() + 19 + 6 + kTileGroup);
+  // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
+  // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
+  // softmax
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup);
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
@@ -332,6 +333,7 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   EXPECT_NE(record.find("ldmatrix lane addresses of B operands by .trans (V)"), std::string::npos);
   EXPECT_NE(record.find("P as the A operand from the score accumulators"), std::string::npos);
   EXPECT_NE(record.find("P V's descriptors read the values (MN-major) where the TMA stored them"), std::string::npos);
+  EXPECT_NE(record.find("weights, rescale and update over scaled scores"), std::string::npos);
   std::printf("%zu split counts (%lld..%lld), %zu proofs, %zu obligations in %.0f ms\n", counts.size(),
               (long long)counts.front(), (long long)counts.back(), proofs.size(), obligations, ms);
 }

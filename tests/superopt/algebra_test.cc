@@ -165,6 +165,31 @@ TEST(DotProductProof, MutantsThatChangeTheValueAreRefuted) {
   std::printf("[mutation] a linear's sums: %d mutants, %d wrong (all refuted)\n", generated, wrong);
 }
 
+// Every generated mutant of f's rescale and weight, in f's form: proved when its exponent
+// still equals the original's (at sample points), refuted otherwise. Returns {generated, wrong}.
+std::pair<int, int> judge_weight_mutants(const ir::PrefillSoftmax& f) {
+  int generated = 0, wrong = 0;
+  for (bool rescale : {true, false}) {
+    const RealExpr& original = rescale ? f.rescale : f.weight;
+    std::vector<std::string> vars{rescale ? "m" : "s", "M"};
+    if (f.scale_in_exponent) vars.push_back("c");
+    for (const RealExpr& mutant : real_mutants(original)) {
+      ++generated;
+      const ir::PrefillSoftmax g{rescale ? mutant : f.rescale, rescale ? f.weight : mutant, f.update,
+                                 f.scale_in_exponent};
+      const ProofRecord r = prove_prefill_softmax(g, 5000);
+      if (mutant.op() == ir::RealOp::Exp2 &&
+          same_at_points(mutant.node().args[0], original.node().args[0], vars)) {
+        EXPECT_TRUE(r.proved()) << ir::to_string(mutant) << ": " << failed(r);
+      } else {
+        ++wrong;
+        EXPECT_TRUE(refuted(r)) << ir::to_string(mutant) << " is wrong but not refuted";
+      }
+    }
+  }
+  return {generated, wrong};
+}
+
 TEST(PrefillSoftmaxProof, TheFormulasAreProved) {
   const ProofRecord r = prove_prefill_softmax(ir::prefill_softmax_formulas());
   ASSERT_EQ(r.obligations.size(), 6u);
@@ -179,39 +204,59 @@ TEST(PrefillSoftmaxProof, DeviceFunctionsArePrintedFromTheFormulas) {
             std::string::npos) << s;
   EXPECT_NE(s.find("float pf_os_update(float a, float w, float p, float v) { return ((a * w) + (p * v)); }"),
             std::string::npos) << s;
+  EXPECT_NE(s.find("float pf_ss_rescale(float m, float M) { return exp2f((m + (-1.f * M))); }"), std::string::npos) << s;
+  EXPECT_NE(s.find("float pf_ss_weight(float s, float M) { return exp2f((s + (-1.f * M))); }"), std::string::npos) << s;
+  EXPECT_NE(s.find("float pf_ss_update(float a, float w, float p, float v) { return ((a * w) + (p * v)); }"),
+            std::string::npos) << s;
+}
+
+// The mma.sync attention's softmax over scaled scores: its exponents are x - M for any scale.
+TEST(PrefillSoftmaxProof, TheScaledScoresFormulasAreProved) {
+  const ProofRecord r = prove_prefill_softmax(ir::prefill_scaled_softmax_formulas());
+  ASSERT_EQ(r.obligations.size(), 6u);
+  EXPECT_TRUE(r.proved()) << failed(r);
+  EXPECT_NE(r.obligations[0].name.find("(m - M)"), std::string::npos) << r.obligations[0].name;
+  EXPECT_EQ(r.obligations[0].name.find("c ("), std::string::npos) << r.obligations[0].name;
 }
 
 // Every generated mutant of the two weights: one whose exponent is still c (x - M) is proved,
 // every other is refuted (a power dropped, a constant, a variable or an operator changed).
 TEST(PrefillSoftmaxProof, MutantsOfTheWeightsAreRefuted) {
   const ir::PrefillSoftmax& f = ir::prefill_softmax_formulas();
-  int generated = 0, wrong = 0;
-  auto judge = [&](const ir::PrefillSoftmax& g, const RealExpr& mutant, const RealExpr& original,
-                   const std::vector<std::string>& vars) {
-    ++generated;
-    const ProofRecord r = prove_prefill_softmax(g, 5000);
-    if (mutant.op() == ir::RealOp::Exp2 &&
-        same_at_points(mutant.node().args[0], original.node().args[0], vars)) {
-      EXPECT_TRUE(r.proved()) << ir::to_string(mutant) << ": " << failed(r);
-    } else {
-      ++wrong;
-      EXPECT_TRUE(refuted(r)) << ir::to_string(mutant) << " is wrong but not refuted";
-    }
-  };
-  for (const RealExpr& m : real_mutants(f.rescale)) judge({m, f.weight, f.update}, m, f.rescale, {"m", "M", "c"});
-  for (const RealExpr& m : real_mutants(f.weight)) judge({f.rescale, m, f.update}, m, f.weight, {"s", "M", "c"});
+  const auto [generated, wrong] = judge_weight_mutants(f);
   const RealExpr s = RealExpr::var("s"), c = RealExpr::var("c");
   for (const ir::PrefillSoftmax& g : {
-           ir::PrefillSoftmax{RealExpr::exp2(m - M), f.weight, f.update},        // the scale left out
-           ir::PrefillSoftmax{f.rescale, RealExpr::exp2(s * c - M), f.update},   // the max not scaled
-           ir::PrefillSoftmax{RealExpr::exp2((M - m) * c), f.weight, f.update},  // the wrong sign
-           ir::PrefillSoftmax{f.rescale, f.weight, a + p * v},                    // not rescaled
+           ir::PrefillSoftmax{RealExpr::exp2(m - M), f.weight, f.update, true},        // the scale left out
+           ir::PrefillSoftmax{f.rescale, RealExpr::exp2(s * c - M), f.update, true},   // the max not scaled
+           ir::PrefillSoftmax{RealExpr::exp2((M - m) * c), f.weight, f.update, true},  // the wrong sign
+           ir::PrefillSoftmax{f.rescale, f.weight, a + p * v, true},                    // not rescaled
        })
     EXPECT_TRUE(refuted(prove_prefill_softmax(g, 5000))) << ir::to_string(g.rescale) << ", " << ir::to_string(g.weight);
   // Rewrites equal over the reals.
-  EXPECT_TRUE(prove_prefill_softmax({RealExpr::exp2(m * c - M * c), RealExpr::exp2((s - M) * c), f.update}).proved());
+  EXPECT_TRUE(prove_prefill_softmax({RealExpr::exp2(m * c - M * c), RealExpr::exp2((s - M) * c), f.update, true}).proved());
   EXPECT_GT(wrong, generated / 2);
   std::printf("[mutation] prefill softmax weights: %d mutants, %d wrong (all refuted)\n", generated, wrong);
+}
+
+// The same over scaled scores: every mutant of exp2f(m - M) and exp2f(s - M) whose exponent is
+// not x - M is refuted; the scale put back into the exponent (a kernel that scaled twice) too.
+TEST(PrefillSoftmaxProof, MutantsOfTheScaledScoresWeightsAreRefuted) {
+  const ir::PrefillSoftmax& f = ir::prefill_scaled_softmax_formulas();
+  const auto [generated, wrong] = judge_weight_mutants(f);
+  const RealExpr s = RealExpr::var("s"), c = RealExpr::var("c");
+  for (const ir::PrefillSoftmax& g : {
+           ir::PrefillSoftmax{RealExpr::exp2((m - M) * c, "exp2f"), f.weight, f.update, false},  // scaled twice
+           ir::PrefillSoftmax{f.rescale, RealExpr::exp2(M - s, "exp2f"), f.update, false},        // the wrong sign
+           ir::PrefillSoftmax{f.rescale, f.weight, a * w + p, false},  // the term's value left out
+       })
+    EXPECT_TRUE(refuted(prove_prefill_softmax(g, 5000))) << ir::to_string(g.rescale) << ", " << ir::to_string(g.weight);
+  // The formulas of the scale in the exponent are not this form's (and the converse).
+  const ir::PrefillSoftmax& inside = ir::prefill_softmax_formulas();
+  EXPECT_TRUE(refuted(prove_prefill_softmax({inside.rescale, inside.weight, f.update, false}, 5000)));
+  EXPECT_TRUE(refuted(prove_prefill_softmax({f.rescale, f.weight, f.update, true}, 5000)));
+  EXPECT_TRUE(prove_prefill_softmax({RealExpr::exp2(m + RealExpr(-1.0) * M, "exp2f"), f.weight, f.update, false}).proved());
+  EXPECT_GT(wrong, generated / 2);
+  std::printf("[mutation] prefill scaled-score softmax weights: %d mutants, %d wrong (all refuted)\n", generated, wrong);
 }
 
 }  // namespace

@@ -127,9 +127,10 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
         }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // Key 0 is in the first block for every row, so the running maximum is finite.
+      // Key 0 is in the first block for every row, so the running maximum is finite. The
+      // weights, rescale and update (pf_ss_*) are printed from ir::PrefillSoftmax and proved.
       const float mnew = fmaxf(mrow[hr], mx);
-      const float corr = exp2f(mrow[hr] - mnew);
+      const float corr = pf_ss_rescale(mrow[hr], mnew);
       mrow[hr] = mnew;
       float sum = 0.f;
 #pragma unroll
@@ -137,12 +138,12 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& v = s[ni][hr * 2 + e];
-          v = exp2f(v - mnew);
+          v = pf_ss_weight(v, mnew);
           sum += v;
         }
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      lrow[hr] = lrow[hr] * corr + sum;
+      lrow[hr] = pf_ss_update(lrow[hr], corr, sum, 1.f);
 #pragma unroll
       for (int dn = 0; dn < DP / 8; ++dn) {
         o[dn][hr * 2] *= corr;

@@ -336,7 +336,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     const ir::Op& op = g.ops[i];
     if (absorbed[i]) continue;
     tail = tail || op.kind == ir::OpKind::LastRow;
-    PrefillStep s{op.kind, int(i), op.inputs, op.output, -1, tail};
+    PrefillStep s{.kind = op.kind, .op = int(i), .inputs = op.inputs, .output = op.output, .tail = tail};
     if (op.kind == ir::OpKind::HeadRmsNorm && readers[size_t(op.output)] == 1)
       for (size_t j = i + 1; j < g.ops.size(); ++j)
         if (g.ops[j].kind == ir::OpKind::Rope && g.ops[j].inputs[0] == op.output &&

@@ -200,7 +200,7 @@ struct PrefillStep {
   bool tail = false;        // after last_row: the prompt's last chunk only
   // linear: further projections of the same input, run in the same grid when their grids are
   // short (q with k and v, gate with up), and their outputs
-  std::vector<int> group_ops, group_outputs;
+  std::vector<int> group_ops{}, group_outputs{};
   // linear: with one group member, when the next step is the silu_mul of the two outputs (in
   // order, its only reader): that step's output, which the SwiGLU kernel can write instead. The
   // input then stays live through the next step.

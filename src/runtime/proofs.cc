@@ -200,12 +200,12 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
     needed.push_back({"prefill wgmma attention: S's descriptors read the keys where the TMA stored them",
                       "wa k" + shape, [&f, k] { return superopt::prove_wgmma_operand(f.k_start, "K", k); }});
     needed.push_back({"prefill wgmma attention: P V's descriptors read the values (MN-major) where the TMA stored them",
-                      "wa v" + shape, [&f, &wa, box, sbo] {
-                        return superopt::prove_wgmma_operand_mn(f.v_start, "V", wa.keys / 16, 128, box, box, sbo);
+                      "wa v" + shape, [&f, kb = wa.keys / 16, box = box, sbo = sbo] {
+                        return superopt::prove_wgmma_operand_mn(f.v_start, "V", kb, 128, box, box, sbo);
                       }});
     needed.push_back({"prefill wgmma attention: 128-byte swizzle of " + std::to_string(wa.keys) + " rows",
                       "swizzle128 " + std::to_string(wa.keys),
-                      [&wa] { return superopt::prove_swizzle128(ir::swizzle128_formula(), wa.keys); }});
+                      [keys = wa.keys] { return superopt::prove_swizzle128(ir::swizzle128_formula(), keys); }});
     needed.push_back({"prefill wgmma attention: its threads store Q where the TMA would have", "wa q store",
                       [&f] { return superopt::prove_swizzled_store(f.q_store, ir::swizzle128_formula(), "Q", 64, 128, 4, 64 * 128); }});
     needed.push_back({"prefill wgmma attention: its weights, rescale and update (pf_os_*)", "prefill softmax",

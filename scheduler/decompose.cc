@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "base/error.h"
+#include "ir/layouts.h"
 
 namespace mpk::sched {
 namespace {
@@ -166,13 +167,15 @@ class Decomposer {
     const int q = op.inputs[0], k = op.inputs[1], v = op.inputs[2], pos = op.inputs[3];
     const std::string prefix = layer_prefix(op.layer);
     const int stage = new_stage(prefix + "attn", TaskKind::Attention, op.layer, hkv, 0);
-    // Per chunk: for each query head of the group D partial sums, the running max and the
-    // running sum (the layout Task documents).
-    const int64_t partial = int64_t(group) * (d + 2);
+    // Per chunk: for each query head of the group a state row, D partial sums, the running max
+    // and the running sum (ir::AttentionStates, the layout Task documents).
+    auto rows_at = [&](int64_t h, int64_t c) {  // the first slot of KV head h's chunk c
+      return ir::state_slot(ir::partial_row(h, c, 0, chunks, group), 0, d);
+    };
+    const int64_t partial = ir::state_slot(group, 0, d);  // one chunk's states
     int partials = -1;
     if (chunks > 1) {
-      tg_.buffers.push_back({g_.tensor(op.output).name + ".partial", DType::F32,
-                             int64_t(hkv) * chunks * partial, -1, false});
+      tg_.buffers.push_back({g_.tensor(op.output).name + ".partial", DType::F32, rows_at(hkv, 0), -1, false});
       partials = int(tg_.buffers.size()) - 1;
     }
     const int64_t kv_elem = int64_t(dtype_size(o_.kv_dtype));
@@ -189,8 +192,7 @@ class Decomposer {
                    {v, int64_t(h) * d, int64_t(h + 1) * d},
                    whole(pos)};
         if (chunks > 1) {
-          const int64_t p = (int64_t(h) * chunks + c) * partial;
-          t.writes = {{partials, p, p + partial}};
+          t.writes = {{partials, rows_at(h, c), rows_at(h, c) + partial}};
         } else {
           t.writes = {{op.output, out_begin, out_end}};
         }
@@ -208,8 +210,7 @@ class Decomposer {
       t.kv_head = h, t.q_head_begin = h * group, t.q_head_end = (h + 1) * group;
       t.kv_begin = 0, t.kv_end = len, t.num_chunks = chunks;
       t.ops.push_back({index, OpKind::Attention});
-      const int64_t p = int64_t(h) * chunks * partial;
-      t.reads = {{partials, p, p + chunks * partial}};
+      t.reads = {{partials, rows_at(h, 0), rows_at(h, chunks)}};
       t.writes = {{op.output, int64_t(h) * group * d, int64_t(h + 1) * group * d}};
       t.flops = double(chunks) * double(partial) * 3.0;
       finish(t);

@@ -130,10 +130,10 @@ struct Task {
   // while n < C some chunks are empty and write l = 0). Either way the chunk holding the
   // position (with kv_splits: the last one) appends the new k, v to the cache.
   // Chunk partials (F32, the merge's input; C = num_chunks, group = query heads per KV head):
-  // the partial of (kv head h, chunk c, query head g within the group) starts at element
-  // ((h*C + c)*group + g)*(head_dim + 2): head_dim unnormalised output sums, then the running
-  // max m, then the running sum l. Chunk task (h, c) writes group*(head_dim + 2) elements from
-  // ((h*C + c)*group)*(head_dim + 2); merge task h reads its C chunks' partials.
+  // the state of (kv head h, chunk c, query head g within the group) is state row
+  // (h*C + c)*group + g, head_dim unnormalised output sums, then the running max m, then the
+  // running sum l (ir::AttentionStates, proved). Chunk task (h, c) writes its group's rows;
+  // merge task h reads its C chunks' rows.
   int kv_head = -1;
   int q_head_begin = 0;
   int q_head_end = 0;

@@ -198,6 +198,103 @@ ProofRecord prove_even_split(const ir::EvenSplit& f, int64_t max_len, int64_t nu
   return r;
 }
 
+ProofRecord prove_attention_partials(const ir::AttentionStates& f, int64_t C, int64_t G, int64_t D,
+                                     int64_t max_heads, unsigned timeout_ms) {
+  MPK_CHECK(C >= 2 && G >= 1 && D >= 1 && max_heads >= 1, InvalidArgument)
+      << "attention partials of " << C << " chunks, " << G << " heads, dim " << D;
+  z3::context ctx;
+  Encoder enc(ctx, 64);
+  auto k = [&](int64_t x) { return ctx.int_val(x); };
+  const z3::expr Cv = k(C), Gv = k(G), Dv = k(D), zero = k(0);
+  auto prow = [&](const z3::expr& h, const z3::expr& c, const z3::expr& g) {
+    return enc.encode(f.partial_row, {{"h", h}, {"c", c}, {"g", g}, {"C", Cv}, {"G", Gv}});
+  };
+  auto slot = [&](const Term& row, const z3::expr& e) {
+    const Term t = enc.encode(f.slot, {{"row", row.value}, {"e", e}, {"D", Dv}});
+    return Term{t.value, row.defined && t.defined};
+  };
+  auto base = [&](const z3::expr& h, const z3::expr& c) { return slot(prow(h, c, zero), zero); };
+  const z3::expr hkv = ctx.int_const("Hkv"), h = ctx.int_const("h"), c = ctx.int_const("c"),
+                 g = ctx.int_const("g"), e = ctx.int_const("e"), kk = ctx.int_const("k");
+  const z3::expr h2 = ctx.int_const("h2"), c2 = ctx.int_const("c2"), g2 = ctx.int_const("g2"),
+                 e2 = ctx.int_const("e2");
+  auto in = [&](const z3::expr& h, const z3::expr& c, const z3::expr& g, const z3::expr& e) {
+    return h >= 0 && h < hkv && c >= 0 && c < Cv && g >= 0 && g < Gv && e >= 0 && e < Dv + 2;
+  };
+  const z3::expr dom = hkv >= 1 && hkv <= k(max_heads) && in(h, c, g, e) && kk >= 0 && kk < Cv;
+  const Term S = slot(prow(h, c, g), e), size = slot(prow(hkv, zero, zero), zero);
+  const Term b = base(h, c), chunk = slot(Term{Gv, ctx.bool_val(true)}, zero);
+  const Term rel = slot(Term{g, ctx.bool_val(true)}, zero);
+  const Term head = base(h, kk), shift = slot(prow(zero, kk, zero), zero), mrel = slot(prow(zero, c, g), zero);
+  const Term h0 = base(h, zero), hC = base(h, Cv);
+  const z3::expr defined = S.defined && size.defined && b.defined && chunk.defined && rel.defined &&
+                           head.defined && shift.defined && mrel.defined && h0.defined && hC.defined;
+  ProofRecord p;
+  p.subject = "attention partials: slot = " + ir::to_string(f.slot) + ", partial_row = " +
+              ir::to_string(f.partial_row) + "; C = " + std::to_string(C) + ", G = " + std::to_string(G) +
+              ", D = " + std::to_string(D) + ", KV heads <= " + std::to_string(max_heads);
+  p.z3_version = Z3_get_full_version();
+  const std::vector<z3::expr> shown = {hkv, h, c, g, e};
+  p.obligations.push_back(check(ctx, "defined (long long: no overflow)", dom, defined, shown, timeout_ms));
+  const z3::expr ok = dom && defined;
+  p.obligations.push_back(check(ctx, "bounds (inside the partials buffer)", ok,
+                                S.value >= 0 && S.value < size.value, shown, timeout_ms));
+  p.obligations.push_back(check(ctx, "chunk range (inside the chunk task's declared write)", ok,
+                                S.value >= b.value && S.value < b.value + chunk.value, shown, timeout_ms));
+  p.obligations.push_back(check(ctx, "chunk write (the chunk task writes the element at its slot)", ok,
+                                b.value + rel.value + e == S.value, shown, timeout_ms));
+  // A chunk folding the merge in finds the head's base from its own; a merge task is given it.
+  const z3::expr merged = head.value - shift.value + mrel.value + e;
+  p.obligations.push_back(check(ctx, "merge read (from any chunk's base, the element at its slot, in the head's read)",
+                                ok, merged == S.value && h0.value + mrel.value + e == S.value && S.value >= h0.value &&
+                                        S.value < hC.value,
+                                {hkv, h, c, g, e, kk}, timeout_ms));
+  const Term S2 = slot(prow(h2, c2, g2), e2);
+  p.obligations.push_back(check(ctx, "exactly once (distinct elements, distinct slots)",
+                                ok && in(h2, c2, g2, e2) && S2.defined &&
+                                    (h != h2 || c != c2 || g != g2 || e != e2),
+                                S.value != S2.value, {h, c, g, e, h2, c2, g2, e2}, timeout_ms));
+  return p;
+}
+
+ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw, int64_t hp, int64_t D,
+                                        unsigned timeout_ms) {
+  MPK_CHECK(nw >= 1 && hp >= 1 && D >= 1, InvalidArgument)
+      << "attention warp states of " << nw << " warps, " << hp << " heads, dim " << D;
+  z3::context ctx;
+  Encoder enc(ctx, 32);
+  auto k = [&](int64_t x) { return ctx.int_val(x); };
+  const z3::expr NW = k(nw), HP = k(hp), Dv = k(D), zero = k(0);
+  // The first slot of warp w's row for head i: slot(warp_row(w, i), 0).
+  auto row_at = [&](const z3::expr& w, const z3::expr& i) {
+    const Term r = enc.encode(f.warp_row, {{"w", w}, {"i", i}, {"hp", HP}});
+    const Term t = enc.encode(f.slot, {{"row", r.value}, {"e", zero}, {"D", Dv}});
+    return Term{t.value, r.defined && t.defined};
+  };
+  const z3::expr w = ctx.int_const("w"), i = ctx.int_const("i"), e = ctx.int_const("e");
+  const z3::expr w2 = ctx.int_const("w2"), i2 = ctx.int_const("i2"), e2 = ctx.int_const("e2");
+  auto in = [&](const z3::expr& w, const z3::expr& i, const z3::expr& e) {
+    return w >= 0 && w < NW && i >= 0 && i < HP && e >= 0 && e < Dv + 2;
+  };
+  const Term a = row_at(w, i), a2 = row_at(w2, i2), region = row_at(NW, zero);
+  // The address the kernel forms: the row's first slot plus e, in int.
+  const z3::expr at = a.value + e, at2 = a2.value + e2;
+  const z3::expr fits = at >= k(INT32_MIN) && at <= k(INT32_MAX);
+  ProofRecord p;
+  p.subject = "attention warp states: slot = " + ir::to_string(f.slot) + ", warp_row = " + ir::to_string(f.warp_row) +
+              "; " + std::to_string(nw) + " warps, " + std::to_string(hp) + " heads a pass, D = " + std::to_string(D);
+  p.z3_version = Z3_get_full_version();
+  p.obligations.push_back(check(ctx, "defined (int: no overflow)", in(w, i, e),
+                                a.defined && region.defined && fits, {w, i, e}, timeout_ms));
+  const z3::expr ok = in(w, i, e) && a.defined && region.defined;
+  p.obligations.push_back(check(ctx, "bounds (inside the region the host reserves)", ok,
+                                at >= 0 && at < region.value, {w, i, e}, timeout_ms));
+  p.obligations.push_back(check(ctx, "exactly once (no two warps' or heads' elements share a slot)",
+                                ok && in(w2, i2, e2) && a2.defined && (w != w2 || i != i2 || e != e2),
+                                at != at2, {w, i, e, w2, i2, e2}, timeout_ms));
+  return p;
+}
+
 ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int64_t rows,
                                int64_t max_total, int64_t slots, unsigned timeout_ms) {
   MPK_CHECK(num_parts >= 1 && rows >= 1 && max_total >= 1, InvalidArgument) << "empty proof domain";

@@ -183,6 +183,33 @@ ProofRecord prove_ldmatrix(const ir::LdmatrixAddr& f, LdmatrixUse use, unsigned 
 // row t / 4 + 8 (i % 2), column 2 (t % 4) + j + 8 (i / 2)).
 ProofRecord prove_acc_as_a(const ir::AccAsA& f, const ir::MmaTile& tile, unsigned timeout_ms = 10000);
 
+// Attention's chunk partials (ir::AttentionStates' slot and partial_row, or mutants) for a chunk
+// count C >= 2, G query heads per KV head and head dimension D (constants: one proof per
+// attention shape), every KV head h < Hkv <= max_heads, chunk c, query head g < G and element
+// e < D + 2 symbolic, in long long arithmetic, with base(h, c) = slot(partial_row(h, c, 0), 0)
+// the chunk's first slot (where the host points the chunk task) and S the state element's slot
+// slot(partial_row(h, c, g), e):
+//   defined       no 64-bit overflow;
+//   bounds        0 <= S < slot(partial_row(Hkv, 0, 0), 0), the buffer the scheduler sizes;
+//   chunk range   S inside the chunk task's declared write [base(h, c), base(h, c) + slot(G, 0));
+//   chunk write   the chunk task's address base(h, c) + slot(g, 0) + e is S;
+//   merge read    the head's base plus slot(partial_row(0, c, g), 0) + e is S, inside the
+//                 head's declared read [base(h, 0), base(h, C)): the base given to a merge task,
+//                 base(h, 0), and the one a chunk k < C folding the merge in computes, base(h, k)
+//                 - slot(partial_row(0, k, 0), 0);
+//   exactly once  two distinct (h, c, g, e) have distinct slots.
+ProofRecord prove_attention_partials(const ir::AttentionStates& f, int64_t C, int64_t G, int64_t D,
+                                     int64_t max_heads, unsigned timeout_ms = 10000);
+
+// The attention warps' states in shared memory (ir::AttentionStates' slot and warp_row, or
+// mutants) for nw warps, hp heads per pass and head dimension D (constants), every warp w < nw,
+// head i < hp and element e < D + 2 symbolic, in int arithmetic: defined; bounds (the address
+// slot(warp_row(w, i), 0) + e the kernel uses lies in [0, slot(warp_row(nw, 0), 0)), the region
+// the host reserves); exactly once (two distinct (w, i, e) have distinct slots: no two warps'
+// states share one).
+ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw, int64_t hp, int64_t D,
+                                        unsigned timeout_ms = 10000);
+
 // Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
 // by each other variable of the expression, every + - * / replaced by the others.
 std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);

@@ -125,6 +125,27 @@ const BitonicPair& bitonic_pair_formula() {
   return f;
 }
 
+const AttentionStates& attention_states_formula() {
+  static const AttentionStates f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr D = v("D"), C = v("C"), G = v("G");
+    return AttentionStates{v("row") * (D + 2) + v("e"), (v("h") * C + v("c")) * G + v("g"), v("w") * v("hp") + v("i")};
+  }();
+  return f;
+}
+
+int64_t state_slot(int64_t row, int64_t e, int64_t D) {
+  return eval(attention_states_formula().slot, {{"row", row}, {"e", e}, {"D", D}});
+}
+
+int64_t partial_row(int64_t h, int64_t c, int64_t g, int64_t C, int64_t G) {
+  return eval(attention_states_formula().partial_row, {{"h", h}, {"c", c}, {"g", g}, {"C", C}, {"G", G}});
+}
+
+int64_t warp_state_row(int64_t w, int64_t i, int64_t hp) {
+  return eval(attention_states_formula().warp_row, {{"w", w}, {"i", i}, {"hp", hp}});
+}
+
 const FoldLanes& fold_lanes_formula() {
   static const FoldLanes f = [] {
     auto v = [](const char* n) { return IndexExpr::var(n); };
@@ -207,6 +228,15 @@ std::string layout_device_functions() {
   s += "__device__ __forceinline__ int mk_fold_row(int g0, int j, int lane, int nw, int vp2) { return " +
        to_c(fl.row, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_fold_vec(int lane, int vp2) { return " + to_c(fl.vec, CType::Int) +
+       "; }\n";
+  const AttentionStates& as = attention_states_formula();
+  s += "__device__ __forceinline__ long long mk_state_slot(long long row, long long e, long long D) { return " +
+       to_c(as.slot) + "; }\n";
+  s += "__device__ __forceinline__ long long mk_partial_row(long long h, long long c, long long g, long long C, "
+       "long long G) { return " + to_c(as.partial_row) + "; }\n";
+  s += "__device__ __forceinline__ int mk_smem_state(int row, int e, int D) { return " + to_c(as.slot, CType::Int) +
+       "; }\n";
+  s += "__device__ __forceinline__ int mk_warp_row(int w, int i, int hp) { return " + to_c(as.warp_row, CType::Int) +
        "; }\n";
   return s;
 }

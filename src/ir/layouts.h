@@ -162,11 +162,32 @@ struct FoldLanes {
 };
 const FoldLanes& fold_lanes_formula();
 
+// Attention's states (kernels/attention.cuh, merge.cuh; sized by scheduler/decompose.cc): a
+// state row is D + 2 floats, D unnormalised output sums, then the running max, then the
+// running sum; element e of row `row` is at slot = row * (D + 2) + e. In the partials buffer
+// KV head h's chunk c (of C) holds the states of its G query heads in rows partial_row = (h * C
+// + c) * G + g; in a worker's shared memory warp w keeps its state of its pass's head i (of hp)
+// in row warp_row = w * hp + i. Variables: row, e, D; h, c, g, C, G; w, i, hp.
+struct AttentionStates {
+  IndexExpr slot, partial_row, warp_row;
+};
+const AttentionStates& attention_states_formula();
+
+// The formulas evaluated. A range of states is [state_slot(first row, 0), state_slot(end row,
+// 0)): KV head h's chunk c writes rows [partial_row(h, c, 0), partial_row(h, c, G)), head h's
+// partials are rows [partial_row(h, 0, 0), partial_row(h, C, 0)), the buffer rows [0,
+// partial_row(Hkv, 0, 0)); the warps' states take rows [0, warp_state_row(nw, 0, hp)).
+int64_t state_slot(int64_t row, int64_t e, int64_t D);
+int64_t partial_row(int64_t h, int64_t c, int64_t g, int64_t C, int64_t G);
+int64_t warp_state_row(int64_t w, int64_t i, int64_t hp);
+
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
 // mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int;
 // mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), mk_fold_row(g0, j, lane, nw, vp2) and
-// mk_fold_vec(lane, vp2), int.
+// mk_fold_vec(lane, vp2), int; attention's states: mk_state_slot(row, e, D) and
+// mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
+// mk_warp_row(w, i, hp), int (shared memory).
 std::string layout_device_functions();
 
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_wgmma.cuh, prefill_attention.cuh,

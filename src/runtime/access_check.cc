@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "ir/layouts.h"
 
 namespace mpk::rt {
 namespace {
@@ -109,18 +110,19 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
         }
         if (C == 1) {
           c.expect(writes, d.out + uint64_t(d.q_head0 * D) * 4, G * D);
-        } else {
-          c.expect(writes, d.partial, G * (D + 2));
+        } else {  // state rows (ir::AttentionStates): the chunk's G from d.partial, the head's C G
+          c.expect(writes, d.partial, ir::state_slot(G, 0, D));
           if (d.flags & MPK_MK_F_MERGE) {
             c.expect(head, d.out + uint64_t(d.q_head0 * D) * 4, G * D);
-            c.expect(head, d.partial - uint64_t(d.chunk * G * (D + 2)) * 4, C * G * (D + 2));
+            c.expect(head, d.partial - uint64_t(ir::state_slot(ir::partial_row(0, d.chunk, 0, C, G), 0, D)) * 4,
+                     ir::state_slot(ir::partial_row(0, C, 0, C, G), 0, D));
           }
         }
         break;
       }
       case MPK_MK_ATTN_MERGE: {
         const int64_t D = d.head_dim, G = d.group;
-        c.expect(reads, d.partial, d.num_chunks * G * (D + 2));
+        c.expect(reads, d.partial, ir::state_slot(ir::partial_row(0, d.num_chunks, 0, d.num_chunks, G), 0, D));
         c.expect(writes, d.out + uint64_t(d.q_head0 * D) * 4, G * D);
         break;
       }

@@ -315,14 +315,14 @@ class TableBuilder {
     return ring_bytes(params_) + std::max<int64_t>(int64_t(t.k) * 4, fold);
   }
 
-  // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (layout
-  // in scheduler/task_graph.h).
+  // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (its
+  // first state row, ir::AttentionStates).
   uint64_t partial(const sched::Task& t, int buffer, int head_dim, int chunk) const {
     const int group = t.q_head_end - t.q_head_begin;
-    const int64_t at = (int64_t(t.kv_head) * t.num_chunks + chunk) * group * (head_dim + 2);
-    MPK_ICHECK((at + int64_t(group) * (head_dim + 2)) * 4 <= int64_t(tg_.buffers[size_t(buffer)].numel) * 4)
+    const int64_t row = ir::partial_row(t.kv_head, chunk, 0, t.num_chunks, group);
+    MPK_ICHECK(ir::state_slot(row + group, 0, head_dim) <= tg_.buffers[size_t(buffer)].numel)
         << "task " << t.name << ": partial out of range";
-    return act(buffer, at);
+    return act(buffer, ir::state_slot(row, 0, head_dim));
   }
 
   void merge(const sched::Task& t, MkTask& d) {
@@ -379,9 +379,10 @@ class TableBuilder {
     const int64_t layer_bytes = m_.kv_layer_elems * 4;
     d.k_cache = b_.kv + uint64_t(a.layer * layer_bytes);
     d.v_cache = b_.kv + uint64_t((g_.kv_cache.num_layers + a.layer) * layer_bytes);
-    // q heads + k head + v head + one (sums, max, sum) state per warp and head of a pass.
+    // q heads + k head + v head + one state row per warp and head of a pass.
     return (int64_t(d.group + 2) * d.head_dim +
-            int64_t(params_.block_threads / 32) * params_.heads_per_pass * (d.head_dim + 2)) * 4;
+            ir::state_slot(ir::warp_state_row(params_.block_threads / 32, 0, params_.heads_per_pass), 0, d.head_dim)) *
+           4;
   }
 
   void vector(const sched::Task& t, MkTask& d) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <tuple>
 
 #include "base/error.h"
 #include "base/log.h"
@@ -22,6 +23,8 @@ namespace {
 
 // Every run-time length a KV position (an int) can give.
 constexpr int64_t kMaxLen = int64_t(1) << 31;
+// Up to 2^16 KV heads in a layer's attention partials.
+constexpr int64_t kMaxHeads = int64_t(1) << 16;
 // Tiles of up to 2^20 rows (a tile is a slice of one stage's output rows).
 constexpr int64_t kMaxTileRows = int64_t(1) << 20;
 
@@ -66,6 +69,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   bool attention = false;
   const std::vector<Variant> variants = kernel_variants(params);
   std::set<int> fold_groups;  // lane group widths of the folded tiles' rows
+  std::set<std::tuple<int, int, int>> partials;  // attention chunks, query heads, head dim
+  std::set<int> head_dims;                       // of the attention tasks
   for (const MkTask& t : tasks) {
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
       for (const int vec : {4, 8}) {  // elements per 16-byte vector: fp32; bf16 and fp16
@@ -77,6 +82,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
     if (t.kind == MPK_MK_ATTENTION) {
       uses[t.num_chunks].first = true;
       attention = true;
+      if (t.num_chunks > 1) partials.insert({t.num_chunks, t.group, t.head_dim});
+      head_dims.insert(t.head_dim);
     }
     if (t.kind == MPK_MK_LINEAR) {
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
@@ -111,6 +118,21 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                       "fold lanes " + std::to_string(vp2) + " " + std::to_string(warps) + " " + std::to_string(slots),
                       [vp2, warps, slots] {
                         return superopt::prove_fold_lanes(ir::fold_lanes_formula(), vp2, warps, slots, kMaxTileRows);
+                      }});
+  for (const auto& [C, G, D] : partials)
+    needed.push_back({"attention: chunk partials of " + std::to_string(C) + " chunks, " + std::to_string(G) +
+                          " query heads, head dim " + std::to_string(D) + " (writes, merge reads)",
+                      "attention partials " + std::to_string(C) + " " + std::to_string(G) + " " + std::to_string(D),
+                      [C = C, G = G, D = D] {
+                        return superopt::prove_attention_partials(ir::attention_states_formula(), C, G, D, kMaxHeads);
+                      }});
+  for (int D : head_dims)
+    needed.push_back({"attention: the warps' states in shared memory, " + std::to_string(warps) + " warps, " +
+                          std::to_string(params.heads_per_pass) + " heads a pass, head dim " + std::to_string(D),
+                      "attention warp states " + std::to_string(warps) + " " + std::to_string(params.heads_per_pass) +
+                          " " + std::to_string(D),
+                      [warps, hp = params.heads_per_pass, D] {
+                        return superopt::prove_attention_warp_states(ir::attention_states_formula(), warps, hp, D);
                       }});
   if (attention)
     needed.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",

@@ -4,7 +4,9 @@
 // ks <= max_k_split parts, ks chosen on the device from the tile's shape, and the fold adds
 // every part once), the linear tile's work items (ir/layouts.h: rows, K parts and split-K
 // slots, for every linear variant and part count), a linear's reorganised sums
-// (ir/dot_product.h), and the online-softmax algebra (ir/online_softmax.h) attention rests on.
+// (ir/dot_product.h), attention's state layout (ir::AttentionStates: the chunk partials per
+// attention shape with chunks, the warps' states in shared memory per head dimension) and the
+// online-softmax algebra (ir/online_softmax.h) attention rests on.
 #pragma once
 
 #include <string>
@@ -23,8 +25,10 @@ struct PlanProof {
 
 // The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
 // there is a linear task), in increasing count, then the work items of each linear variant the
-// tasks use (kernel_variants(params)) for every part count, then the online softmax when there
-// is an attention task, whatever their results (memoised per process: each is proved once, for
+// tasks use (kernel_variants(params)) for every part count, the linear's sums, then
+// attention's chunk partials for each (chunks > 1, query heads, head dim) and its warps' states
+// for each head dim, and the online softmax when there is an attention task, whatever their
+// results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
 // With fold_down, the folded tiles' lane map (ir::FoldLanes: each row and vector of the down
 // columns read by one lane, the shuffles within a row's lanes) for each lane group width the

@@ -10,6 +10,7 @@
 #include <nvrtc.h>
 #include <regex>
 #include <set>
+#include <tuple>
 #include <string>
 
 #include "base/error.h"
@@ -256,10 +257,16 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const Planned p = plan_fixture("qwen3-bf16", 16, 64);
   const MemoryPlan mem = plan_memory(p.g, p.plan.tasks, p.model->dtype, 64);
   const rt::MegakernelTables t = build_tables(p.g, p.plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
-  std::set<int> counts;
+  std::set<int> counts, dims;
+  std::set<std::tuple<int, int, int>> partials;  // attention shapes with chunk partials
   for (const MkTask& d : t.tasks)
-    if (d.kind == MPK_MK_ATTENTION) counts.insert(d.num_chunks);
+    if (d.kind == MPK_MK_ATTENTION) {
+      counts.insert(d.num_chunks);
+      dims.insert(d.head_dim);
+      if (d.num_chunks > 1) partials.insert({d.num_chunks, d.group, d.head_dim});
+    }
   ASSERT_FALSE(counts.empty());
+  ASSERT_FALSE(partials.empty());
   const int max_k_split = 3;
   for (int ks = 1; ks <= max_k_split; ++ks) counts.insert(ks);
   const auto verification =
@@ -267,23 +274,26 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_TRUE(cache::is_verified(verification.dump())) << verification.dump();
   const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the linear's sums,
-  // the online softmax.
-  ASSERT_EQ(records.size(), counts.size() + max_k_split + 2);
+  // attention's partials and warp states per shape, the online softmax.
+  const size_t states = partials.size() + dims.size();
+  ASSERT_EQ(records.size(), counts.size() + max_k_split + 2 + states);
   int linear = 0, items = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
     const bool softmax = use.find("online softmax") != std::string::npos;
     const bool work = use.find("linear.r2: work items") != std::string::npos;
+    const bool partial = use.find("attention: chunk partials") != std::string::npos;
+    const bool warp = use.find("attention: the warps' states") != std::string::npos;
     items += work;
     if (!work) {
-      EXPECT_EQ(r.at("obligations").size(), softmax ? 4u : 5u);
+      EXPECT_EQ(r.at("obligations").size(), softmax ? 4u : partial ? 6u : warp ? 3u : 5u) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;
   }
   EXPECT_TRUE(records.back().at("use").get<std::string>().find("online softmax") != std::string::npos);
-  EXPECT_TRUE(records[records.size() - 2].at("use").get<std::string>().find("linear: the sums' algebra") !=
+  EXPECT_TRUE(records[records.size() - 2 - states].at("use").get<std::string>().find("linear: the sums' algebra") !=
               std::string::npos);
   EXPECT_EQ(linear, max_k_split);
   EXPECT_EQ(items, max_k_split);

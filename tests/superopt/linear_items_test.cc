@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "superopt/index_prover.h"
+#include "tests/superopt/test_util.h"
 
 namespace mpk::superopt {
 namespace {
@@ -20,12 +21,6 @@ using ir::LinearItems;
 
 constexpr int64_t kMaxTotal = int64_t(1) << 20;  // rows of one tile
 constexpr int64_t kSlots = 256;                   // MPK_MK_KSPLIT_SLOTS
-
-std::string failed(const ProofRecord& r) {
-  for (const Obligation& o : r.obligations)
-    if (o.result != "proved") return o.name + ": " + o.result + " (" + o.counterexample + ")";
-  return "";
-}
 
 // The obligations checked by enumeration over tiles of 1..max_total rows (false on the first
 // violation, an evaluation error included).

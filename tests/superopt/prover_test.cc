@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "superopt/index_prover.h"
+#include "tests/superopt/test_util.h"
 #include "superopt/z3_check.h"
 
 namespace mpk::superopt {
@@ -19,12 +20,6 @@ using ir::IndexExpr;
 // parts), each proved on its own.
 constexpr int64_t kMaxLen = int64_t(1) << 31;
 constexpr int64_t kParts[] = {1, 2, 3, 7, 16, 32, 132, 1024};
-
-std::string failed(const ProofRecord& r) {
-  for (const Obligation& o : r.obligations)
-    if (o.result != "proved") return o.name + ": " + o.result + " (" + o.counterexample + ")";
-  return "";
-}
 
 TEST(IndexProver, EvenSplitIsProved) {
   for (int64_t parts : kParts) {

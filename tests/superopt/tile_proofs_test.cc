@@ -11,19 +11,13 @@
 
 #include "base/error.h"
 #include "superopt/index_prover.h"
+#include "tests/superopt/test_util.h"
 
 namespace mpk::superopt {
 namespace {
 
 using ir::IndexExpr;
 
-std::string failed(const ProofRecord& r) {
-  for (const Obligation& o : r.obligations)
-    if (o.result != "proved") return o.name + ": " + o.result + " (" + o.counterexample + ")";
-  return "";
-}
-
-// True when a and b evaluate alike at every point of `domain` (an undefined value differs).
 // Every (a, b) with 0 <= a < na and 0 <= b < nb, as environments of the variables a and b.
 std::vector<ir::IndexEnv> grid(const std::string& a, int64_t na, const std::string& b, int64_t nb) {
   std::vector<ir::IndexEnv> out;
@@ -31,45 +25,6 @@ std::vector<ir::IndexEnv> grid(const std::string& a, int64_t na, const std::stri
     for (int64_t j = 0; j < nb; ++j) out.push_back({{a, i}, {b, j}});
   return out;
 }
-
-bool same_values(const IndexExpr& a, const IndexExpr& b, const std::vector<ir::IndexEnv>& domain) {
-  for (const ir::IndexEnv& env : domain) {
-    try {
-      if (ir::eval(a, env) != ir::eval(b, env)) return false;
-    } catch (const Error&) {
-      return false;
-    }
-  }
-  return true;
-}
-
-// A mutation suite's verdicts against the brute force on the prover's own domain: a mutant that
-// breaks the layout must be refuted; one equal to the formula at every point (a rewrite) must be
-// proved. A mutant that is a different valid layout is counted apart: the description's inverse
-// names the original's holders, so the prover may refute it (it is never run).
-struct Tally {
-  const char* name;
-  int generated = 0, wrong = 0, equivalent = 0, other = 0, other_proved = 0;
-  void judge(bool proved, bool ok, bool same, const std::string& what) {
-    ++generated;
-    if (!ok) {
-      ++wrong;
-      EXPECT_FALSE(proved) << name << ": " << what << " is wrong but was proved";
-    } else if (same) {
-      ++equivalent;
-      EXPECT_TRUE(proved) << name << ": " << what << " equals the formula but was not proved";
-    } else {
-      ++other;
-      other_proved += proved;
-    }
-  }
-  ~Tally() {  // and most generated mutants break the layout: the suite has teeth
-    EXPECT_GT(wrong, generated / 2) << name;
-    std::printf("[mutation] %s: %d mutants, %d wrong (all refuted), %d equivalent (all proved), %d other valid "
-                "layouts (%d proved)\n",
-                name, generated, wrong, equivalent, other, other_proved);
-  }
-};
 
 // Every holder's element inside the tile and all of them distinct (with as many holders as
 // elements: a bijection).

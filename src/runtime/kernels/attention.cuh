@@ -177,24 +177,25 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       }
     }
     // Every warp's states for this pass's heads, then one combine over (head, dim) pairs.
+    // (State rows and slots: ir::AttentionStates, printed and proved.)
     const int hn = G - g0 < HP ? G - g0 : HP;
-    float* ws = wst + warp * HP * (D + 2);
 #pragma unroll
     for (int h = 0; h < HP; ++h) {
       if (h >= hn) continue;
+      float* ws = wst + mk_smem_state(mk_warp_row(warp, h, HP), 0, D);  // a row's slots are consecutive
 #pragma unroll
       for (int c = 0; c < DC; ++c)
-        if (lane + 32 * c < D) ws[h * (D + 2) + lane + 32 * c] = acc[h][c];
-      if (lane == 0) { ws[h * (D + 2) + D] = m[h]; ws[h * (D + 2) + D + 1] = l[h]; }
+        if (lane + 32 * c < D) ws[lane + 32 * c] = acc[h][c];
+      if (lane == 0) { ws[D] = m[h]; ws[D + 1] = l[h]; }
     }
     mk_sync();
     for (int idx = threadIdx.x; idx < hn * D; idx += MK_COMPUTE_THREADS) {
       const int h = idx / D, e = idx % D, g = g0 + h;
       float M = MK_NEG_INF;
-      for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[(w * HP + h) * (D + 2) + D]);
+      for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[mk_smem_state(mk_warp_row(w, h, HP), D, D)]);
       float L = 0.f, O = 0.f;
       for (int w = 0; w < nw; ++w) {
-        const float* sw = wst + (w * HP + h) * (D + 2);
+        const float* sw = wst + mk_smem_state(mk_warp_row(w, h, HP), 0, D);
         const float f = mk_rescale(sw[D], M);
         L = mk_os_update(L, 1.0f, sw[D + 1], f);
         O = mk_os_update(O, 1.0f, sw[e], f);
@@ -202,7 +203,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       if (t.num_chunks == 1) {
         ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;
       } else {
-        float* pp = (float*)t.partial + (long long)g * (D + 2);
+        // t.partial: the chunk's first state row; query head g's is row g from there.
+        float* pp = (float*)t.partial + mk_state_slot(g, 0, D);
         pp[e] = O;
         if (e == 0) { pp[D] = M; pp[D + 1] = L; }
       }

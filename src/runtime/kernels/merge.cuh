@@ -1,7 +1,8 @@
 // Task kind attention merge: one KV head's chunk partials combined (online softmax), as a task
 // of its own or by the last chunk of the head to finish (mk_attn_arrive).
 
-// Combines one KV head's chunk partials (`part`: chunk 0's, then chunk 1's, ...): per query
+// Combines one KV head's chunk partials (`part`: its first state row, ir::AttentionStates'
+// partial_row(h, 0, 0); chunk c's query head g is row partial_row(0, c, g) from there): per query
 // head g and dim e, with M the largest chunk max, out = sum_c o_c e^(m_c - M) / sum_c l_c e^(m_c - M).
 // The partials of up to kBatch chunks are loaded at once (one round trip), a running state
 // rescaled between batches (with at most kBatch chunks the sums are exactly the formula's).
@@ -18,7 +19,7 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
       float mc[kBatch], lc[kBatch], oc[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const float* pc = part + ((long long)(c0 + j) * G + g) * (D + 2);
+        const float* pc = part + mk_state_slot(mk_partial_row(0, c0 + j, g, C, G), 0, D);
         const bool in = c0 + j < C;
         mc[j] = in ? __ldcg(pc + D) : MK_NEG_INF;
         lc[j] = in ? __ldcg(pc + D + 1) : 0.f;
@@ -57,6 +58,7 @@ __device__ void mk_attn_arrive(const MkTask& t, unsigned* arrivals) {
   }
   mk_sync();
   if (last)
-    mk_attn_merge(t, (const float*)t.partial - (long long)t.chunk * t.group * (t.head_dim + 2));
+    mk_attn_merge(t, (const float*)t.partial -
+                         mk_state_slot(mk_partial_row(0, t.chunk, 0, t.num_chunks, t.group), 0, t.head_dim));
 }
 

@@ -134,6 +134,14 @@ const AttentionStates& attention_states_formula() {
   return f;
 }
 
+const GridItems& grid_items_formula() {
+  static const GridItems f = [] {
+    const IndexExpr idx = IndexExpr::var("idx"), cols = IndexExpr::var("cols");
+    return GridItems{idx / cols, idx % cols, IndexExpr::var("r") * cols + IndexExpr::var("c")};
+  }();
+  return f;
+}
+
 int64_t state_slot(int64_t row, int64_t e, int64_t D) {
   return eval(attention_states_formula().slot, {{"row", row}, {"e", e}, {"D", D}});
 }
@@ -238,6 +246,9 @@ std::string layout_device_functions() {
        "; }\n";
   s += "__device__ __forceinline__ int mk_warp_row(int w, int i, int hp) { return " + to_c(as.warp_row, CType::Int) +
        "; }\n";
+  const GridItems& gi = grid_items_formula();
+  s += "__device__ __forceinline__ int mk_grid_row(int idx, int cols) { return " + to_c(gi.row, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ int mk_grid_col(int idx, int cols) { return " + to_c(gi.col, CType::Int) + "; }\n";
   return s;
 }
 

@@ -173,6 +173,16 @@ struct AttentionStates {
 };
 const AttentionStates& attention_states_formula();
 
+// A block's threads walking a rows x cols grid row-major in a strided loop (items idx = tid,
+// tid + threads, ... while idx < rows cols, each idx once): item idx is element (row, col) =
+// (idx / cols, idx % cols). Attention's combine and the merge walk query heads x head dim so.
+// Variables: idx, cols. The inverse the prover checks (not printed), from row r and column c:
+// idx_of = r cols + c.
+struct GridItems {
+  IndexExpr row, col, idx_of;
+};
+const GridItems& grid_items_formula();
+
 // The formulas evaluated. A range of states is [state_slot(first row, 0), state_slot(end row,
 // 0)): KV head h's chunk c writes rows [partial_row(h, c, 0), partial_row(h, c, G)), head h's
 // partials are rows [partial_row(h, 0, 0), partial_row(h, C, 0)), the buffer rows [0,
@@ -187,7 +197,8 @@ int64_t warp_state_row(int64_t w, int64_t i, int64_t hp);
 // mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), mk_fold_row(g0, j, lane, nw, vp2) and
 // mk_fold_vec(lane, vp2), int; attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
-// mk_warp_row(w, i, hp), int (shared memory).
+// mk_warp_row(w, i, hp), int (shared memory); mk_grid_row(idx, cols) and mk_grid_col(idx,
+// cols), int.
 std::string layout_device_functions();
 
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_wgmma.cuh, prefill_attention.cuh,

@@ -127,6 +127,10 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                         return superopt::prove_attention_partials(ir::attention_states_formula(), C, G, D, kMaxHeads);
                       }});
   for (int D : head_dims)
+    needed.push_back({"attention: combine and merge items over query heads x head dim " + std::to_string(D),
+                      "grid items " + std::to_string(D),
+                      [D] { return superopt::prove_grid_items(ir::grid_items_formula(), D, kMaxHeads); }});
+  for (int D : head_dims)
     needed.push_back({"attention: the warps' states in shared memory, " + std::to_string(warps) + " warps, " +
                           std::to_string(params.heads_per_pass) + " heads a pass, head dim " + std::to_string(D),
                       "attention warp states " + std::to_string(warps) + " " + std::to_string(params.heads_per_pass) +

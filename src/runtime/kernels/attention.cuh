@@ -190,7 +190,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
     }
     mk_sync();
     for (int idx = threadIdx.x; idx < hn * D; idx += MK_COMPUTE_THREADS) {
-      const int h = idx / D, e = idx % D, g = g0 + h;
+      const int h = mk_grid_row(idx, D), e = mk_grid_col(idx, D), g = g0 + h;
       float M = MK_NEG_INF;
       for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[mk_smem_state(mk_warp_row(w, h, HP), D, D)]);
       float L = 0.f, O = 0.f;

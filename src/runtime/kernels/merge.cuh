@@ -13,7 +13,7 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
   const int D = t.head_dim, G = t.group, C = t.num_chunks;
   float* out = (float*)t.out + (long long)t.q_head0 * D;
   for (int idx = threadIdx.x; idx < G * D; idx += MK_COMPUTE_THREADS) {
-    const int g = idx / D, e = idx % D;
+    const int g = mk_grid_row(idx, D), e = mk_grid_col(idx, D);
     float M = MK_NEG_INF, L = 0.f, O = 0.f;
     for (int c0 = 0; c0 < C; c0 += kBatch) {
       float mc[kBatch], lc[kBatch], oc[kBatch];

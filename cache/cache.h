@@ -9,7 +9,9 @@
 // is set aside (a copy kept as <path>.corrupt-<unix time>, the file emptied in place, never
 // renamed under the other processes' connections), whether the damage is found on open or by
 // any later operation (SQLite reports a malformed page), and the entries that still read back
-// intact are copied from the copy into the emptied file. A read-only cache
+// intact are copied from the copy into the emptied file (an I/O error part way leaves the
+// entries in the file or in the copy: the copy is deleted only while the file still holds
+// them). A read-only cache
 // never changes the file; it opens even in a folder the user cannot write. A Cache object is
 // thread-safe.
 #pragma once

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <ctime>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -333,10 +334,23 @@ std::optional<fs::path> set_aside_if_damaged(sql::Db& db) {
     db.reset_database();
     // The schema at once, under the lock: another process never finds the file empty.
     migrate(db);
-  } catch (...) {
-    std::error_code ec;
-    for (const char* suffix : {"", "-wal", "-journal"}) fs::remove(copy.string() + suffix, ec);
-    throw;
+  } catch (const Error&) {
+    // The copy goes only where the file still holds what was copied: once the reset took
+    // effect (even where its call failed after), the copy is the only place its entries are.
+    std::optional<int64_t> tables;
+    try {
+      tables = db.query_int("SELECT count(*) FROM sqlite_master");
+    } catch (const Error&) {
+    }
+    if (tables && *tables > 0) {
+      std::error_code ec;
+      for (const char* suffix : {"", "-wal", "-journal"}) fs::remove(copy.string() + suffix, ec);
+      throw;
+    }
+    // Emptied (the caller opens it again, creates the schema and salvages the copy), or not
+    // known (an error, and the copy stays).
+    if (!tables) throw;
+    log(LogLevel::Debug, "kernel cache {}: emptied, the schema not yet written", db.path().string());
   }
   return copy;
 }

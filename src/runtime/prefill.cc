@@ -9,6 +9,7 @@
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
 #include "runtime/embedded_kernels.h"
+#include "runtime/wgmma_asm.h"
 
 namespace mpk::rt {
 namespace {
@@ -136,6 +137,8 @@ std::string prefill_source(const std::string& arch) {
          "\n#define PF_WG_STAGES " + std::to_string(large.stages) +
          "\n#define PF_WG_PRODUCER " + std::to_string(large.warps_m * large.warps_n) + "\n#define PF_WG_THREADS " +
          std::to_string(large.threads()) + "\n";
+    s += "// Printed by runtime/wgmma_asm.cc.\n" + wgmma_function("pf_wgmma_256", 256, false) +
+         wgmma_function("pf_wgmma_64_ss", 64, false) + wgmma_function("pf_wgmma_128_rs", 128, true);
     s += embedded_kernel("prefill_wgmma.cuh");
     s += "// The wgmma attention (runtime/prefill.h: kWgmmaAttention).\n#define PF_WA_ROWS " +
          std::to_string(kWgmmaAttention.rows) + "\n#define PF_WA_KEYS " + std::to_string(kWgmmaAttention.keys) +

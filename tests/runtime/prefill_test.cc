@@ -18,6 +18,7 @@
 #include "model/model.h"
 #include "runtime/megakernel.h"
 #include "runtime/proofs.h"
+#include "runtime/wgmma_asm.h"
 
 namespace mpk::rt {
 namespace {
@@ -363,6 +364,30 @@ TEST(Prefill, TileGridsCoverEveryTileOnce) {
 
 // Both sources compiled for sm_90a: the H200's (wgmma large tiles) and the one of devices
 // without wgmma (mma.sync large tiles), which the GPU tests run on the H200 too.
+// The printed wgmma wrappers name every accumulator once, then A's and B's operands and the
+// predicate's source in the order their constraints list them (the prefill compile test below
+// runs them through NVRTC and ptxas).
+TEST(Prefill, WgmmaWrappersNameEveryOperand) {
+  const std::string ss = wgmma_function("pf_wgmma_256", 256, false);
+  EXPECT_NE(ss.find("pf_wgmma_256(float (&d)[128], unsigned long long da, unsigned long long db, int accumulate)"),
+            std::string::npos) << ss;
+  EXPECT_NE(ss.find("setp.ne.b32 p, %130, 0;"), std::string::npos) << ss;
+  EXPECT_NE(ss.find("m64n256k16.f32.bf16.bf16"), std::string::npos) << ss;
+  EXPECT_NE(ss.find("%126, %127}, %128, %129, p, 1, 1, 0, 0;"), std::string::npos) << ss;
+  EXPECT_NE(ss.find("\"+f\"(d[127])\n      : \"l\"(da), \"l\"(db), \"r\"(accumulate));"), std::string::npos) << ss;
+  const std::string rs = wgmma_function("pf_wgmma_128_rs", 128, true);
+  EXPECT_NE(rs.find("setp.ne.b32 p, %69, 0;"), std::string::npos) << rs;
+  EXPECT_NE(rs.find("%63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;"), std::string::npos) << rs;
+  EXPECT_NE(rs.find("\"r\"(a[3]), \"l\"(db), \"r\"(1));"), std::string::npos) << rs;
+  for (int n : {64, 128, 256}) {
+    const std::string f = wgmma_function("f", n, false);
+    for (int i = 0; i < n / 2; ++i)
+      EXPECT_NE(f.find("\"+f\"(d[" + std::to_string(i) + "])"), std::string::npos) << n << " " << i;
+    EXPECT_EQ(f.find("\"+f\"(d[" + std::to_string(n / 2) + "])"), std::string::npos) << n;
+  }
+  EXPECT_THROW(wgmma_function("f", 12, false), Error);
+}
+
 TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
   for (const char* source_arch : {"sm_90a", "sm_80"}) {
     cuda::CompileRequest r;

@@ -38,39 +38,12 @@ __device__ __forceinline__ unsigned long long pf_wg_desc_mn(unsigned smem_addr, 
          ((unsigned long long)(PF_WG_SBO >> 4) << 32) | (1ull << 62);
 }
 
-// d (+)= A B^T for a 64 x 16 slice of A and a 64 x 16 slice of B, both K-major in shared memory
-// (descriptors da, db); d starts from zero where `accumulate` is 0. d[i] sits where pf_wgmma_256's
-// does, in a 64 x 64 tile.
-__device__ __forceinline__ void pf_wgmma_64_ss(float (&d)[32], unsigned long long da, unsigned long long db,
-                                               int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "l"(da), "l"(db), "r"(accumulate));
-}
-
-// d += A B for A's 64 x 16 slice in registers (a: pf_wgmma_64_ss's accumulator order, bf16 pairs)
-// and B's 16 x 128 slice MN-major in shared memory (descriptor db, imm-trans-b).
-__device__ __forceinline__ void pf_wgmma_128_rs(float (&d)[64], const unsigned (&a)[4], unsigned long long db) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
-}
+// pf_wgmma_64_ss(d, da, db, accumulate): d (+)= A B^T for a 64 x 16 slice of A and a 64 x 16
+// slice of B, both K-major in shared memory (descriptors da, db); d starts from zero where
+// `accumulate` is 0. d[i] sits where pf_wgmma_256's does, in a 64 x 64 tile.
+// pf_wgmma_128_rs(d, a, db): d += A B for A's 64 x 16 slice in registers (a: pf_wgmma_64_ss's
+// accumulator order, bf16 pairs) and B's 16 x 128 slice MN-major in shared memory (descriptor
+// db, imm-trans-b). Both printed before prefill_wgmma.cuh (runtime/wgmma_asm.h).
 
 // Q's rows [r0, r0 + 64) of head h (fp32, row stride qstride; rows at or past T as zeros) to bf16
 // at `dst` (1,024-byte aligned) in the layout a TMA box pair of 64 rows x 64 elements would

@@ -292,6 +292,11 @@ ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw
   p.obligations.push_back(check(ctx, "exactly once (no two warps' or heads' elements share a slot)",
                                 ok && in(w2, i2, e2) && a2.defined && (w != w2 || i != i2 || e != e2),
                                 at != at2, {w, i, e, w2, i2, e2}, timeout_ms));
+  // The kernel also reads a state's max by its slot directly: the same address.
+  const Term r = enc.encode(f.warp_row, {{"w", w}, {"i", i}, {"hp", HP}});
+  const Term direct = enc.encode(f.slot, {{"row", r.value}, {"e", e}, {"D", Dv}});
+  p.obligations.push_back(check(ctx, "slots of a row consecutive (slot(row, e) = slot(row, 0) + e)", ok,
+                                r.defined && direct.defined && direct.value == at, {w, i, e}, timeout_ms));
   return p;
 }
 

@@ -206,7 +206,8 @@ ProofRecord prove_attention_partials(const ir::AttentionStates& f, int64_t C, in
 // head i < hp and element e < D + 2 symbolic, in int arithmetic: defined; bounds (the address
 // slot(warp_row(w, i), 0) + e the kernel uses lies in [0, slot(warp_row(nw, 0), 0)), the region
 // the host reserves); exactly once (two distinct (w, i, e) have distinct slots: no two warps'
-// states share one).
+// states share one); a row's slots consecutive (slot(row, e) = slot(row, 0) + e: the kernel
+// also reads the max at slot(row, D)).
 ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw, int64_t hp, int64_t D,
                                         unsigned timeout_ms = 10000);
 

@@ -80,6 +80,9 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
         if (cols % vec == 0 && vp2 <= 32) fold_groups.insert(vp2);  // else the kernel's scalar path
       }
     if (t.kind == MPK_MK_ATTENTION) {
+      // The attention proofs hold for up to kMaxHeads KV heads and query heads a group.
+      MPK_CHECK(t.kv_head < kMaxHeads && t.group <= kMaxHeads, Unsupported)
+          << "attention with KV head " << t.kv_head << " and " << t.group << " query heads a group";
       uses[t.num_chunks].first = true;
       attention = true;
       if (t.num_chunks > 1) partials.insert({t.num_chunks, t.group, t.head_dim});

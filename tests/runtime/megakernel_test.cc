@@ -288,7 +288,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool grid = use.find("attention: combine and merge items") != std::string::npos;
     items += work;
     if (!work) {
-      EXPECT_EQ(r.at("obligations").size(), softmax || grid ? 4u : partial ? 6u : warp ? 3u : 5u) << use;
+      EXPECT_EQ(r.at("obligations").size(), softmax || grid || warp ? 4u : partial ? 6u : 5u) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;

@@ -254,6 +254,8 @@ TEST(PrefillSoftmaxProof, MutantsOfTheScaledScoresWeightsAreRefuted) {
   const ir::PrefillSoftmax& inside = ir::prefill_softmax_formulas();
   EXPECT_TRUE(refuted(prove_prefill_softmax({inside.rescale, inside.weight, f.update, false}, 5000)));
   EXPECT_TRUE(refuted(prove_prefill_softmax({f.rescale, f.weight, f.update, true}, 5000)));
+  // A weight printed with a function that is not 2^x.
+  EXPECT_TRUE(refuted(prove_prefill_softmax({RealExpr::exp2(m - M, "expf"), f.weight, f.update, false}, 5000)));
   EXPECT_TRUE(prove_prefill_softmax({RealExpr::exp2(m + RealExpr(-1.0) * M, "exp2f"), f.weight, f.update, false}).proved());
   EXPECT_GT(wrong, generated / 2);
   std::printf("[mutation] prefill scaled-score softmax weights: %d mutants, %d wrong (all refuted)\n", generated, wrong);

@@ -65,6 +65,7 @@ bool brute_force_warp_states(const ir::AttentionStates& f, int64_t nw, int64_t h
         for (int64_t e = 0; e < D + 2; ++e) {
           const int64_t at = row_at(w, i) + e;
           if (at < 0 || at >= region || !seen.insert(at).second) return false;
+          if (slot(f, ir::eval(f.warp_row, {{"w", w}, {"i", i}, {"hp", hp}}), e, D) != at) return false;
         }
   } catch (const Error&) {
     return false;
@@ -87,7 +88,7 @@ TEST(AttentionStatesProofs, TheKernelsShapesAreProved) {
     for (int64_t hp : {1, 4, 8})
       for (int64_t D : {64, 256}) {
         const ProofRecord r = prove_attention_warp_states(f, nw, hp, D);
-        ASSERT_EQ(r.obligations.size(), 3u);
+        ASSERT_EQ(r.obligations.size(), 4u);
         EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
       }
   EXPECT_TRUE(brute_force_partials(f, 3, 2, 4, 3));

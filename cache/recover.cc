@@ -106,7 +106,15 @@ uint64_t Cache::Impl::salvage_locked(const fs::path& from) {
 void Cache::Impl::open_locked(std::vector<MovedAside> moved) {
   statements.clear();
   db.reset();
-  db = open_database(options.path, {read_only, options.busy_timeout_ms}, &moved);
+  try {
+    db = open_database(options.path, {read_only, options.busy_timeout_ms}, &moved);
+  } catch (const Error& e) {
+    // Copies already kept are not salvaged by this open: say where they are.
+    for (const MovedAside& m : moved)
+      log(LogLevel::Warn, "kernel cache {} is unusable ({}); kept a copy at {}, not salvaged: {}", m.from.string(),
+          m.why, m.to.string(), e.what());
+    throw;
+  }
   for (const MovedAside& m : moved) {
     uint64_t kept = salvage_locked(m.to);
     ++counters.files_moved_aside;

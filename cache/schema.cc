@@ -334,23 +334,33 @@ std::optional<fs::path> set_aside_if_damaged(sql::Db& db) {
     db.reset_database();
     // The schema at once, under the lock: another process never finds the file empty.
     migrate(db);
-  } catch (const Error&) {
+  } catch (...) {
     // The copy goes only where the file still holds what was copied: once the reset took
-    // effect (even where its call failed after), the copy is the only place its entries are.
-    std::optional<int64_t> tables;
+    // effect (even where its call or the schema's reported an error after), the copy is the
+    // only place its entries are. Emptied: no application id, version or object; reset with
+    // the schema written: ours, current, no entry.
+    std::optional<bool> reset;
     try {
-      tables = db.query_int("SELECT count(*) FROM sqlite_master");
-    } catch (const Error&) {
+      const int64_t objects = db.query_int("SELECT count(*) FROM sqlite_master");
+      const int64_t id = db.query_int("PRAGMA application_id"), version = db.query_int("PRAGMA user_version");
+      reset = (objects == 0 && id == 0 && version == 0) ||
+              (id == kApplicationId && version == kSchemaVersion &&
+               db.query_int("SELECT count(*) FROM kernels") == 0);
+    } catch (...) {
     }
-    if (tables && *tables > 0) {
+    if (reset && !*reset) {
       std::error_code ec;
       for (const char* suffix : {"", "-wal", "-journal"}) fs::remove(copy.string() + suffix, ec);
       throw;
     }
-    // Emptied (the caller opens it again, creates the schema and salvages the copy), or not
-    // known (an error, and the copy stays).
-    if (!tables) throw;
-    log(LogLevel::Debug, "kernel cache {}: emptied, the schema not yet written", db.path().string());
+    if (!reset) {  // not known: the copy stays, and is named
+      log(LogLevel::Warn, "kernel cache {}: recovery failed; kept a copy of the damaged file at {}",
+          db.path().string(), copy.string());
+      throw;
+    }
+    // The caller opens it again, writes the schema if missing and salvages the copy.
+    log(LogLevel::Debug, "kernel cache {}: reset, the rest of the recovery left to the next open",
+        db.path().string());
   }
   return copy;
 }

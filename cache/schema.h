@@ -69,10 +69,11 @@ std::filesystem::path keep_copy(const std::filesystem::path& path);
 // it is still damaged or foreign, keeps a copy of it, empties it in place and creates the
 // current schema in it; returns the copy. nullopt: the file was replaced, or another process
 // has already reset it. When the copy fails, or the reset fails leaving the file as it was, the
-// error is thrown and no copy is left; when the file was emptied but its schema not written,
-// the copy is returned (the caller's next open writes the schema and salvages it); when what
-// the file holds after a failure cannot be read, the error is thrown and the copy kept (its
-// entries may be nowhere else).
+// error is thrown and no copy is left; when an error came after the reset took effect (the
+// file empty, or holding only the fresh schema), the copy is returned (the caller's next open
+// writes the schema if missing and salvages it); when what the file holds after a failure
+// cannot be read, the error is thrown and the copy kept and named in a warning (its entries
+// may be nowhere else).
 // The file is never renamed: a connection another process still holds on a renamed file
 // would take the new file's -journal for its own hot journal and roll it back into the old
 // one, or checkpoint into the old one and delete the new one's WAL. An in-place reset keeps

@@ -174,7 +174,8 @@ TEST(CacheFaults, RecoveryLosesNoEntryAtEveryFailedCall) {
     (void)cache.verify();
   };
   // After a fault-free open (which finishes a recovery left undone), every entry loads from the
-  // cache or, where a failure came after the file was emptied, from the copy kept of it.
+  // cache or from a copy kept of the file. (A copy whose salvage a later error stopped is named
+  // in a warning; later opens do not salvage it.)
   auto all_entries_back = [&]() -> std::string {
     std::vector<std::unique_ptr<Cache>> places;
     places.push_back(std::make_unique<Cache>(options_at(db)));

@@ -380,6 +380,8 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
   }
   constexpr int kAttempts = 5;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // Before the next attempt, while another opener initialises or recovers the file.
+    auto back_off = [&] { std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1))); };
     std::unique_ptr<sql::Db> db;
     std::string damage;  // an error that damage raised on the way (handled after the catch)
     try {
@@ -409,7 +411,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
       // again); a lock held past the busy timeout by another opener's initialisation or
       // recovery is retried the same way.
       if (e.is_file_moved() || e.is_busy()) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+        back_off();
         continue;
       }
       if (!e.is_corruption() || !db) throw;
@@ -419,7 +421,7 @@ std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& 
       note_moved(path, set_aside_if_damaged(*db), damage, moved_aside);
     } catch (const sql::SqliteError& e) {
       if (!e.is_file_moved() && !e.is_busy()) throw;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5 * (attempt + 1)));
+      back_off();
     }
   }
   MPK_THROW(Cache) << "kernel cache " << path.string() << " could not be opened after " << kAttempts

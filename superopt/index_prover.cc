@@ -265,12 +265,13 @@ ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw
   Encoder enc(ctx, 32);
   auto k = [&](int64_t x) { return ctx.int_val(x); };
   const z3::expr NW = k(nw), HP = k(hp), Dv = k(D), zero = k(0);
-  // The first slot of warp w's row for head i: slot(warp_row(w, i), 0).
-  auto row_at = [&](const z3::expr& w, const z3::expr& i) {
+  // Slot e of warp w's row for head i: slot(warp_row(w, i), e).
+  auto slot_at = [&](const z3::expr& w, const z3::expr& i, const z3::expr& e) {
     const Term r = enc.encode(f.warp_row, {{"w", w}, {"i", i}, {"hp", HP}});
-    const Term t = enc.encode(f.slot, {{"row", r.value}, {"e", zero}, {"D", Dv}});
+    const Term t = enc.encode(f.slot, {{"row", r.value}, {"e", e}, {"D", Dv}});
     return Term{t.value, r.defined && t.defined};
   };
+  auto row_at = [&](const z3::expr& w, const z3::expr& i) { return slot_at(w, i, zero); };
   const z3::expr w = ctx.int_const("w"), i = ctx.int_const("i"), e = ctx.int_const("e");
   const z3::expr w2 = ctx.int_const("w2"), i2 = ctx.int_const("i2"), e2 = ctx.int_const("e2");
   auto in = [&](const z3::expr& w, const z3::expr& i, const z3::expr& e) {
@@ -293,10 +294,9 @@ ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw
                                 ok && in(w2, i2, e2) && a2.defined && (w != w2 || i != i2 || e != e2),
                                 at != at2, {w, i, e, w2, i2, e2}, timeout_ms));
   // The kernel also reads a state's max by its slot directly: the same address.
-  const Term r = enc.encode(f.warp_row, {{"w", w}, {"i", i}, {"hp", HP}});
-  const Term direct = enc.encode(f.slot, {{"row", r.value}, {"e", e}, {"D", Dv}});
+  const Term direct = slot_at(w, i, e);
   p.obligations.push_back(check(ctx, "slots of a row consecutive (slot(row, e) = slot(row, 0) + e)", ok,
-                                r.defined && direct.defined && direct.value == at, {w, i, e}, timeout_ms));
+                                direct.defined && direct.value == at, {w, i, e}, timeout_ms));
   return p;
 }
 

@@ -179,18 +179,21 @@ class Decomposer {
       partials = int(tg_.buffers.size()) - 1;
     }
     const int64_t kv_elem = int64_t(dtype_size(o_.kv_dtype));
+    // KV head h's query heads and their rows in q and the output, its rows in k and v
+    // (ir::AttentionRows, as the kernels address them).
+    auto q_heads = [&](int h) { return std::pair{int(ir::q_head(h, 0, group)), int(ir::q_head(h + 1, 0, group))}; };
+    auto rows = [&](int first, int end) { return std::pair{ir::head_elem(first, 0, d), ir::head_elem(end, 0, d)}; };
     for (int h = 0; h < hkv; ++h) {
-      const int64_t out_begin = int64_t(h) * group * d, out_end = out_begin + int64_t(group) * d;
+      const auto [out_begin, out_end] = rows(q_heads(h).first, q_heads(h).second);
+      const auto [kv_begin, kv_end] = rows(h, h + 1);
       for (int c = 0; c < chunks; ++c) {
         Task& t = new_task(stage);
-        t.kv_head = h, t.q_head_begin = h * group, t.q_head_end = (h + 1) * group;
+        t.kv_head = h;
+        std::tie(t.q_head_begin, t.q_head_end) = q_heads(h);
         std::tie(t.kv_begin, t.kv_end) = chunk_range(len, chunks, c);
         t.chunk = c, t.num_chunks = chunks;
         t.ops.push_back({index, OpKind::Attention});
-        t.reads = {{q, out_begin, out_end},
-                   {k, int64_t(h) * d, int64_t(h + 1) * d},
-                   {v, int64_t(h) * d, int64_t(h + 1) * d},
-                   whole(pos)};
+        t.reads = {{q, out_begin, out_end}, {k, kv_begin, kv_end}, {v, kv_begin, kv_end}, whole(pos)};
         if (chunks > 1) {
           t.writes = {{partials, rows_at(h, c), rows_at(h, c) + partial}};
         } else {
@@ -207,11 +210,13 @@ class Decomposer {
     const int merge = new_stage(prefix + "attn_merge", TaskKind::AttentionMerge, op.layer, hkv, 0);
     for (int h = 0; h < hkv; ++h) {
       Task& t = new_task(merge);
-      t.kv_head = h, t.q_head_begin = h * group, t.q_head_end = (h + 1) * group;
+      t.kv_head = h;
+      std::tie(t.q_head_begin, t.q_head_end) = q_heads(h);
       t.kv_begin = 0, t.kv_end = len, t.num_chunks = chunks;
       t.ops.push_back({index, OpKind::Attention});
       t.reads = {{partials, rows_at(h, 0), rows_at(h, chunks)}};
-      t.writes = {{op.output, int64_t(h) * group * d, int64_t(h + 1) * group * d}};
+      const auto [out_begin, out_end] = rows(q_heads(h).first, q_heads(h).second);
+      t.writes = {{op.output, out_begin, out_end}};
       t.flops = double(chunks) * double(partial) * 3.0;
       finish(t);
     }

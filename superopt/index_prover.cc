@@ -300,6 +300,100 @@ ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw
   return p;
 }
 
+ProofRecord prove_attention_rows(const ir::AttentionRows& f, const ir::EvenSplit& split, int64_t C, int64_t G,
+                                 int64_t D, int64_t capacity, int64_t max_heads, unsigned timeout_ms) {
+  MPK_CHECK(C >= 1 && G >= 1 && D >= 1 && max_heads >= 1 && capacity >= 1, InvalidArgument)
+      << "attention rows of " << C << " chunks, " << G << " heads, dim " << D;
+  z3::context ctx;
+  Encoder enc(ctx, 64);
+  auto k = [&](int64_t x) { return ctx.int_val(x); };
+  const z3::expr Cv = k(C), Gv = k(G), Dv = k(D), zero = k(0);
+  // The capacity a constant (the plan's): with KV heads symbolic, the cache's addresses stay
+  // linear (symbolic heads times a symbolic capacity made Z3 time out).
+  const z3::expr hkv = ctx.int_const("Hkv"), cap = k(capacity), pos = ctx.int_const("position");
+  const z3::expr h = ctx.int_const("h"), g = ctx.int_const("g"), c = ctx.int_const("c"), e = ctx.int_const("e"),
+                 j = ctx.int_const("j"), hd = ctx.int_const("hd");
+  const z3::expr h2 = ctx.int_const("h2"), g2 = ctx.int_const("g2"), e2 = ctx.int_const("e2"), j2 = ctx.int_const("j2");
+  auto both = [](const Term& a, const Term& b) { return a.defined && b.defined; };
+  auto elem = [&](const z3::expr& head, const z3::expr& x) {
+    return enc.encode(f.head_elem, {{"hd", head}, {"e", x}, {"D", Dv}});
+  };
+  auto qh = [&](const z3::expr& kvh, const z3::expr& gg) {
+    return enc.encode(f.q_head, {{"h", kvh}, {"g", gg}, {"G", Gv}});
+  };
+  auto qelem = [&](const z3::expr& kvh, const z3::expr& gg, const z3::expr& x) {  // element x of query head (kvh, gg)
+    const Term q = qh(kvh, gg), t = elem(q.value, x);
+    return Term{t.value, q.defined && t.defined};
+  };
+  auto kv = [&](const z3::expr& kvh, const z3::expr& pj, const z3::expr& x) {
+    return enc.encode(f.kv_elem, {{"h", kvh}, {"j", pj}, {"e", x}, {"cap", cap}, {"D", Dv}});
+  };
+  auto part = [&](const z3::expr& cc) {  // chunk cc's range of the live length position + 1
+    const std::map<std::string, z3::expr> v = {{"c", cc}, {"len", pos + 1}, {"parts", Cv}};
+    return std::pair{enc.encode(split.begin, v), enc.encode(split.end, v)};
+  };
+  const z3::expr run = hkv >= 1 && hkv <= k(max_heads) && pos >= 0 && pos < cap;
+  const z3::expr in = run && h >= 0 && h < hkv && g >= 0 && g < Gv && e >= 0 && e < Dv && c >= 0 && c < Cv;
+  ProofRecord p;
+  p.subject = "attention rows: head_elem = " + ir::to_string(f.head_elem) + ", q_head = " + ir::to_string(f.q_head) +
+              ", kv_elem = " + ir::to_string(f.kv_elem) + ", chunks [" + ir::to_string(split.begin) + ", " +
+              ir::to_string(split.end) + "); C = " + std::to_string(C) + ", G = " + std::to_string(G) +
+              ", D = " + std::to_string(D) + ", capacity " + std::to_string(capacity) + ", KV heads <= " +
+              std::to_string(max_heads);
+  p.z3_version = Z3_get_full_version();
+  // Query rows: the element, KV head h's declared range, the activation.
+  const Term q = qelem(h, g, e), qlo = qelem(h, zero, zero), qhi = qelem(h + 1, zero, zero),
+             qall = qelem(hkv, zero, zero);
+  // The new rows and the cache: KV head h's row element, its range, the activation and the cache.
+  const Term r = elem(h, e), rlo = elem(h, zero), rhi = elem(h + 1, zero), rall = elem(hkv, zero);
+  const auto [j0, j1] = part(c);
+  const Term read = kv(h, j, e), append = kv(h, pos, e), klo = kv(h, zero, zero), khi = kv(h + 1, zero, zero),
+             kall = kv(hkv, zero, zero);
+  const z3::expr chunk_j = j >= j0.value && j < j1.value;
+  const z3::expr defined = both(q, qlo) && both(qhi, qall) && both(r, rlo) && both(rhi, rall) && both(j0, j1) &&
+                           both(append, klo) && both(khi, kall);
+  const std::vector<z3::expr> shown = {hkv, pos, h, g, c, e};
+  p.obligations.push_back(check(ctx, "defined (long long: no overflow)", in, defined, shown, timeout_ms));
+  const z3::expr ok = in && defined;
+  p.obligations.push_back(check(ctx, "query rows (inside KV head h's declared range and the activation)", ok,
+                                q.value >= qlo.value && q.value < qhi.value && q.value >= 0 &&
+                                    q.value < qall.value,
+                                shown, timeout_ms));
+  const Term q2 = qelem(h2, g2, e2);
+  p.obligations.push_back(check(ctx, "query rows once (distinct query elements, distinct addresses)",
+                                run && h >= 0 && h < hkv && g >= 0 && g < Gv && e >= 0 && e < Dv && q.defined &&
+                                    h2 >= 0 && h2 < hkv && g2 >= 0 && g2 < Gv && e2 >= 0 && e2 < Dv && q2.defined &&
+                                    (h != h2 || g != g2 || e != e2),
+                                q.value != q2.value, {hkv, h, g, e, h2, g2, e2}, timeout_ms));
+  p.obligations.push_back(check(ctx, "new rows (inside KV head h's declared range and the activation)", ok,
+                                r.value >= rlo.value && r.value < rhi.value && r.value >= 0 && r.value < rall.value,
+                                shown, timeout_ms));
+  // Any head of the activations (hd < Hq or Hkv) and any position of the cache.
+  const Term row0 = elem(hd, zero), rowe = elem(hd, e), kv0 = kv(h, j, zero);
+  p.obligations.push_back(check(ctx, "consecutive (a row's elements follow its first)",
+                                run && hd >= 0 && hd < hkv * Gv && h >= 0 && h < hkv && j >= 0 && j < cap && e >= 0 &&
+                                    e < Dv,
+                                both(row0, rowe) && both(kv0, read) && rowe.value == row0.value + e &&
+                                    read.value == kv0.value + e,
+                                {hkv, hd, h, j, e}, timeout_ms));
+  auto in_cache = [&](const z3::expr& x) {
+    return x >= 0 && x < kall.value && x >= klo.value && x < khi.value;
+  };
+  p.obligations.push_back(check(ctx, "cache bounds (the chunk's positions and the appended one, in head h's rows)",
+                                ok && chunk_j, read.defined && in_cache(read.value) && in_cache(append.value),
+                                {hkv, pos, h, c, j, e}, timeout_ms));
+  const Term other = kv(h2, j2, e2);
+  p.obligations.push_back(check(ctx, "cache once (distinct elements, distinct addresses)",
+                                run && h >= 0 && h < hkv && j >= 0 && j < cap && e >= 0 && e < Dv && h2 >= 0 &&
+                                    h2 < hkv && j2 >= 0 && j2 < cap && e2 >= 0 && e2 < Dv && read.defined &&
+                                    other.defined && (h != h2 || j != j2 || e != e2),
+                                read.value != other.value, {hkv, h, j, e, h2, j2, e2}, timeout_ms));
+  p.obligations.push_back(check(ctx, "new row (only the last chunk's range holds position, the appended row)", ok,
+                                z3::ite(c == Cv - 1, j0.value <= pos && pos < j1.value, j1.value <= pos),
+                                {pos, c}, timeout_ms));
+  return p;
+}
+
 ProofRecord prove_grid_items(const ir::GridItems& f, int64_t cols, int64_t max_rows, unsigned timeout_ms) {
   MPK_CHECK(cols >= 1 && max_rows >= 1 && cols * max_rows <= INT32_MAX, InvalidArgument)
       << "grid of " << max_rows << " x " << cols;

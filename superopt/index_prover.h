@@ -211,6 +211,31 @@ ProofRecord prove_attention_partials(const ir::AttentionStates& f, int64_t C, in
 ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw, int64_t hp, int64_t D,
                                         unsigned timeout_ms = 10000);
 
+// The decode attention's rows (ir::AttentionRows, or mutants) for C >= 1 chunks, G query heads
+// a KV head and head dimension D (constants: one proof per attention shape), the chunks' KV
+// ranges from `split` (the even split of the live length position + 1), every KV head count
+// 1 <= Hkv <= max_heads, position 0 <= position < cap (the host's check before a step), KV head
+// h < Hkv, query head g < G, chunk c < C, element e < D and position j symbolic, the cache's
+// capacity cap a constant (the plan's), in long long arithmetic:
+//   defined       no 64-bit overflow, the split included;
+//   query rows    element e of query head q_head(h, g) (the queries read, the output written)
+//                 lies in KV head h's declared range [head_elem(q_head(h, 0), 0),
+//                 head_elem(q_head(h + 1, 0), 0)) and in the activation's
+//                 head_elem(q_head(Hkv, 0), 0) elements; distinct (h, g, e), distinct elements;
+//   new rows      element e of KV head h's new key or value row lies in [head_elem(h, 0),
+//                 head_elem(h + 1, 0)) and in the activation's head_elem(Hkv, 0) elements;
+//   consecutive   head_elem(hd, e) = head_elem(hd, 0) + e and kv_elem(h, j, e) = kv_elem(h, j,
+//                 0) + e (the kernels address a row from its first element);
+//   cache bounds  every position chunk c reads and the appended one (position) lie in the
+//                 layer's kv_elem(Hkv, 0, 0) elements, in KV head h's [kv_elem(h, 0, 0),
+//                 kv_elem(h + 1, 0, 0));
+//   cache once    distinct (h, j, e) with j < cap, distinct elements;
+//   new row       a chunk other than the last reads no position >= position (the row the last
+//                 chunk appends in this step, unordered with the other chunks' tasks); the
+//                 last chunk's range holds it (it reads the row after appending it).
+ProofRecord prove_attention_rows(const ir::AttentionRows& f, const ir::EvenSplit& split, int64_t C, int64_t G,
+                                 int64_t D, int64_t capacity, int64_t max_heads, unsigned timeout_ms = 10000);
+
 // A strided loop's items over a grid (ir::GridItems, or a mutant) of `cols` columns (a constant)
 // and 1 <= rows <= max_rows rows, every item idx < rows cols symbolic, in int arithmetic:
 // defined; bounds (0 <= row < rows, 0 <= col < cols); exactly once (two items never name one

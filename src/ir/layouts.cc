@@ -134,6 +134,15 @@ const AttentionStates& attention_states_formula() {
   return f;
 }
 
+const AttentionRows& attention_rows_formula() {
+  static const AttentionRows f = [] {
+    auto v = [](const char* n) { return IndexExpr::var(n); };
+    const IndexExpr D = v("D");
+    return AttentionRows{v("hd") * D + v("e"), v("h") * v("G") + v("g"), (v("h") * v("cap") + v("j")) * D + v("e")};
+  }();
+  return f;
+}
+
 const GridItems& grid_items_formula() {
   static const GridItems f = [] {
     const IndexExpr idx = IndexExpr::var("idx"), cols = IndexExpr::var("cols");
@@ -152,6 +161,18 @@ int64_t partial_row(int64_t h, int64_t c, int64_t g, int64_t C, int64_t G) {
 
 int64_t warp_state_row(int64_t w, int64_t i, int64_t hp) {
   return eval(attention_states_formula().warp_row, {{"w", w}, {"i", i}, {"hp", hp}});
+}
+
+int64_t head_elem(int64_t hd, int64_t e, int64_t D) {
+  return eval(attention_rows_formula().head_elem, {{"hd", hd}, {"e", e}, {"D", D}});
+}
+
+int64_t q_head(int64_t h, int64_t g, int64_t G) {
+  return eval(attention_rows_formula().q_head, {{"h", h}, {"g", g}, {"G", G}});
+}
+
+int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D) {
+  return eval(attention_rows_formula().kv_elem, {{"h", h}, {"j", j}, {"e", e}, {"cap", cap}, {"D", D}});
 }
 
 const FoldLanes& fold_lanes_formula() {
@@ -209,6 +230,8 @@ std::string prefill_layout_device_functions() {
   const AccAsA& aa = acc_as_a_formula();
   s += "__device__ __forceinline__ int pf_acc_a_tile(int i) { return " + to_c(aa.tile, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int pf_acc_a_elem(int i, int j) { return " + to_c(aa.elem, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ long long pf_kv_elem(long long h, long long j, long long e, long long cap, "
+       "long long D) { return " + to_c(attention_rows_formula().kv_elem) + "; }\n";
   return s;
 }
 
@@ -249,6 +272,13 @@ std::string layout_device_functions() {
   const GridItems& gi = grid_items_formula();
   s += "__device__ __forceinline__ int mk_grid_row(int idx, int cols) { return " + to_c(gi.row, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_grid_col(int idx, int cols) { return " + to_c(gi.col, CType::Int) + "; }\n";
+  const AttentionRows& ar = attention_rows_formula();
+  s += "__device__ __forceinline__ long long mk_head_elem(long long hd, long long e, long long D) { return " +
+       to_c(ar.head_elem) + "; }\n";
+  s += "__device__ __forceinline__ long long mk_q_head(long long h, long long g, long long G) { return " +
+       to_c(ar.q_head) + "; }\n";
+  s += "__device__ __forceinline__ long long mk_kv_elem(long long h, long long j, long long e, long long cap, "
+       "long long D) { return " + to_c(ar.kv_elem) + "; }\n";
   return s;
 }
 

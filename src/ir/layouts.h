@@ -173,6 +173,18 @@ struct AttentionStates {
 };
 const AttentionStates& attention_states_formula();
 
+// The decode attention's rows (kernels/attention.cuh, merge.cuh; the ranges declared by
+// scheduler/decompose.cc, the cache sized by runtime/megakernel.cc) and the prefill's KV stores
+// (kernels/prefill_rows.cuh): in an activation of heads x D floats (the queries, the step's new
+// key and value rows, attention's output) element e of head hd is at head_elem = hd * D + e; KV
+// head h's group of G query heads are heads q_head = h * G + g (g < G); a layer's KV cache of
+// `cap` positions holds element e of KV head h's position j at kv_elem = (h * cap + j) * D + e.
+// Variables: hd, e, D; h, g, G; j, cap.
+struct AttentionRows {
+  IndexExpr head_elem, q_head, kv_elem;
+};
+const AttentionRows& attention_rows_formula();
+
 // A block's threads walking a rows x cols grid row-major in a strided loop (items idx = tid,
 // tid + threads, ... while idx < rows cols, each idx once): item idx is element (row, col) =
 // (idx / cols, idx % cols). Attention's combine and the merge walk query heads x head dim so.
@@ -190,6 +202,12 @@ const GridItems& grid_items_formula();
 int64_t state_slot(int64_t row, int64_t e, int64_t D);
 int64_t partial_row(int64_t h, int64_t c, int64_t g, int64_t C, int64_t G);
 int64_t warp_state_row(int64_t w, int64_t i, int64_t hp);
+// The rows evaluated: an activation of `heads` heads has head_elem(heads, 0, D) elements, KV
+// head h's query heads are [q_head(h, 0, G), q_head(h + 1, 0, G)), a layer's cache of Hkv heads
+// has kv_elem(Hkv, 0, 0, cap, D) elements.
+int64_t head_elem(int64_t hd, int64_t e, int64_t D);
+int64_t q_head(int64_t h, int64_t g, int64_t G);
+int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D);
 
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
@@ -198,7 +216,8 @@ int64_t warp_state_row(int64_t w, int64_t i, int64_t hp);
 // mk_fold_vec(lane, vp2), int; attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
 // mk_warp_row(w, i, hp), int (shared memory); mk_grid_row(idx, cols) and mk_grid_col(idx,
-// cols), int.
+// cols), int; attention's rows: mk_head_elem(hd, e, D), mk_q_head(h, g, G) and mk_kv_elem(h, j,
+// e, cap, D), long long.
 std::string layout_device_functions();
 
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_wgmma.cuh, prefill_attention.cuh,
@@ -209,7 +228,8 @@ std::string layout_device_functions();
 // pf_pair_row<threads, ch>(tid, i), pf_pair_col<threads, ch>(tid, i),
 // pf_wg_a_start(wg, kk), pf_wg_b_start(kk) and PF_WG_SBO, pf_wa_q_start(wg, kk),
 // pf_wa_k_start(kk, box), pf_wa_v_start(kk), pf_tile_m(x, y, g), pf_tile_n(x, g),
-// pf_ldsm_{a,b,bt}_{row,col}(lane), pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int.
+// pf_ldsm_{a,b,bt}_{row,col}(lane), pf_acc_a_tile(i) and pf_acc_a_elem(i, j), int;
+// pf_kv_elem(h, j, e, cap, D), long long (ir::AttentionRows: where the decode reads the rows).
 std::string prefill_layout_device_functions();
 
 }  // namespace mpk::ir

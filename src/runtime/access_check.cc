@@ -62,6 +62,12 @@ class Checker {
   const SegmentBases& b_;
 };
 
+// Bytes from an activation of heads x head_dim to query head g of d's group (ir::AttentionRows,
+// as the kernels address it); a group's rows are consecutive (proved).
+uint64_t heads_at(const MkTask& d, int64_t g) {
+  return uint64_t(ir::head_elem(ir::q_head(d.kv_head, g, d.group), 0, d.head_dim)) * 4;
+}
+
 std::string text(const Range& r, const SegmentBases& b) {
   return "[" + std::to_string(r.begin - b.act) + ", " + std::to_string(r.end - b.act) + ")";
 }
@@ -103,17 +109,17 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
         break;
       case MPK_MK_ATTENTION: {
         const int64_t D = d.head_dim, G = d.group, C = d.num_chunks;
-        c.expect(reads, d.q + uint64_t(d.q_head0 * D) * 4, G * D);
+        c.expect(reads, d.q + heads_at(d, 0), G * D);
         if (d.chunk == C - 1) {  // the appending chunk stages the new key and value
-          c.expect(reads, d.kx + uint64_t(d.kv_head * D) * 4, D);
-          c.expect(reads, d.vx + uint64_t(d.kv_head * D) * 4, D);
+          c.expect(reads, d.kx + uint64_t(ir::head_elem(d.kv_head, 0, D)) * 4, D);
+          c.expect(reads, d.vx + uint64_t(ir::head_elem(d.kv_head, 0, D)) * 4, D);
         }
         if (C == 1) {
-          c.expect(writes, d.out + uint64_t(d.q_head0 * D) * 4, G * D);
+          c.expect(writes, d.out + heads_at(d, 0), G * D);
         } else {  // state rows (ir::AttentionStates): the chunk's G from d.partial, the head's C G
           c.expect(writes, d.partial, ir::state_slot(G, 0, D));
           if (d.flags & MPK_MK_F_MERGE) {
-            c.expect(head, d.out + uint64_t(d.q_head0 * D) * 4, G * D);
+            c.expect(head, d.out + heads_at(d, 0), G * D);
             c.expect(head, d.partial - uint64_t(ir::state_slot(ir::partial_row(0, d.chunk, 0, C, G), 0, D)) * 4,
                      ir::state_slot(ir::partial_row(0, C, 0, C, G), 0, D));
           }
@@ -123,7 +129,7 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
       case MPK_MK_ATTN_MERGE: {
         const int64_t D = d.head_dim, G = d.group;
         c.expect(reads, d.partial, ir::state_slot(ir::partial_row(0, d.num_chunks, 0, d.num_chunks, G), 0, D));
-        c.expect(writes, d.out + uint64_t(d.q_head0 * D) * 4, G * D);
+        c.expect(writes, d.out + heads_at(d, 0), G * D);
         break;
       }
       case MPK_MK_ARGMAX:

@@ -141,7 +141,7 @@ MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType wei
   }
   m.const_bytes = align_up(m.rope_base + int64_t(m.rope_tables.size()) * 4);
   m.kv_capacity = kv_capacity;
-  m.kv_layer_elems = int64_t(g.kv_cache.num_kv_heads) * kv_capacity * g.kv_cache.head_dim;
+  m.kv_layer_elems = ir::kv_elem(g.kv_cache.num_kv_heads, 0, 0, kv_capacity, g.kv_cache.head_dim);  // proved
   m.kv_bytes = 2 * int64_t(g.kv_cache.num_layers) * m.kv_layer_elems * 4;
   return m;
 }
@@ -330,7 +330,6 @@ class TableBuilder {
     const ir::Op& a = g_.ops[size_t(s.op)];
     d.kind = MPK_MK_ATTN_MERGE;
     d.kv_head = t.kv_head;
-    d.q_head0 = t.q_head_begin;
     d.group = t.q_head_end - t.q_head_begin;
     d.head_dim = a.attrs.head_dim;
     d.num_chunks = t.num_chunks;
@@ -345,7 +344,6 @@ class TableBuilder {
     const ir::Op *qn = op(s.q_norm), *kn = op(s.k_norm), *qr = op(s.q_rope), *kr = op(s.k_rope);
     d.kind = MPK_MK_ATTENTION;
     d.kv_head = t.kv_head;
-    d.q_head0 = t.q_head_begin;
     d.group = t.q_head_end - t.q_head_begin;
     d.head_dim = a.attrs.head_dim;
     d.chunk = t.chunk;

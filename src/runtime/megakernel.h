@@ -48,7 +48,7 @@ struct MemoryPlan {
   int64_t rope_base = 0;
   int64_t const_bytes = 0;
   int64_t kv_capacity = 0;
-  int64_t kv_layer_elems = 0;  // kv_heads * capacity * head_dim
+  int64_t kv_layer_elems = 0;  // ir::kv_elem(kv_heads, 0, 0, capacity, head_dim)
   int64_t kv_bytes = 0;        // keys + values
 };
 

@@ -65,12 +65,13 @@ std::vector<superopt::ProofRecord> proved(const std::vector<Needed>& needed) {
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params) {
   const int max_k_split = params.max_k_split;
   std::map<int, std::pair<bool, bool>> uses;  // parts -> (attention chunks, linear K parts)
-  std::set<int> rows;                         // of the linear variants in use
+  std::set<int> rows_per_warp;                // of the linear variants in use
   bool attention = false;
   const std::vector<Variant> variants = kernel_variants(params);
   std::set<int> fold_groups;  // lane group widths of the folded tiles' rows
   std::set<std::tuple<int, int, int>> partials;  // attention chunks, query heads, head dim
   std::set<int> head_dims;                       // of the attention tasks
+  std::set<std::tuple<int, int, int, int64_t>> rows;  // chunks, query heads, head dim, capacity
   for (const MkTask& t : tasks) {
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
       for (const int vec : {4, 8}) {  // elements per 16-byte vector: fp32; bf16 and fp16
@@ -87,10 +88,11 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
       attention = true;
       if (t.num_chunks > 1) partials.insert({t.num_chunks, t.group, t.head_dim});
       head_dims.insert(t.head_dim);
+      rows.insert({t.num_chunks, t.group, t.head_dim, t.capacity});
     }
     if (t.kind == MPK_MK_LINEAR) {
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
-      rows.insert(variants.at(size_t(t.variant)).rows_per_warp);
+      rows_per_warp.insert(variants.at(size_t(t.variant)).rows_per_warp);
     }
   }
   std::vector<Needed> needed;
@@ -103,7 +105,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                         return superopt::prove_even_split(ir::even_split_formula(), kMaxLen, parts);
                       }});
   }
-  for (int r : rows)
+  for (int r : rows_per_warp)
     for (int ks = 1; ks <= max_k_split; ++ks)
       needed.push_back({"linear.r" + std::to_string(r) + ": work items over " + std::to_string(ks) +
                             " K part" + (ks == 1 ? "" : "s"),
@@ -111,7 +113,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                           return superopt::prove_linear_items(ir::linear_items_formula(), ks, r,
                                                               kMaxTileRows, MPK_MK_KSPLIT_SLOTS);
                         }});
-  if (!rows.empty())
+  if (!rows_per_warp.empty())
     needed.push_back({"linear: the sums' algebra (RMSNorm factor after the dot product, split-K fold, bias and "
                       "residual once)",
                       "dot product", [] { return superopt::prove_dot_product(ir::dot_product_formulas()); }});
@@ -129,6 +131,17 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                       [C = C, G = G, D = D] {
                         return superopt::prove_attention_partials(ir::attention_states_formula(), C, G, D, kMaxHeads);
                       }});
+  for (const auto& [C, G, D, cap] : rows) {
+    const std::string shape = std::to_string(C) + " " + std::to_string(G) + " " + std::to_string(D) + " " +
+                              std::to_string(cap);
+    needed.push_back({"attention: rows of the queries, new key and value, output and KV cache (" +
+                          std::to_string(C) + " chunk" + (C == 1 ? "" : "s") + ", " + std::to_string(G) +
+                          " query heads, head dim " + std::to_string(D) + ", capacity " + std::to_string(cap) + ")",
+                      "attention rows " + shape, [C = C, G = G, D = D, cap = cap] {
+                        return superopt::prove_attention_rows(ir::attention_rows_formula(), ir::even_split_formula(),
+                                                              C, G, D, cap, kMaxHeads);
+                      }});
+  }
   for (int D : head_dims)
     needed.push_back({"attention: combine and merge items over query heads x head dim " + std::to_string(D),
                       "grid items " + std::to_string(D),

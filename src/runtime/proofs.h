@@ -5,8 +5,10 @@
 // every part once), the linear tile's work items (ir/layouts.h: rows, K parts and split-K
 // slots, for every linear variant and part count), a linear's reorganised sums
 // (ir/dot_product.h), attention's state layout (ir::AttentionStates: the chunk partials per
-// attention shape with chunks, the warps' states in shared memory per head dimension), the
-// combine's and the merge's items (ir::GridItems) and the
+// attention shape with chunks, the warps' states in shared memory per head dimension), its
+// rows (ir::AttentionRows: queries, new rows, output and KV cache per attention shape and
+// capacity, the step's new row read by its appending chunk only), the combine's and the
+// merge's items (ir::GridItems) and the
 // online-softmax algebra (ir/online_softmax.h) attention rests on.
 #pragma once
 
@@ -27,7 +29,8 @@ struct PlanProof {
 // The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
 // there is a linear task), in increasing count, then the work items of each linear variant the
 // tasks use (kernel_variants(params)) for every part count, the linear's sums, then
-// attention's chunk partials for each (chunks > 1, query heads, head dim), its combine's and
+// attention's chunk partials for each (chunks > 1, query heads, head dim), its rows for each
+// (chunks, query heads, head dim, capacity), its combine's and
 // merge's grid items and its warps' states for each head dim, and the online softmax when there is an attention task, whatever their
 // results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).

@@ -16,6 +16,7 @@
 #include "base/error.h"
 #include "ir/builder.h"
 #include "ir/dot_product.h"
+#include "ir/layouts.h"
 #include "model/model.h"
 #include "model_configs.h"
 #include "runtime/access_check.h"
@@ -134,7 +135,7 @@ TEST_P(MegakernelTables, MatchTheTaskGraph) {
       case sched::TaskKind::Attention:
         ASSERT_EQ(d.kind, MPK_MK_ATTENTION) << task.name;
         EXPECT_EQ(d.kv_head, task.kv_head);
-        EXPECT_EQ(d.q_head0, task.q_head_begin);
+        EXPECT_EQ(ir::q_head(d.kv_head, 0, d.group), task.q_head_begin);
         EXPECT_EQ(d.group, task.q_head_end - task.q_head_begin);
         EXPECT_EQ(d.head_dim, model->config.head_dim);
         EXPECT_EQ(d.capacity, capacity);
@@ -259,11 +260,13 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const rt::MegakernelTables t = build_tables(p.g, p.plan, mem, SegmentBases{kAct, kWeights, kConsts, kKv});
   std::set<int> counts, dims;
   std::set<std::tuple<int, int, int>> partials;  // attention shapes with chunk partials
+  std::set<std::tuple<int, int, int, int64_t>> shapes;  // attention shapes with their capacity
   for (const MkTask& d : t.tasks)
     if (d.kind == MPK_MK_ATTENTION) {
       counts.insert(d.num_chunks);
       dims.insert(d.head_dim);
       if (d.num_chunks > 1) partials.insert({d.num_chunks, d.group, d.head_dim});
+      shapes.insert({d.num_chunks, d.group, d.head_dim, d.capacity});
     }
   ASSERT_FALSE(counts.empty());
   ASSERT_FALSE(partials.empty());
@@ -274,8 +277,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_TRUE(cache::is_verified(verification.dump())) << verification.dump();
   const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the linear's sums,
-  // attention's partials and warp states per shape, the online softmax.
-  const size_t states = partials.size() + 2 * dims.size();  // partials; grid items, warp states
+  // attention's partials, rows and warp states per shape, the online softmax.
+  const size_t states = partials.size() + shapes.size() + 2 * dims.size();  // partials; rows; grid items, warp states
   ASSERT_EQ(records.size(), counts.size() + max_k_split + 2 + states);
   int linear = 0, items = 0;
   for (const auto& r : records) {
@@ -286,9 +289,10 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool partial = use.find("attention: chunk partials") != std::string::npos;
     const bool warp = use.find("attention: the warps' states") != std::string::npos;
     const bool grid = use.find("attention: combine and merge items") != std::string::npos;
+    const bool rows = use.find("attention: rows") != std::string::npos;
     items += work;
     if (!work) {
-      EXPECT_EQ(r.at("obligations").size(), softmax || grid || warp ? 4u : partial ? 6u : 5u) << use;
+      EXPECT_EQ(r.at("obligations").size(), softmax || grid || warp ? 4u : partial ? 6u : rows ? 8u : 5u) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;
@@ -338,7 +342,7 @@ TEST(Megakernel, AccessesStayInsideTheDeclaredRanges) {
     }
     {
       rt::MegakernelTables bad = t;
-      bad.tasks[size_t(attention)].q_head0 += 1;  // the next query head
+      bad.tasks[size_t(attention)].kv_head += 1;  // the next KV head's rows
       refused(bad, p.plan, "an attention task on the wrong query heads");
     }
     {

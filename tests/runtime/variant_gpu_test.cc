@@ -380,7 +380,6 @@ std::string check_attention(Harness& h, const AttnCase& c, uint64_t seed) {
     t.chunk = ch;
     t.num_chunks = C;
     t.kv_head = 0;
-    t.q_head0 = 0;
     t.group = G;
     t.head_dim = D;
     t.scale = scale;

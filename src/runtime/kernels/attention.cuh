@@ -43,8 +43,9 @@ __device__ __forceinline__ void mk_load_head_row(const float* src, int D, float 
 __device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h, const MkHeadConsts& hc) {
   const int D = t.head_dim, G = t.group, half = D / 2, lane = threadIdx.x & 31;
   const bool is_k = h == G;
-  const float* src = is_k ? (const float*)t.kx + (long long)t.kv_head * D
-                          : (const float*)t.q + (long long)(t.q_head0 + h) * D;
+  // Rows of ir::AttentionRows (printed and proved): the new key row, or query head h of the group.
+  const float* src = is_k ? (const float*)t.kx + mk_head_elem(t.kv_head, 0, D)
+                          : (const float*)t.q + mk_head_elem(mk_q_head(t.kv_head, h, G), 0, D);
   float* xh = qk + h * D;
   // Every load before any store (a store could alias the next load: one L2 round trip each).
   constexpr int DC = MK_MAX_HEAD_DIM / 32;
@@ -91,8 +92,10 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   const bool appends = t.chunk == t.num_chunks - 1;  // its range ends at the new position
   float* qk = sm;                // G query heads, then the new key head
   float* wst = sm + (G + 2) * D; // per warp and head of a pass: D output sums, max, sum
-  float* kc = (float*)t.k_cache + (long long)t.kv_head * t.capacity * D;
-  float* vc = (float*)t.v_cache + (long long)t.kv_head * t.capacity * D;
+  // The layer's caches: position j of the KV head at mk_kv_elem(h, j, 0, capacity, D) (ir::AttentionRows).
+  float* kc = (float*)t.k_cache;
+  float* vc = (float*)t.v_cache;
+  const int kvh = t.kv_head, cap = t.capacity;
   // The appending chunk's last warp copies the new value row; the key is appended by the warp
   // that stages it. One barrier then publishes the heads and the new rows to the block.
   const int nh = appends ? G + 1 : G;
@@ -112,8 +115,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   const bool have_kv = jpre < j1 && jpre <= position - 2;
   float kpre[DC], vpre[DC];
   if (have_kv) {
-    mk_load_head_row(kc + (long long)jpre * D, D, kpre);
-    mk_load_head_row(vc + (long long)jpre * D, D, vpre);
+    mk_load_head_row(kc + mk_kv_elem(kvh, jpre, 0, cap, D), D, kpre);
+    mk_load_head_row(vc + mk_kv_elem(kvh, jpre, 0, cap, D), D, vpre);
   }
   if (!wait()) return false;
   for (int h = warp; h < nh; h += nw) {
@@ -125,15 +128,15 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       mk_stage_head(t, qk, h, hc);
     }
     if (h == G)
-      for (int i = lane; i < D; i += 32) kc[(long long)position * D + i] = qk[G * D + i];
+      for (int i = lane; i < D; i += 32) kc[mk_kv_elem(kvh, position, i, cap, D)] = qk[G * D + i];
   }
   if (appends && warp == nw - 1) {
-    const float* vx = (const float*)t.vx + (long long)t.kv_head * D;
+    const float* vx = (const float*)t.vx + mk_head_elem(kvh, 0, D);
     float v[DC];
     mk_load_head_row(vx, D, v);
 #pragma unroll
     for (int c = 0; c < DC; ++c)
-      if (lane + 32 * c < D) vc[(long long)position * D + lane + 32 * c] = v[c];
+      if (lane + 32 * c < D) vc[mk_kv_elem(kvh, position, lane + 32 * c, cap, D)] = v[c];
   }
   mk_sync();
   constexpr int HP = MK_HEADS_PER_PASS;
@@ -147,8 +150,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       for (int c = 0; c < DC; ++c) acc[h][c] = 0.f;
     }
     for (int j = j0 + warp; j < j1; j += nw) {
-      const float* kj = kc + (long long)j * D;
-      const float* vj = vc + (long long)j * D;
+      const float* kj = kc + mk_kv_elem(kvh, j, 0, cap, D);
+      const float* vj = vc + mk_kv_elem(kvh, j, 0, cap, D);
       float kr[DC], vr[DC];
       const bool pre = have_kv && g0 == 0 && j == jpre;
 #pragma unroll
@@ -201,7 +204,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
         O = mk_os_update(O, 1.0f, sw[e], f);
       }
       if (t.num_chunks == 1) {
-        ((float*)t.out)[(long long)(t.q_head0 + g) * D + e] = O / L;
+        ((float*)t.out)[mk_head_elem(mk_q_head(kvh, g, G), e, D)] = O / L;
       } else {
         // t.partial: the chunk's first state row; query head g's is row g from there.
         float* pp = (float*)t.partial + mk_state_slot(g, 0, D);

@@ -11,7 +11,6 @@
 __device__ void mk_attn_merge(const MkTask& t, const float* part) {
   constexpr int kBatch = MK_MERGE_BATCH;
   const int D = t.head_dim, G = t.group, C = t.num_chunks;
-  float* out = (float*)t.out + (long long)t.q_head0 * D;
   for (int idx = threadIdx.x; idx < G * D; idx += MK_COMPUTE_THREADS) {
     const int g = mk_grid_row(idx, D), e = mk_grid_col(idx, D);
     float M = MK_NEG_INF, L = 0.f, O = 0.f;
@@ -40,7 +39,7 @@ __device__ void mk_attn_merge(const MkTask& t, const float* part) {
       }
       M = Mb;
     }
-    out[(long long)g * D + e] = O / L;
+    ((float*)t.out)[mk_head_elem(mk_q_head(t.kv_head, g, G), e, D)] = O / L;  // ir::AttentionRows
   }
 }
 

@@ -107,7 +107,7 @@ extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float*
     const int d = int(e % D);
     const long long th = e / D;
     const int t = int(th / Hkv), hk = int(th % Hkv);
-    const long long dst = ((long long)hk * cap + pos0 + t) * D + d;
+    const long long dst = pf_kv_elem(hk, pos0 + t, d, cap, D);  // where the decode reads it (ir::AttentionRows)
     const float2 kv = *(const float2*)(k + e), vv = *(const float2*)(v + e);
     *(float2*)(kc + dst) = kv;
     *(float2*)(vc + dst) = vv;

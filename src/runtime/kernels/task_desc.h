@@ -96,8 +96,7 @@ struct MkTask {
   int arrival;  // MPK_MK_F_MERGE: the head's arrival counter in params.arrivals
   int pad1;
   int kv_head;
-  int q_head0;
-  int group;  // query heads
+  int group;  // query heads: kv_head's group (ir::AttentionRows' q_head)
   int head_dim;
   float scale;
   float norm_eps;

@@ -102,6 +102,18 @@ void print(const IndexExpr& e, bool c, std::string& out, bool wide = true) {
 
 }  // namespace
 
+IndexExpr substitute(const IndexExpr& e, const std::map<std::string, IndexExpr>& with) {
+  const IndexExpr::Node& n = e.node();
+  switch (n.op) {
+    case IndexOp::Const: return e;
+    case IndexOp::Var: {
+      auto it = with.find(n.name);
+      return it == with.end() ? e : it->second;
+    }
+    default: return IndexExpr::binary(n.op, substitute(n.args[0], with), substitute(n.args[1], with));
+  }
+}
+
 std::string to_c(const IndexExpr& e, CType type) {
   std::string s;
   print(e, true, s, type == CType::LongLong);

@@ -58,6 +58,10 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env);
 enum class CType { LongLong, Int };
 std::string to_c(const IndexExpr& e, CType type = CType::LongLong);
 
+// e with each variable named in `with` replaced by its expression (the others kept): how one
+// formula's variable becomes another formula.
+IndexExpr substitute(const IndexExpr& e, const std::map<std::string, IndexExpr>& with);
+
 // "(c * n) / C"-like text for messages and tests.
 std::string to_string(const IndexExpr& e);
 

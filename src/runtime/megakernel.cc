@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "ir/dot_product.h"
 #include "ir/layouts.h"
+#include "ir/task_nests.h"
 #include "ir/online_softmax.h"
 #include "ir/rope.h"
 #include "runtime/access_check.h"
@@ -495,8 +496,11 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                   ir::dot_product_device_functions();
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
-  for (const char* f : {"stage.cuh", "sample.cuh", "linear.cuh", "merge.cuh", "attention.cuh", "argmax.cuh"})
-    s += embedded_kernel(f);
+  for (const char* f : {"stage.cuh", "sample.cuh", "linear.cuh"}) s += embedded_kernel(f);
+  // The merge printed from its loop nest (ir/task_nests.h: loops, guards, addresses; proved).
+  s += "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n" +
+       ir::print(ir::attention_merge_nest());
+  for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
              "__launch_bounds__(MK_LAUNCH_THREADS) " + megakernel_entry(weight_dtype) +

@@ -13,10 +13,12 @@
 #include "base/log.h"
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
+#include "ir/task_nests.h"
 #include "runtime/prefill.h"
 #include "runtime/variants.h"
 #include "superopt/algebra_prover.h"
 #include "superopt/index_prover.h"
+#include "superopt/loop_prover.h"
 
 namespace mpk::rt {
 namespace {
@@ -130,6 +132,16 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                       "attention partials " + std::to_string(C) + " " + std::to_string(G) + " " + std::to_string(D),
                       [C = C, G = G, D = D] {
                         return superopt::prove_attention_partials(ir::attention_states_formula(), C, G, D, kMaxHeads);
+                      }});
+  for (const auto& [C, G, D] : partials)
+    needed.push_back({"attention merge: its loop nest (" + std::to_string(C) + " chunks, " + std::to_string(G) +
+                          " query heads, head dim " + std::to_string(D) + ", " + std::to_string(params.merge_batch) +
+                          " chunks a batch)",
+                      "merge nest " + std::to_string(C) + " " + std::to_string(G) + " " + std::to_string(D) + " " +
+                          std::to_string(params.merge_batch),
+                      [C = C, G = G, D = D, B = params.merge_batch] {
+                        return superopt::prove_loop_nest(ir::attention_merge_nest(), "attention merge",
+                                                         {{"C", C}, {"G", G}, {"D", D}, {"B", B}});
                       }});
   for (const auto& [C, G, D, cap] : rows) {
     const std::string shape = std::to_string(C) + " " + std::to_string(G) + " " + std::to_string(D) + " " +

@@ -29,7 +29,8 @@ struct PlanProof {
 // The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
 // there is a linear task), in increasing count, then the work items of each linear variant the
 // tasks use (kernel_variants(params)) for every part count, the linear's sums, then
-// attention's chunk partials for each (chunks > 1, query heads, head dim), its rows for each
+// attention's chunk partials and the merge's loop nest (ir::attention_merge_nest, with
+// params.merge_batch) for each (chunks > 1, query heads, head dim), its rows for each
 // (chunks, query heads, head dim, capacity), its combine's and
 // merge's grid items and its warps' states for each head dim, and the online softmax when there is an attention task, whatever their
 // results (memoised per process: each is proved once, for

@@ -1,0 +1,80 @@
+#include "ir/loop_nest.h"
+
+#include "base/error.h"
+
+namespace mpk::ir {
+namespace {
+
+class Printer {
+ public:
+  explicit Printer(const LoopNest& n) : n_(n) {}
+
+  void block(const Block& b, int depth, std::string& out) const {
+    for (const Stmt& s : b) stmt(s, depth, out);
+  }
+
+ private:
+  void stmt(const Stmt& s, int depth, std::string& out) const {
+    const std::string pad(size_t(depth) * 2, ' ');
+    switch (s.kind) {
+      case Stmt::Loop: {
+        const std::string e = to_c(s.expr, CType::Int), v = s.var;
+        if (s.loop == LoopKind::Threads) {
+          out += pad + "for (int " + v + " = threadIdx.x; " + v + " < " + e + "; " + v + " += " + n_.threads +
+                 ") {\n";
+        } else {
+          if (s.loop == LoopKind::Unrolled) out += pad + "#pragma unroll\n";
+          out += pad + "for (int " + v + " = 0; " + v + " < " + e + "; " + v + " += " + to_c(s.step, CType::Int) +
+                 ") {\n";
+        }
+        block(s.body, depth + 1, out);
+        out += pad + "}\n";
+        return;
+      }
+      case Stmt::Let: out += pad + "const int " + s.var + " = " + to_c(s.expr, CType::Int) + ";\n"; return;
+      case Stmt::If:
+        out += pad + "if (" + to_c(s.expr, CType::Int) + " < " + to_c(s.step, CType::Int) + ") {\n";
+        block(s.body, depth + 1, out);
+        out += pad + "}\n";
+        return;
+      case Stmt::Code: out += pad + substituted(s.code) + "\n"; return;
+    }
+  }
+
+  // The code with each {name} replaced by its access's element.
+  std::string substituted(const std::string& code) const {
+    std::string out;
+    for (size_t i = 0; i < code.size(); ++i) {
+      if (code[i] != '{') {
+        out += code[i];
+        continue;
+      }
+      const size_t end = code.find('}', i);
+      const std::string name = code.substr(i + 1, end == std::string::npos ? 0 : end - i - 1);
+      const Access* a = nullptr;
+      for (const Access& x : n_.accesses)
+        if (x.name == name) a = &x;
+      if (!a) {  // a brace of the C itself
+        out += code[i];
+        continue;
+      }
+      out += a->base + "[" + to_c(a->index) + "]";
+      i = end;
+    }
+    return out;
+  }
+
+  const LoopNest& n_;
+};
+
+}  // namespace
+
+std::string print(const LoopNest& nest) {
+  std::string out = nest.signature + " {\n";
+  for (const Param& p : nest.params) out += "  const int " + p.name + " = " + p.c + ";\n";
+  Printer(nest).block(nest.body, 1, out);
+  out += "}\n";
+  return out;
+}
+
+}  // namespace mpk::ir

@@ -1,0 +1,89 @@
+// A task kernel's loop nest described once: its run-time parameters, loops, the names it binds,
+// its guards and the index of every global or shared-memory access. print() writes the kernel's
+// C from it (loops, guards and addresses around the body's own arithmetic, which holds no index
+// arithmetic); superopt/loop_prover.h turns the same description into Z3 terms (every access
+// inside the range the scheduler declared, each output element written once, each reduction
+// term read once and at least once).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/index_expr.h"
+
+namespace mpk::ir {
+
+// A block-strided loop over [0, end): the thread's index, then steps of the block's threads
+// (each value of [0, end) taken by exactly one thread and step); a serial or unrolled loop over
+// 0, step, 2 step, ... < end in each thread.
+enum class LoopKind { Threads, Serial, Unrolled };
+
+struct Stmt {
+  enum Kind { Loop, Let, If, Code } kind;
+  std::string var;                // Loop: its variable; Let: the name bound (an int)
+  LoopKind loop = LoopKind::Serial;
+  IndexExpr expr = 0;             // Loop: end; Let: value; If: lhs of lhs < rhs
+  IndexExpr step = 1;             // Loop (Serial, Unrolled); If: rhs
+  std::string code;               // Code: C statements; {name} is access `name`'s element
+  std::vector<Stmt> body;         // Loop, If
+};
+using Block = std::vector<Stmt>;
+
+inline Stmt loop(std::string var, LoopKind kind, IndexExpr end, IndexExpr step, Block body) {
+  return Stmt{Stmt::Loop, std::move(var), kind, std::move(end), std::move(step), "", std::move(body)};
+}
+inline Stmt let(std::string var, IndexExpr value) {
+  return Stmt{Stmt::Let, std::move(var), LoopKind::Serial, std::move(value), 1, "", {}};
+}
+inline Stmt guard(IndexExpr lhs, IndexExpr rhs, Block body) {  // if (lhs < rhs)
+  return Stmt{Stmt::If, "", LoopKind::Serial, std::move(lhs), std::move(rhs), "", std::move(body)};
+}
+inline Stmt code(std::string text) { return Stmt{Stmt::Code, "", LoopKind::Serial, 0, 1, std::move(text), {}}; }
+
+// A run-time value the nest reads: bound from `c` (a C expression over the task descriptor) at
+// the top of the printed function, in [lo, hi] for the prover unless a proof fixes it.
+struct Param {
+  std::string name, c;
+  int64_t lo, hi;
+};
+
+// A declared range [begin, end) over the parameters: where an access must stay.
+struct Range {
+  std::string name;
+  IndexExpr begin, end;
+};
+
+// Every term of a reduction (or element of an output) reached: for each point of `vars` (each
+// in [0, its end)), the loop values `inverse` names (over the point's variables and the
+// parameters) satisfy the nest's loops and guards and access `expect`.
+struct Cover {
+  std::vector<std::pair<std::string, IndexExpr>> vars;
+  IndexExpr expect;
+  std::map<std::string, IndexExpr> inverse;
+};
+
+struct Access {
+  std::string name;   // {name} in Code
+  std::string base;   // C expression of the pointer it indexes
+  std::string range;  // the Range it must stay inside
+  IndexExpr index;    // over the parameters, loop variables and lets in scope
+  bool once = false;  // distinct iterations, distinct elements
+  std::vector<Cover> covers;
+};
+
+struct LoopNest {
+  std::string signature;  // "__device__ void mk_attn_merge(const MkTask& t, const float* part)"
+  std::vector<Param> params;
+  std::vector<Range> ranges;
+  std::vector<Access> accesses;
+  Block body;
+  std::string threads = "threads";  // the parameter a Threads loop steps by
+};
+
+// The nest as a C function: the parameters bound (int), then the body; loops and lets in int,
+// guards as `if`, every {name} replaced by `base[index]` with the index in long long.
+std::string print(const LoopNest& nest);
+
+}  // namespace mpk::ir

@@ -1,0 +1,74 @@
+#include "ir/task_nests.h"
+
+#include "ir/layouts.h"
+
+namespace mpk::ir {
+
+const LoopNest& attention_merge_nest() {
+  static const LoopNest n = [] {
+    auto v = [](const char* name) { return IndexExpr::var(name); };
+    const IndexExpr G = v("G"), D = v("D"), C = v("C"), h = v("h"), B = v("B");
+    const IndexExpr idx = v("idx"), g = v("g"), e = v("e"), c0 = v("c0"), j = v("j");
+    const AttentionStates& as = attention_states_formula();
+    const AttentionRows& ar = attention_rows_formula();
+    const GridItems& gi = grid_items_formula();
+    // Element x of state row `row`; the row of chunk c's query head gg from the head's base.
+    auto slot = [&](IndexExpr row, IndexExpr x) { return substitute(as.slot, {{"row", row}, {"e", x}, {"D", D}}); };
+    auto prow = [&](IndexExpr c, IndexExpr gg) {
+      return substitute(as.partial_row, {{"h", 0}, {"c", c}, {"g", gg}, {"C", C}, {"G", G}});
+    };
+    auto out_at = [&](IndexExpr kvh, IndexExpr gg, IndexExpr x) {
+      const IndexExpr q = substitute(ar.q_head, {{"h", kvh}, {"g", gg}, {"G", G}});
+      return substitute(ar.head_elem, {{"hd", q}, {"e", x}, {"D", D}});
+    };
+    auto item_of = [&](IndexExpr gg, IndexExpr x) { return substitute(gi.idx_of, {{"r", gg}, {"c", x}, {"cols", D}}); };
+    LoopNest m;
+    m.signature = "__device__ void mk_attn_merge(const MkTask& t, const float* part)";
+    m.params = {{"G", "t.group", 1, 1 << 16},   {"D", "t.head_dim", 1, 1024},
+                {"C", "t.num_chunks", 1, 1 << 16}, {"h", "t.kv_head", 0, (1 << 16) - 1},
+                {"B", "MK_MERGE_BATCH", 1, 64}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"partials", 0, slot(prow(C, 0), 0)},
+                {"out", out_at(h, 0, 0), out_at(h + 1, 0, 0)},
+                {"batch", 0, B}};  // the registers of a batch's states
+    const IndexExpr cg = v("cg"), gg = v("gg"), ee = v("ee");
+    const std::map<std::string, IndexExpr> chunk_of = {{"idx", item_of(gg, ee)}, {"c0", cg / B * B}, {"j", cg % B}};
+    m.accesses = {
+        {"mc", "mc", "batch", j, false, {}},
+        {"lc", "lc", "batch", j, false, {}},
+        {"oc", "oc", "batch", j, false, {}},
+        {"max", "part", "partials", slot(prow(c0 + j, g), D), false, {}},
+        {"sum", "part", "partials", slot(prow(c0 + j, g), D + 1), false, {}},
+        {"sums", "part", "partials", slot(prow(c0 + j, g), e), true,
+         {{{{"cg", C}, {"gg", G}, {"ee", D}}, slot(prow(cg, gg), ee), chunk_of}}},
+        {"out", "((float*)t.out)", "out", out_at(h, g, e), true,
+         {{{{"gg", G}, {"ee", D}}, out_at(h, gg, ee), {{"idx", item_of(gg, ee)}}}}},
+    };
+    // The batch's states loaded at once (one round trip), then a running state rescaled between
+    // batches (with at most B chunks the sums are exactly the formula's): ir/online_softmax.h.
+    // Written by other workers in this step: read through L2 (__ldcg), never this SM's L1.
+    m.body = {loop("idx", LoopKind::Threads, G * D, 1,
+                   {let("g", substitute(gi.row, {{"idx", idx}, {"cols", D}})),
+                    let("e", substitute(gi.col, {{"idx", idx}, {"cols", D}})),
+                    code("float M = MK_NEG_INF, L = 0.f, O = 0.f;"),
+                    loop("c0", LoopKind::Serial, C, B,
+                         {code("float mc[MK_MERGE_BATCH], lc[MK_MERGE_BATCH], oc[MK_MERGE_BATCH];"),
+                          loop("j", LoopKind::Unrolled, B, 1,
+                               {code("{mc} = MK_NEG_INF; {lc} = 0.f; {oc} = 0.f;"),
+                                guard(c0 + j, C, {code("{mc} = __ldcg(&{max}); {lc} = __ldcg(&{sum}); "
+                                                       "{oc} = __ldcg(&{sums});")})}),
+                          code("float Mb = M;"),
+                          loop("j", LoopKind::Unrolled, B, 1, {code("Mb = fmaxf(Mb, {mc});")}),
+                          code("const float f0 = mk_rescale(M, Mb);"), code("L = L * f0;"), code("O = O * f0;"),
+                          loop("j", LoopKind::Unrolled, B, 1,
+                               {guard(c0 + j, C, {code("const float f = mk_rescale({mc}, Mb);"),
+                                                  code("L = mk_os_update(L, 1.0f, {lc}, f);"),
+                                                  code("O = mk_os_update(O, 1.0f, {oc}, f);")})}),
+                          code("M = Mb;")}),
+                    code("{out} = O / L;")})};
+    m.threads = "threads";
+    return m;
+  }();
+  return n;
+}
+
+}  // namespace mpk::ir

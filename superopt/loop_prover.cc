@@ -1,0 +1,216 @@
+#include "superopt/loop_prover.h"
+
+#include <z3++.h>
+
+#include <vector>
+
+#include "base/error.h"
+#include "superopt/encoder.h"
+#include "superopt/z3_check.h"
+
+namespace mpk::superopt {
+namespace {
+
+using Env = std::map<std::string, z3::expr>;
+
+// One place an access is used: the variables in scope, the loops' and guards' condition, what
+// must be defined to get there, and the loop variables on the way (the iteration).
+struct Use {
+  size_t access;
+  Env env;
+  z3::expr cond, defined;
+  std::vector<z3::expr> iteration;
+};
+
+class Walker {
+ public:
+  Walker(z3::context& ctx, const ir::LoopNest& n, std::string suffix, const Env& forced)
+      : ctx_(ctx), n_(n), suffix_(std::move(suffix)), forced_(forced), e32_(ctx, 32), e64_(ctx, 64) {}
+
+  std::vector<Use> walk(const Env& params) {
+    std::vector<Use> out;
+    std::vector<z3::expr> it;
+    block(n_.body, params, ctx_.bool_val(true), ctx_.bool_val(true), it, out);
+    return out;
+  }
+
+  // Every loop, let and guard, used or not: where it runs (cond) and what it needs (defined, a
+  // loop's step >= 1).
+  const std::vector<std::pair<z3::expr, z3::expr>>& structure() const { return structure_; }
+
+ private:
+  void block(const ir::Block& b, Env env, z3::expr cond, z3::expr defined, std::vector<z3::expr> it,
+             std::vector<Use>& out) {
+    for (const ir::Stmt& s : b) {
+      switch (s.kind) {
+        case ir::Stmt::Loop: {
+          const Term end = e32_.encode(s.expr, env);
+          z3::expr in = ctx_.bool_val(true), def = defined && end.defined;
+          auto f = forced_.find(s.var);
+          const z3::expr v = f != forced_.end() ? f->second : ctx_.int_const((s.var + suffix_).c_str());
+          if (s.loop == ir::LoopKind::Threads) {
+            in = v >= 0 && v < end.value;
+          } else {
+            const Term step = e32_.encode(s.step, env);
+            def = def && step.defined && step.value >= 1;
+            in = v >= 0 && v < end.value && z3::mod(v, step.value) == 0;
+          }
+          structure_.push_back({cond, def});
+          Env inner = env;
+          inner.insert_or_assign(s.var, v);
+          std::vector<z3::expr> it2 = it;
+          it2.push_back(v);
+          block(s.body, inner, cond && in, def, it2, out);
+          break;
+        }
+        case ir::Stmt::Let: {
+          const Term t = e32_.encode(s.expr, env);
+          structure_.push_back({cond, defined && t.defined});
+          defined = defined && t.defined;
+          env.insert_or_assign(s.var, t.value);
+          break;
+        }
+        case ir::Stmt::If: {
+          const Term a = e32_.encode(s.expr, env), b2 = e32_.encode(s.step, env);
+          structure_.push_back({cond, defined && a.defined && b2.defined});
+          block(s.body, env, cond && a.value < b2.value, defined && a.defined && b2.defined, it, out);
+          break;
+        }
+        case ir::Stmt::Code:
+          for (size_t i = 0; i < n_.accesses.size(); ++i)
+            if (s.code.find("{" + n_.accesses[i].name + "}") != std::string::npos)
+              out.push_back({i, env, cond, defined, it});
+          break;
+      }
+    }
+  }
+
+ public:
+  Term index(const Use& u) { return e64_.encode(n_.accesses[u.access].index, u.env); }
+  Term wide(const ir::IndexExpr& e, const Env& env) { return e64_.encode(e, env); }
+
+ private:
+  z3::context& ctx_;
+  const ir::LoopNest& n_;
+  std::string suffix_;
+  const Env& forced_;
+  Encoder e32_, e64_;
+  std::vector<std::pair<z3::expr, z3::expr>> structure_;
+};
+
+// The worst of several queries' results as one obligation (their times summed).
+void fold(Obligation& into, const Obligation& o) {
+  into.ms += o.ms;
+  if (into.result == "proved" && o.result != "proved") {
+    into.result = o.result;
+    into.counterexample = o.counterexample;
+  }
+}
+
+}  // namespace
+
+ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
+                            const std::map<std::string, int64_t>& fixed, unsigned timeout_ms) {
+  z3::context ctx;
+  Env params;
+  z3::expr domain = ctx.bool_val(true);
+  std::vector<z3::expr> shown;
+  std::string bound;
+  for (const ir::Param& p : nest.params) {
+    auto f = fixed.find(p.name);
+    if (f != fixed.end()) {
+      params.insert_or_assign(p.name, ctx.int_val(f->second));
+      bound += (bound.empty() ? "" : ", ") + p.name + " = " + std::to_string(f->second);
+    } else {
+      const z3::expr v = ctx.int_const(p.name.c_str());
+      params.insert_or_assign(p.name, v);
+      domain = domain && v >= ctx.int_val(p.lo) && v <= ctx.int_val(p.hi);
+      shown.push_back(v);
+    }
+  }
+  for (const auto& [name, value] : fixed)
+    MPK_CHECK(params.count(name), InvalidArgument) << what << ": no parameter '" << name << "'";
+  ProofRecord r;
+  r.subject = "loop nest " + what + " (" + bound + ")";
+  r.z3_version = Z3_get_full_version();
+  const Env none;
+  Walker one(ctx, nest, "", none), two(ctx, nest, "'", none);
+  const std::vector<Use> uses = one.walk(params), uses2 = two.walk(params);
+  Obligation loops{"loops, lets and guards defined (int), every step >= 1", "proved", 0, ""};
+  for (const auto& [cond, defined] : one.structure())
+    fold(loops, check(ctx, loops.name, domain && cond, defined, shown, timeout_ms));
+  r.obligations.push_back(loops);
+  for (size_t a = 0; a < nest.accesses.size(); ++a) {
+    const ir::Access& acc = nest.accesses[a];
+    const ir::Range* range = nullptr;
+    for (const ir::Range& x : nest.ranges)
+      if (x.name == acc.range) range = &x;
+    MPK_CHECK(range, InvalidArgument) << what << ": access " << acc.name << " names no range '" << acc.range << "'";
+    const Term lo = one.wide(range->begin, params), hi = one.wide(range->end, params);
+    Obligation inside{acc.name + " inside " + acc.range, "proved", 0, ""};
+    Obligation once{acc.name + " once (distinct iterations, distinct elements)", "proved", 0, ""};
+    bool used = false;
+    for (size_t i = 0; i < uses.size(); ++i) {
+      const Use& u = uses[i];
+      if (u.access != a) continue;
+      used = true;
+      const Term x = one.index(u);
+      fold(inside, check(ctx, inside.name, domain && u.cond,
+                         u.defined && x.defined && lo.defined && hi.defined && x.value >= lo.value &&
+                             x.value < hi.value,
+                         shown, timeout_ms));
+      if (!acc.once) continue;
+      for (size_t j = 0; j < uses2.size(); ++j) {
+        const Use& w = uses2[j];
+        if (w.access != a) continue;
+        const Term y = two.index(w);
+        z3::expr distinct = ctx.bool_val(i != j);
+        for (size_t k = 0; i == j && k < u.iteration.size(); ++k) distinct = distinct || u.iteration[k] != w.iteration[k];
+        fold(once, check(ctx, once.name,
+                         domain && u.cond && w.cond && u.defined && w.defined && x.defined && y.defined && distinct,
+                         x.value != y.value, {}, timeout_ms));
+      }
+    }
+    MPK_CHECK(used, InvalidArgument) << what << ": access " << acc.name << " is not used by the body";
+    r.obligations.push_back(inside);
+    if (acc.once) r.obligations.push_back(once);
+    for (size_t k = 0; k < acc.covers.size(); ++k) {
+      const ir::Cover& c = acc.covers[k];
+      Env point = params;
+      z3::expr in = domain;
+      std::vector<z3::expr> cshown = shown;
+      for (const auto& [name, end] : c.vars) {
+        const z3::expr v = ctx.int_const(name.c_str());
+        const Term e = one.wide(end, params);
+        in = in && e.defined && v >= 0 && v < e.value;
+        point.insert_or_assign(name, v);
+        cshown.push_back(v);
+      }
+      Env forced;
+      z3::expr def = ctx.bool_val(true);
+      for (const auto& [var, value] : c.inverse) {
+        const Term t = one.wide(value, point);
+        forced.insert_or_assign(var, t.value);
+        def = def && t.defined;
+      }
+      Walker inv(ctx, nest, "", forced);
+      const Term expect = inv.wide(c.expect, point);
+      Obligation cover{acc.name + " cover " + std::to_string(k) + " (every point reached through the inverse)",
+                       "proved", 0, ""};
+      int reached = 0;
+      for (const Use& u : inv.walk(params)) {
+        if (u.access != a) continue;
+        ++reached;
+        const Term x = inv.index(u);
+        fold(cover, check(ctx, cover.name, in && expect.defined,
+                          def && u.cond && u.defined && x.defined && x.value == expect.value, cshown, timeout_ms));
+      }
+      MPK_CHECK(reached == 1, InvalidArgument) << what << ": access " << acc.name << " covered from " << reached
+                                               << " places (one expected)";
+      r.obligations.push_back(cover);
+    }
+  }
+  return r;
+}
+
+}  // namespace mpk::superopt

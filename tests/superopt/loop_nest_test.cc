@@ -1,0 +1,180 @@
+// Task kernels' loop nests (ir/loop_nest.h): printed as the kernels run them and proved by
+// superopt/prove_loop_nest. Every generated mutant of a nest's loop bounds, lets, guards and
+// addresses is judged against an interpreter of the nest that runs every iteration.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "ir/layouts.h"
+#include "ir/task_nests.h"
+#include "superopt/loop_prover.h"
+#include "tests/superopt/test_util.h"
+
+namespace mpk::superopt {
+namespace {
+
+using ir::IndexExpr;
+
+// Every use of an access when the nest runs under `env`: the element and the iteration.
+struct Hit {
+  size_t access;
+  int64_t index;
+  std::vector<int64_t> iteration;
+};
+
+void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std::vector<int64_t>& it,
+         std::vector<Hit>& hits) {
+  for (const ir::Stmt& s : b) {
+    switch (s.kind) {
+      case ir::Stmt::Loop: {
+        const int64_t end = ir::eval(s.expr, env), step = s.loop == ir::LoopKind::Threads ? 1 : ir::eval(s.step, env);
+        MPK_CHECK(step >= 1, InvalidArgument) << "a loop that never ends";
+        for (int64_t v = 0; v < end; v += step) {
+          ir::IndexEnv inner = env;
+          inner[s.var] = v;
+          std::vector<int64_t> it2 = it;
+          it2.push_back(v);
+          run(n, s.body, inner, it2, hits);
+        }
+        break;
+      }
+      case ir::Stmt::Let: env[s.var] = ir::eval(s.expr, env); break;
+      case ir::Stmt::If:
+        if (ir::eval(s.expr, env) < ir::eval(s.step, env)) run(n, s.body, env, it, hits);
+        break;
+      case ir::Stmt::Code:
+        for (size_t a = 0; a < n.accesses.size(); ++a)
+          if (s.code.find("{" + n.accesses[a].name + "}") != std::string::npos)
+            hits.push_back({a, ir::eval(n.accesses[a].index, env), it});
+        break;
+    }
+  }
+}
+
+// prove_loop_nest's obligations by running the nest for every value of the parameters in
+// `ranges` (the others fixed).
+bool brute_force(const ir::LoopNest& n, const ir::IndexEnv& fixed, const std::string& var, int64_t count) {
+  try {
+    for (int64_t x = 0; x < count; ++x) {
+      ir::IndexEnv env = fixed;
+      env[var] = x;
+      std::vector<Hit> hits;
+      run(n, n.body, env, {}, hits);
+      for (size_t a = 0; a < n.accesses.size(); ++a) {
+        const ir::Access& acc = n.accesses[a];
+        int64_t lo = 0, hi = 0;
+        for (const ir::Range& r : n.ranges)
+          if (r.name == acc.range) lo = ir::eval(r.begin, env), hi = ir::eval(r.end, env);
+        std::map<int64_t, std::vector<int64_t>> seen;
+        for (const Hit& h : hits) {
+          if (h.access != a) continue;
+          if (h.index < lo || h.index >= hi) return false;
+          if (acc.once) {
+            auto [it, fresh] = seen.emplace(h.index, h.iteration);
+            if (!fresh && it->second != h.iteration) return false;
+          } else {
+            seen.emplace(h.index, h.iteration);
+          }
+        }
+        for (const ir::Cover& c : acc.covers) {  // every point of the domain reached
+          std::function<bool(size_t, ir::IndexEnv)> all = [&](size_t k, ir::IndexEnv p) {
+            if (k == c.vars.size()) return seen.count(ir::eval(c.expect, p)) > 0;
+            for (int64_t v = 0; v < ir::eval(c.vars[k].second, p); ++v) {
+              p[c.vars[k].first] = v;
+              if (!all(k + 1, p)) return false;
+            }
+            return true;
+          };
+          if (!all(0, env)) return false;
+        }
+      }
+    }
+  } catch (const Error&) {
+    return false;
+  }
+  return true;
+}
+
+// Every index expression of a nest (loop ends and steps, lets, guards, accesses), as a way to
+// reach it in a copy.
+using Slot = std::function<IndexExpr&(ir::LoopNest&)>;
+void slots(const ir::Block& b, std::function<ir::Block&(ir::LoopNest&)> at, std::vector<Slot>& out) {
+  for (size_t i = 0; i < b.size(); ++i) {
+    auto stmt = [at, i](ir::LoopNest& n) -> ir::Stmt& { return at(n)[i]; };
+    switch (b[i].kind) {
+      case ir::Stmt::Code: break;
+      case ir::Stmt::Let: out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).expr; }); break;
+      case ir::Stmt::Loop:
+      case ir::Stmt::If:
+        out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).expr; });
+        if (b[i].kind == ir::Stmt::If || b[i].loop != ir::LoopKind::Threads)
+          out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).step; });
+        slots(b[i].body, [stmt](ir::LoopNest& n) -> ir::Block& { return stmt(n).body; }, out);
+        break;
+    }
+  }
+}
+
+TEST(LoopNestProofs, TheMergeIsProvedForTheKernelsShapes) {
+  for (int64_t C : {2, 64})
+    for (int64_t G : {1, 8})
+      for (int64_t D : {64, 256})
+        for (int64_t B : {1, 16}) {
+          const ProofRecord r = prove_loop_nest(ir::attention_merge_nest(), "attention merge",
+                                                {{"C", C}, {"G", G}, {"D", D}, {"B", B}});
+          ASSERT_EQ(r.obligations.size(), 12u);
+          EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+        }
+  EXPECT_TRUE(brute_force(ir::attention_merge_nest(), {{"C", 5}, {"G", 2}, {"D", 3}, {"B", 2}, {"threads", 32}}, "h", 3));
+}
+
+// The printed function is the nest: its parameters, loops, guards and every address.
+TEST(LoopNestProofs, ThePrintedMergeIsTheNest) {
+  const ir::LoopNest& n = ir::attention_merge_nest();
+  const std::string c = ir::print(n);
+  EXPECT_EQ(c.rfind(n.signature + " {\n", 0), 0u) << c;
+  for (const ir::Param& p : n.params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
+  EXPECT_NE(c.find("for (int idx = threadIdx.x; idx < (G * D); idx += threads) {"), std::string::npos) << c;
+  EXPECT_NE(c.find("for (int c0 = 0; c0 < C; c0 += B) {"), std::string::npos) << c;
+  EXPECT_NE(c.find("if ((c0 + j) < C) {"), std::string::npos) << c;
+  const IndexExpr g = ir::substitute(ir::grid_items_formula().row, {{"cols", IndexExpr::var("D")}});
+  EXPECT_NE(c.find("const int g = " + ir::to_c(g, ir::CType::Int) + ";"), std::string::npos) << c;
+  for (const ir::Access& a : n.accesses) EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index) + "]"), std::string::npos);
+  EXPECT_EQ(c.find('{' + n.accesses[0].name + '}'), std::string::npos) << "an access left unprinted";
+}
+
+TEST(LoopNestProofs, MutantsOfTheMergeAgreeWithRunningIt) {
+  const ir::LoopNest& f = ir::attention_merge_nest();
+  std::vector<Slot> where;
+  slots(f.body, [](ir::LoopNest& n) -> ir::Block& { return n.body; }, where);
+  for (size_t a = 0; a < f.accesses.size(); ++a)
+    where.push_back([a](ir::LoopNest& n) -> IndexExpr& { return n.accesses[a].index; });
+  const std::map<std::string, int64_t> fixed = {{"C", 5}, {"G", 2}, {"D", 3}, {"B", 2}};
+  ir::IndexEnv env(fixed.begin(), fixed.end());
+  env["threads"] = 32;
+  Tally tally{"attention merge nest, 5 chunks, 2 query heads, dim 3, 2 a batch, KV heads 0..2"};
+  // Every fourth mutant of each expression (all of them, 265, take two minutes).
+  for (const Slot& s : where) {
+    ir::LoopNest copy = f;
+    const IndexExpr original = s(copy);
+    const std::vector<IndexExpr> all = mutants(original);
+    for (size_t i = 0; i < all.size(); i += 4) {
+      const IndexExpr& m = all[i];
+      ir::LoopNest mut = f;
+      s(mut) = m;
+      bool proved = false;
+      try {
+        proved = prove_loop_nest(mut, "mutant", fixed, 300).proved();  // unknown is not proved
+      } catch (const Error&) {  // a mutant naming a variable out of scope
+      }
+      tally.judge(proved, brute_force(mut, env, "h", 3), false, ir::to_string(original) + " -> " + ir::to_string(m));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mpk::superopt

@@ -14,7 +14,8 @@ namespace {
 using Env = std::map<std::string, z3::expr>;
 
 // One place an access is used: the variables in scope, the loops' and guards' condition, what
-// must be defined to get there, and the loop variables on the way (the iteration).
+// must be defined to get there, and the iteration (the loop variables on the way; outside every
+// Threads loop also the thread, as every thread runs it).
 struct Use {
   size_t access;
   Env env;
@@ -28,6 +29,10 @@ class Walker {
       : ctx_(ctx), n_(n), suffix_(std::move(suffix)), forced_(forced), e32_(ctx, 32), e64_(ctx, 64) {}
 
   std::vector<Use> walk(const Env& params) {
+    params_ = &params;
+    auto t = params.find(n_.threads);
+    MPK_CHECK(t != params.end(), InvalidArgument) << "loop nest: no parameter '" << n_.threads << "' (the threads)";
+    threads_ = t->second;
     std::vector<Use> out;
     std::vector<z3::expr> it;
     block(n_.body, params, ctx_.bool_val(true), ctx_.bool_val(true), it, out);
@@ -40,19 +45,26 @@ class Walker {
 
  private:
   void block(const ir::Block& b, Env env, z3::expr cond, z3::expr defined, std::vector<z3::expr> it,
-             std::vector<Use>& out) {
+             std::vector<Use>& out, bool threaded = false) {
     for (const ir::Stmt& s : b) {
+      if (s.kind == ir::Stmt::Loop || s.kind == ir::Stmt::Let)
+        MPK_CHECK(!params_->count(s.var), InvalidArgument) << "loop nest: '" << s.var << "' hides a parameter";
       switch (s.kind) {
         case ir::Stmt::Loop: {
           const Term end = e32_.encode(s.expr, env);
           z3::expr in = ctx_.bool_val(true), def = defined && end.defined;
           auto f = forced_.find(s.var);
-          const z3::expr v = f != forced_.end() ? f->second : ctx_.int_const((s.var + suffix_).c_str());
+          // A Z3 constant of its own per loop: a loop inside another of the same name hides it.
+          const std::string name = s.var + "#" + std::to_string(loops_++) + suffix_;
+          const z3::expr v = f != forced_.end() ? f->second : ctx_.int_const(name.c_str());
+          // The increment stays inside int (the last value plus the step).
+          const z3::expr imax = ctx_.int_val(INT32_MAX);
           if (s.loop == ir::LoopKind::Threads) {
             in = v >= 0 && v < end.value;
+            def = def && end.value - 1 + threads_ <= imax;
           } else {
             const Term step = e32_.encode(s.step, env);
-            def = def && step.defined && step.value >= 1;
+            def = def && step.defined && step.value >= 1 && end.value - 1 + step.value <= imax;
             in = v >= 0 && v < end.value && z3::mod(v, step.value) == 0;
           }
           structure_.push_back({cond, def});
@@ -60,7 +72,7 @@ class Walker {
           inner.insert_or_assign(s.var, v);
           std::vector<z3::expr> it2 = it;
           it2.push_back(v);
-          block(s.body, inner, cond && in, def, it2, out);
+          block(s.body, inner, cond && in, def, it2, out, threaded || s.loop == ir::LoopKind::Threads);
           break;
         }
         case ir::Stmt::Let: {
@@ -73,13 +85,21 @@ class Walker {
         case ir::Stmt::If: {
           const Term a = e32_.encode(s.expr, env), b2 = e32_.encode(s.step, env);
           structure_.push_back({cond, defined && a.defined && b2.defined});
-          block(s.body, env, cond && a.value < b2.value, defined && a.defined && b2.defined, it, out);
+          block(s.body, env, cond && a.value < b2.value, defined && a.defined && b2.defined, it, out, threaded);
           break;
         }
         case ir::Stmt::Code:
           for (size_t i = 0; i < n_.accesses.size(); ++i)
-            if (s.code.find("{" + n_.accesses[i].name + "}") != std::string::npos)
-              out.push_back({i, env, cond, defined, it});
+            if (s.code.find("{" + n_.accesses[i].name + "}") != std::string::npos) {
+              if (threaded) {
+                out.push_back({i, env, cond, defined, it});
+              } else {  // every thread runs it: the thread is part of the iteration
+                const z3::expr tid = ctx_.int_const(("thread" + suffix_).c_str());
+                std::vector<z3::expr> it2 = it;
+                it2.push_back(tid);
+                out.push_back({i, env, cond && tid >= 0 && tid < threads_, defined, it2});
+              }
+            }
           break;
       }
     }
@@ -96,6 +116,9 @@ class Walker {
   const Env& forced_;
   Encoder e32_, e64_;
   std::vector<std::pair<z3::expr, z3::expr>> structure_;
+  const Env* params_ = nullptr;
+  z3::expr threads_{ctx_};
+  int loops_ = 0;
 };
 
 // The worst of several queries' results as one obligation (their times summed).
@@ -130,6 +153,10 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
   }
   for (const auto& [name, value] : fixed)
     MPK_CHECK(params.count(name), InvalidArgument) << what << ": no parameter '" << name << "'";
+  for (size_t i = 0; i < nest.accesses.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      MPK_CHECK(nest.accesses[i].name != nest.accesses[j].name, InvalidArgument)
+          << what << ": two accesses named " << nest.accesses[i].name;
   ProofRecord r;
   r.subject = "loop nest " + what + " (" + bound + ")";
   r.z3_version = Z3_get_full_version();
@@ -177,12 +204,14 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
     for (size_t k = 0; k < acc.covers.size(); ++k) {
       const ir::Cover& c = acc.covers[k];
       Env point = params;
-      z3::expr in = domain;
+      z3::expr in = domain, ends = ctx.bool_val(true);
       std::vector<z3::expr> cshown = shown;
       for (const auto& [name, end] : c.vars) {
         const z3::expr v = ctx.int_const(name.c_str());
         const Term e = one.wide(end, params);
-        in = in && e.defined && v >= 0 && v < e.value;
+        MPK_CHECK(!params.count(name), InvalidArgument) << what << ": cover variable '" << name << "' hides a parameter";
+        ends = ends && e.defined;
+        in = in && v >= 0 && v < e.value;
         point.insert_or_assign(name, v);
         cshown.push_back(v);
       }
@@ -202,8 +231,9 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
         if (u.access != a) continue;
         ++reached;
         const Term x = inv.index(u);
-        fold(cover, check(ctx, cover.name, in && expect.defined,
-                          def && u.cond && u.defined && x.defined && x.value == expect.value, cshown, timeout_ms));
+        fold(cover, check(ctx, cover.name, in,
+                          ends && expect.defined && def && u.cond && u.defined && x.defined && x.value == expect.value,
+                          cshown, timeout_ms));
       }
       MPK_CHECK(reached == 1, InvalidArgument) << what << ": access " << acc.name << " covered from " << reached
                                                << " places (one expected)";

@@ -3,8 +3,11 @@
 // division and remainder; the loops, lets and guards in int, the accesses' indices in long long,
 // every intermediate inside its type as a side condition; quantifier-free; a time limit per
 // query. A Threads loop's variable ranges over [0, end), each value taken once (thread t takes
-// t, t + threads, ...: the values of [0, end) and each by one thread and step); a Serial or
-// Unrolled one's over the multiples of its step below its end.
+// t, t + threads, ...: the values of [0, end) and each by one thread and step, when the nest
+// runs on `threads` threads from threadIdx.x 0: the caller's contract); a Serial or Unrolled
+// one's over the multiples of its step below its end. Code outside every Threads loop runs in
+// every thread. A loop or let may not hide a parameter; a loop may hide an enclosing loop of the
+// same name, as in C.
 #pragma once
 
 #include <cstdint>
@@ -18,12 +21,12 @@ namespace mpk::superopt {
 
 // `nest` with the parameters in `fixed` as those constants (one proof per task class) and the
 // others symbolic in their [lo, hi]. First, every loop, let and guard where it runs: its
-// expressions defined (int) and a loop's step >= 1 (it ends). Then per access, over every place
-// the body uses it:
+// expressions defined (int), a loop's step >= 1 (it ends) and its last increment inside int.
+// Then per access, over every place the body uses it:
 //   inside <range>  under its loops and guards, the loops' ends, lets and guards are defined
 //                   (int), its index is defined (long long) and lies in its declared range;
-//   once            (when the access says so) two distinct iterations (any thread, any loop
-//                   values) use distinct elements;
+//   once            (when the access says so) two distinct iterations (any loop values; any
+//                   thread where the use is outside every Threads loop) use distinct elements;
 //   cover <k>       every point of the cover's domain is reached: the loop values its inverse
 //                   names satisfy the loops and guards, and the index there is the expected one.
 ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,

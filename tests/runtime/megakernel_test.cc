@@ -347,6 +347,15 @@ TEST(Megakernel, AccessesStayInsideTheDeclaredRanges) {
       bad.tasks[size_t(attention)].kv_head += 1;  // the next KV head's rows
       refused(bad, p.plan, "an attention task on the wrong query heads");
     }
+    bool shifted = false;
+    for (size_t i = 0; i < t.tasks.size() && !shifted; ++i)  // a second KV head's group one head short:
+      if (t.tasks[i].kind == MPK_MK_ATTENTION && t.tasks[i].kv_head == 1 && t.tasks[i].group > 1) {
+        rt::MegakernelTables bad = t;  // its rows start a head early, inside the queries
+        bad.tasks[i].group -= 1;
+        refused(bad, p.plan, "an attention task's rows shifted by one query head");
+        shifted = true;
+      }
+    EXPECT_EQ(shifted, std::string(name) == "llama-f32") << name << ": KV heads with groups";
     {
       sched::Plan plan = p.plan;  // the residual's read undeclared
       auto& reads = plan.tasks.tasks[size_t(linear)].reads;

@@ -147,6 +147,40 @@ TEST(LoopNestProofs, ThePrintedMergeIsTheNest) {
   EXPECT_EQ(c.find('{' + n.accesses[0].name + '}'), std::string::npos) << "an access left unprinted";
 }
 
+// Nests that look right to a careless model: each is refuted where the C goes wrong.
+TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
+  const IndexExpr n = IndexExpr::var("n"), j = IndexExpr::var("j");
+  auto nest = [&](ir::Block body, IndexExpr index) {
+    ir::LoopNest m;
+    m.signature = "__device__ void f(float* out, int n)";
+    m.params = {{"n", "n", 1, 1 << 20}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"out", 0, n}};
+    m.accesses = {{"out", "out", "out", index, true, {}}};
+    m.body = std::move(body);
+    return m;
+  };
+  auto proved = [](const ir::LoopNest& m) { return prove_loop_nest(m, "test", {}).proved(); };
+  // A strided loop writes each element once; the same store outside it, in every thread, not.
+  EXPECT_TRUE(proved(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})}, j)));
+  EXPECT_FALSE(proved(nest({ir::loop("j", ir::LoopKind::Serial, n, 1, {ir::code("{out} = 0.f;")})}, j)));
+  EXPECT_FALSE(proved(nest({ir::code("{out} = 0.f;")}, 0)));
+  // An inner loop hides the outer one of the same name: its j runs to 2n, past the range.
+  EXPECT_FALSE(proved(nest({ir::loop("j", ir::LoopKind::Threads, n, 1,
+                                     {ir::loop("j", ir::LoopKind::Unrolled, n * 2, 1, {ir::code("{out} = 0.f;")})})},
+                           j)));
+  // A loop whose last increment overflows int: n near 2^31 with a step of 2^30.
+  ir::LoopNest big = nest({ir::loop("j", ir::LoopKind::Threads, n, 1,
+                                    {ir::loop("k", ir::LoopKind::Serial, n, 1 << 30, {ir::code("{out} = 0.f;")})})},
+                          j);
+  big.params[0].hi = INT32_MAX;
+  big.accesses[0].once = false;
+  EXPECT_FALSE(proved(big));
+  // A loop variable may not hide a parameter.
+  EXPECT_THROW(prove_loop_nest(nest({ir::loop("n", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})}, 0),
+                               "test", {}),
+               Error);
+}
+
 TEST(LoopNestProofs, MutantsOfTheMergeAgreeWithRunningIt) {
   const ir::LoopNest& f = ir::attention_merge_nest();
   std::vector<Slot> where;

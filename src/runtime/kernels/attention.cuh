@@ -95,7 +95,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   // The layer's caches: position j of the KV head at mk_kv_elem(h, j, 0, capacity, D) (ir::AttentionRows).
   float* kc = (float*)t.k_cache;
   float* vc = (float*)t.v_cache;
-  const int kvh = t.kv_head, cap = t.capacity;
+  const int kvh = t.kv_head, cap = (int)t.capacity;  // positions are ints on the device
   // The appending chunk's last warp copies the new value row; the key is appended by the warp
   // that stages it. One barrier then publishes the heads and the new rows to the block.
   const int nh = appends ? G + 1 : G;

@@ -83,7 +83,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
   const float sl2 = scale * 1.4426950408889634f;  // softmax in base 2
   // This thread's rows of S and O (warp tiles of 16 rows: ir::MmaTile, wn = 1).
   const int row0 = pf_frag_row<1, 16>(warp, 0, lane, 0), row1 = pf_frag_row<1, 16>(warp, 0, lane, 1);
-  const long long kvbase = (long long)kvh * cap * D;
+  const long long kvbase = pf_kv_elem(kvh, 0, 0, cap, D);  // the KV head's rows, consecutive (ir::AttentionRows)
   auto fetch = [&](int k0, int buf) {
     pf_fetch_rows<DP>(sk + buf * 64 * LD, LD, kc + kvbase + (long long)k0 * D, min(64, nkv - k0), D);
     pf_fetch_rows<DP>(sv + buf * 64 * LD, LD, vc + kvbase + (long long)k0 * D, min(64, nkv - k0), D);

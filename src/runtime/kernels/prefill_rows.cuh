@@ -123,8 +123,9 @@ extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* _
   const long long per_plane = (long long)(to - from) * D / 2;
   const long long n = per_plane * planes;
   for (long long i = pf_gid(); i < n; i += pf_gstride()) {
-    const long long p = i / per_plane, e = (long long)from * D + 2 * (i % per_plane);
-    const long long o = p * cap * D + e;
+    // Plane p is a KV head's rows of ir::AttentionRows (the planes follow each other as heads).
+    const long long p = i / per_plane, pe = 2 * (i % per_plane);  // element pe of the plane's positions
+    const long long o = pf_kv_elem(p, from + pe / D, pe % D, cap, D);
     const float2 x = *(const float2*)(kv + o);
     *(unsigned*)(kv16 + o) = pf_pack_bf16(x.x, x.y);
   }

@@ -218,7 +218,7 @@ __device__ void mk_run(const MkParams& prm) {
         long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
         if (j1 > position) j1 = position;  // the new row is written in this step
         if (j1 > j0) {
-          const long long off = ((long long)t.kv_head * t.capacity + j0) * t.head_dim * 4;
+          const long long off = mk_kv_elem(t.kv_head, j0, 0, t.capacity, t.head_dim) * 4;  // ir::AttentionRows
           mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);
           mk_prefetch(t.v_cache + off, (j1 - j0) * t.head_dim * 4);
         }

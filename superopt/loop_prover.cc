@@ -47,8 +47,9 @@ class Walker {
   void block(const ir::Block& b, Env env, z3::expr cond, z3::expr defined, std::vector<z3::expr> it,
              std::vector<Use>& out, bool threaded = false) {
     for (const ir::Stmt& s : b) {
-      if (s.kind == ir::Stmt::Loop || s.kind == ir::Stmt::Let)
+      if (s.kind == ir::Stmt::Loop || s.kind == ir::Stmt::Let) {
         MPK_CHECK(!params_->count(s.var), InvalidArgument) << "loop nest: '" << s.var << "' hides a parameter";
+      }
       switch (s.kind) {
         case ir::Stmt::Loop: {
           const Term end = e32_.encode(s.expr, env);

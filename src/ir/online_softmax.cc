@@ -20,8 +20,17 @@ RealExpr RealExpr::binary(RealOp op, RealExpr a, RealExpr b) {
   return RealExpr(std::make_shared<Node>(Node{op, 0, {}, {std::move(a), std::move(b)}}));
 }
 
-RealExpr RealExpr::exp2(RealExpr x, std::string device_function) {
-  return RealExpr(std::make_shared<Node>(Node{RealOp::Exp2, 0, std::move(device_function), {std::move(x)}}));
+RealExpr RealExpr::exp2(RealExpr x, Exp2Fn device_function) {
+  return RealExpr(std::make_shared<Node>(Node{RealOp::Exp2, 0, {}, {std::move(x)}, device_function}));
+}
+
+const char* exp2_function_name(Exp2Fn fn) {
+  switch (fn) {
+    case Exp2Fn::PfEx2: return "pf_ex2";
+    case Exp2Fn::Exp2f: return "exp2f";
+  }
+  MPK_ICHECK(false) << "unknown 2^x function";
+  return "";
 }
 
 namespace {
@@ -42,7 +51,7 @@ std::string print(const RealExpr& e, bool c) {
       return c ? "(" + m + " == MK_NEG_INF ? 0.f : expf(" + m + " - " + M + "))"
                : "weight(" + m + ", " + M + ")";
     }
-    case RealOp::Exp2: return (c ? n.name : "exp2") + "(" + print(n.args[0], c) + ")";
+    case RealOp::Exp2: return std::string(c ? exp2_function_name(n.fn) : "exp2") + "(" + print(n.args[0], c) + ")";
   }
   return "?";
 }
@@ -91,7 +100,7 @@ const PrefillSoftmax& prefill_softmax_formulas() {
 const PrefillSoftmax& prefill_scaled_softmax_formulas() {
   static const PrefillSoftmax f = [] {
     const RealExpr m = RealExpr::var("m"), M = RealExpr::var("M"), s = RealExpr::var("s");
-    return PrefillSoftmax{RealExpr::exp2(m - M, "exp2f"), RealExpr::exp2(s - M, "exp2f"),
+    return PrefillSoftmax{RealExpr::exp2(m - M, Exp2Fn::Exp2f), RealExpr::exp2(s - M, Exp2Fn::Exp2f),
                           online_softmax_formulas().update, false};
   }();
   return f;

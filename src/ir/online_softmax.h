@@ -13,23 +13,27 @@ namespace mpk::ir {
 
 // Weight(m, M): the factor that moves a state with max m to max M, e^(m - M), or 0 for an empty
 // state (m = -inf), as the device computes it. Exp2(x): 2^x (one argument), printed as a call
-// of its device function (pf_ex2, the prefill source's ex2.approx.ftz, or exp2f; both give
-// 2^-inf = +0).
+// of one of the device functions that compute it (Exp2Fn; both give 2^-inf = +0).
 enum class RealOp { Const, Var, Add, Mul, Weight, Exp2 };
+// pf_ex2 (the prefill source's ex2.approx.ftz) or CUDA's exp2f: a closed set, so that every
+// Exp2 the prover reads as 2^x is printed as a function that computes 2^x.
+enum class Exp2Fn { PfEx2, Exp2f };
+const char* exp2_function_name(Exp2Fn fn);
 
 class RealExpr {
  public:
   struct Node {
     RealOp op;
     double value = 0;    // Const
-    std::string name;    // Var; Exp2's device function
+    std::string name;    // Var
     std::vector<RealExpr> args;  // two for Add, Mul, Weight; one for Exp2
+    Exp2Fn fn = Exp2Fn::PfEx2;   // Exp2's device function
   };
 
   RealExpr(double value);  // a constant
   static RealExpr var(std::string name);
   static RealExpr binary(RealOp op, RealExpr a, RealExpr b);
-  static RealExpr exp2(RealExpr x, std::string device_function = "pf_ex2");
+  static RealExpr exp2(RealExpr x, Exp2Fn device_function = Exp2Fn::PfEx2);
 
   const Node& node() const { return *node_; }
   RealOp op() const { return node_->op; }

@@ -226,9 +226,11 @@ ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw
 //                 head_elem(h + 1, 0)) and in the activation's head_elem(Hkv, 0) elements;
 //   consecutive   head_elem(hd, e) = head_elem(hd, 0) + e and kv_elem(h, j, e) = kv_elem(h, j,
 //                 0) + e (the kernels address a row from its first element);
-//   cache bounds  every position chunk c reads and the appended one (position) lie in the
-//                 layer's kv_elem(Hkv, 0, 0) elements, in KV head h's [kv_elem(h, 0, 0),
-//                 kv_elem(h + 1, 0, 0));
+//   chunk positions  chunk c's range lies in the live positions: 0 <= begin <= end <=
+//                 position + 1 (and position < cap);
+//   cache bounds  every position j < cap (so every one a chunk reads, and the appended one)
+//                 lies in the layer's kv_elem(Hkv, 0, 0) elements, in KV head h's
+//                 [kv_elem(h, 0, 0), kv_elem(h + 1, 0, 0));
 //   cache once    distinct (h, j, e) with j < cap, distinct elements;
 //   new row       a chunk other than the last reads no position >= position (the row the last
 //                 chunk appends in this step, unordered with the other chunks' tasks); the

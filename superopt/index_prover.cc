@@ -293,44 +293,6 @@ ProofRecord prove_attention_rows(const ir::AttentionRows& f, const ir::EvenSplit
   return p;
 }
 
-ProofRecord prove_grid_items(const ir::GridItems& f, int64_t cols, int64_t max_rows, unsigned timeout_ms) {
-  MPK_CHECK(cols >= 1 && max_rows >= 1 && cols * max_rows <= INT32_MAX, InvalidArgument)
-      << "grid of " << max_rows << " x " << cols;
-  z3::context ctx;
-  Encoder enc(ctx, 32);
-  const z3::expr C = ctx.int_val(cols), rows = ctx.int_const("rows"), idx = ctx.int_const("idx"),
-                 idx2 = ctx.int_const("idx2"), r = ctx.int_const("r"), c = ctx.int_const("c");
-  const z3::expr grid = rows >= 1 && rows <= ctx.int_val(max_rows);
-  auto item = [&](const z3::expr& i) {
-    const std::map<std::string, z3::expr> v = {{"idx", i}, {"cols", C}};
-    return std::pair{enc.encode(f.row, v), enc.encode(f.col, v)};
-  };
-  auto in = [&](const z3::expr& i) { return i >= 0 && i < rows * C; };
-  const auto [row, col] = item(idx);
-  const auto [row2, col2] = item(idx2);
-  ProofRecord p;
-  p.subject = "grid items: row = " + ir::to_string(f.row) + ", col = " + ir::to_string(f.col) + ", inverse " +
-              ir::to_string(f.idx_of) + "; cols = " + std::to_string(cols) + ", rows <= " + std::to_string(max_rows);
-  p.z3_version = Z3_get_full_version();
-  p.obligations.push_back(check(ctx, "defined (int: no division by zero or overflow)", grid && in(idx),
-                                row.defined && col.defined, {rows, idx}, timeout_ms));
-  const z3::expr ok = grid && in(idx) && row.defined && col.defined;
-  p.obligations.push_back(check(ctx, "bounds (an element of the grid)", ok,
-                                row.value >= 0 && row.value < rows && col.value >= 0 && col.value < C, {rows, idx},
-                                timeout_ms));
-  p.obligations.push_back(check(ctx, "at most once (two items, two elements)",
-                                ok && in(idx2) && row2.defined && col2.defined && idx != idx2,
-                                row.value != row2.value || col.value != col2.value, {rows, idx, idx2}, timeout_ms));
-  const Term inv = enc.encode(f.idx_of, {{"r", r}, {"c", c}, {"cols", C}});
-  const auto [irow, icol] = item(inv.value);
-  p.obligations.push_back(check(ctx, "at least once (the inverse's item names the element)",
-                                grid && r >= 0 && r < rows && c >= 0 && c < C,
-                                inv.defined && in(inv.value) && irow.defined && icol.defined && irow.value == r &&
-                                    icol.value == c,
-                                {rows, r, c}, timeout_ms));
-  return p;
-}
-
 ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int64_t rows,
                                int64_t max_total, int64_t slots, unsigned timeout_ms) {
   MPK_CHECK(num_parts >= 1 && rows >= 1 && max_total >= 1, InvalidArgument) << "empty proof domain";

@@ -238,12 +238,6 @@ ProofRecord prove_attention_warp_states(const ir::AttentionStates& f, int64_t nw
 ProofRecord prove_attention_rows(const ir::AttentionRows& f, const ir::EvenSplit& split, int64_t C, int64_t G,
                                  int64_t D, int64_t capacity, int64_t max_heads, unsigned timeout_ms = 10000);
 
-// A strided loop's items over a grid (ir::GridItems, or a mutant) of `cols` columns (a constant)
-// and 1 <= rows <= max_rows rows, every item idx < rows cols symbolic, in int arithmetic:
-// defined; bounds (0 <= row < rows, 0 <= col < cols); exactly once (two items never name one
-// element, and the inverse names, for every element, an item in range that names it).
-ProofRecord prove_grid_items(const ir::GridItems& f, int64_t cols, int64_t max_rows, unsigned timeout_ms = 10000);
-
 // Mutants of an expression for the mutation suite: every constant +-1, every variable replaced
 // by each other variable of the expression, every + - * / replaced by the others.
 std::vector<ir::IndexExpr> mutants(const ir::IndexExpr& e);

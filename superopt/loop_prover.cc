@@ -89,16 +89,18 @@ class Walker {
           block(s.body, env, cond && a.value < b2.value, defined && a.defined && b2.defined, it, out, threaded);
           break;
         }
+        case ir::Stmt::Bind:  // the parameter's one value, read here
+          MPK_CHECK(params_->count(s.var), InvalidArgument) << "loop nest: bind of '" << s.var << "', not a parameter";
+          break;
         case ir::Stmt::Code:
           for (size_t i = 0; i < n_.accesses.size(); ++i)
             if (s.code.find("{" + n_.accesses[i].name + "}") != std::string::npos) {
               if (threaded) {
                 out.push_back({i, env, cond, defined, it});
               } else {  // every thread runs it: the thread is part of the iteration
-                const z3::expr tid = ctx_.int_const(("thread" + suffix_).c_str());
                 std::vector<z3::expr> it2 = it;
-                it2.push_back(tid);
-                out.push_back({i, env, cond && tid >= 0 && tid < threads_, defined, it2});
+                it2.push_back(thread_);
+                out.push_back({i, env, cond && thread_ >= 0 && thread_ < threads_, defined, it2});
               }
             }
           break;
@@ -107,7 +109,10 @@ class Walker {
   }
 
  public:
-  Term index(const Use& u) { return e64_.encode(n_.accesses[u.access].index, u.env); }
+  Term index(const Use& u) {
+    const ir::Access& a = n_.accesses[u.access];
+    return (a.type == ir::CType::Int ? e32_ : e64_).encode(a.index, u.env);
+  }
   Term wide(const ir::IndexExpr& e, const Env& env) { return e64_.encode(e, env); }
 
  private:
@@ -119,6 +124,7 @@ class Walker {
   std::vector<std::pair<z3::expr, z3::expr>> structure_;
   const Env* params_ = nullptr;
   z3::expr threads_{ctx_};
+  z3::expr thread_ = ctx_.int_const(("thread" + suffix_).c_str());
   int loops_ = 0;
 };
 
@@ -207,9 +213,14 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
       Env point = params;
       z3::expr in = domain, ends = ctx.bool_val(true);
       std::vector<z3::expr> cshown = shown;
+      for (const auto& [lhs, rhs] : c.when) {
+        const Term a = one.wide(lhs, params), b = one.wide(rhs, params);
+        ends = ends && a.defined && b.defined;
+        in = in && a.value < b.value;
+      }
       for (const auto& [name, end] : c.vars) {
         const z3::expr v = ctx.int_const(name.c_str());
-        const Term e = one.wide(end, params);
+        const Term e = one.wide(end, point);
         MPK_CHECK(!params.count(name), InvalidArgument) << what << ": cover variable '" << name << "' hides a parameter";
         ends = ends && e.defined;
         in = in && v >= 0 && v < e.value;

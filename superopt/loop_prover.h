@@ -1,13 +1,13 @@
 // Proofs about a task kernel's loop nest (ir/loop_nest.h) with Z3, generated from the
 // description the kernel is printed from. Encoding as index_prover.h: integers with C truncating
-// division and remainder; the loops, lets and guards in int, the accesses' indices in long long,
-// every intermediate inside its type as a side condition; quantifier-free; a time limit per
-// query. A Threads loop's variable ranges over [0, end), each value taken once (thread t takes
-// t, t + threads, ...: the values of [0, end) and each by one thread and step, when the nest
-// runs on `threads` threads from threadIdx.x 0: the caller's contract); a Serial or Unrolled
-// one's over the multiples of its step below its end. Code outside every Threads loop runs in
-// every thread. A loop or let may not hide a parameter; a loop may hide an enclosing loop of the
-// same name, as in C.
+// division and remainder; the loops, lets and guards in int, the accesses' indices in their
+// type (Access::type), every intermediate inside its type as a side condition; quantifier-free;
+// a time limit per query. A Threads loop's variable
+// ranges over [0, end), each value taken once (thread t takes t, t + threads, ...: the values
+// of [0, end) and each by one thread and step, when the nest runs on `threads` threads from
+// threadIdx.x 0: the caller's contract); a Serial or Unrolled one's over the multiples of its
+// step below its end. Code outside every Threads loop runs in every thread. A loop or let may
+// not hide a parameter; a loop may hide an enclosing loop of the same name, as in C.
 #pragma once
 
 #include <cstdint>
@@ -24,11 +24,12 @@ namespace mpk::superopt {
 // expressions defined (int), a loop's step >= 1 (it ends) and its last increment inside int.
 // Then per access, over every place the body uses it:
 //   inside <range>  under its loops and guards, the loops' ends, lets and guards are defined
-//                   (int), its index is defined (long long) and lies in its declared range;
+//                   (int), its index is defined (in its type) and lies in its declared range;
 //   once            (when the access says so) two distinct iterations (any loop values; any
 //                   thread where the use is outside every Threads loop) use distinct elements;
-//   cover <k>       every point of the cover's domain is reached: the loop values its inverse
-//                   names satisfy the loops and guards, and the index there is the expected one.
+//   cover <k>       where its `when` holds, every point of the cover's domain is reached: the
+//                   loop values its inverse names satisfy the loops and guards, and the index
+//                   there is the expected one.
 ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
                             const std::map<std::string, int64_t>& fixed, unsigned timeout_ms = 10000);
 

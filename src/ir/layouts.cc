@@ -269,9 +269,6 @@ std::string layout_device_functions() {
        "; }\n";
   s += "__device__ __forceinline__ int mk_warp_row(int w, int i, int hp) { return " + to_c(as.warp_row, CType::Int) +
        "; }\n";
-  const GridItems& gi = grid_items_formula();
-  s += "__device__ __forceinline__ int mk_grid_row(int idx, int cols) { return " + to_c(gi.row, CType::Int) + "; }\n";
-  s += "__device__ __forceinline__ int mk_grid_col(int idx, int cols) { return " + to_c(gi.col, CType::Int) + "; }\n";
   const AttentionRows& ar = attention_rows_formula();
   s += "__device__ __forceinline__ long long mk_head_elem(long long hd, long long e, long long D) { return " +
        to_c(ar.head_elem) + "; }\n";

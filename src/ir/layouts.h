@@ -187,9 +187,9 @@ const AttentionRows& attention_rows_formula();
 
 // A block's threads walking a rows x cols grid row-major in a strided loop (items idx = tid,
 // tid + threads, ... while idx < rows cols, each idx once): item idx is element (row, col) =
-// (idx / cols, idx % cols). Attention's combine and the merge walk query heads x head dim so.
-// Variables: idx, cols. The inverse the prover checks (not printed), from row r and column c:
-// idx_of = r cols + c.
+// (idx / cols, idx % cols). Attention's combine and the merge walk query heads x head dim so
+// (ir/task_nests.h, whose proofs check the items). Variables: idx, cols. The inverse the
+// nests' covers use (not printed), from row r and column c: idx_of = r cols + c.
 struct GridItems {
   IndexExpr row, col, idx_of;
 };
@@ -215,9 +215,8 @@ int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D);
 // mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), mk_fold_row(g0, j, lane, nw, vp2) and
 // mk_fold_vec(lane, vp2), int; attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
-// mk_warp_row(w, i, hp), int (shared memory); mk_grid_row(idx, cols) and mk_grid_col(idx,
-// cols), int; attention's rows: mk_head_elem(hd, e, D), mk_q_head(h, g, G) and mk_kv_elem(h, j,
-// e, cap, D), long long.
+// mk_warp_row(w, i, hp), int (shared memory); attention's rows: mk_head_elem(hd, e, D),
+// mk_q_head(h, g, G) and mk_kv_elem(h, j, e, cap, D), long long.
 std::string layout_device_functions();
 
 // For the prefill's source (kernels/prefill_gemm.cuh, prefill_wgmma.cuh, prefill_attention.cuh,

@@ -38,7 +38,14 @@ class Printer {
         out += pad + "}\n";
         return;
       case Stmt::Code: out += pad + substituted(s.code) + "\n"; return;
+      case Stmt::Bind: out += pad + "const int " + s.var + " = " + param(s.var).c + ";\n"; return;
     }
+  }
+
+  const Param& param(const std::string& name) const {
+    for (const Param& p : n_.params)
+      if (p.name == name) return p;
+    MPK_THROW(InvalidArgument) << "loop nest: bind of '" << name << "', not a parameter";
   }
 
   // The code with each {name} replaced by its access's element.
@@ -58,7 +65,7 @@ class Printer {
         out += code[i];
         continue;
       }
-      out += a->base + "[" + to_c(a->index) + "]";
+      out += a->base + "[" + to_c(a->index, a->type) + "]";
       i = end;
     }
     return out;
@@ -67,11 +74,19 @@ class Printer {
   const LoopNest& n_;
 };
 
+// Whether the block binds `param` (Stmt::Bind) anywhere.
+bool binds(const Block& b, const std::string& param) {
+  for (const Stmt& s : b)
+    if ((s.kind == Stmt::Bind && s.var == param) || binds(s.body, param)) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string print(const LoopNest& nest) {
   std::string out = nest.signature + " {\n";
-  for (const Param& p : nest.params) out += "  const int " + p.name + " = " + p.c + ";\n";
+  for (const Param& p : nest.params)
+    if (!binds(nest.body, p.name)) out += "  const int " + p.name + " = " + p.c + ";\n";
   Printer(nest).block(nest.body, 1, out);
   out += "}\n";
   return out;

@@ -21,8 +21,8 @@ namespace mpk::ir {
 enum class LoopKind { Threads, Serial, Unrolled };
 
 struct Stmt {
-  enum Kind { Loop, Let, If, Code } kind;
-  std::string var;                // Loop: its variable; Let: the name bound (an int)
+  enum Kind { Loop, Let, If, Code, Bind } kind;
+  std::string var;  // Loop: its variable; Let: the name bound (an int); Bind: a Param
   LoopKind loop = LoopKind::Serial;
   IndexExpr expr = 0;             // Loop: end; Let: value; If: lhs of lhs < rhs
   IndexExpr step = 1;             // Loop (Serial, Unrolled); If: rhs
@@ -41,9 +41,14 @@ inline Stmt guard(IndexExpr lhs, IndexExpr rhs, Block body) {  // if (lhs < rhs)
   return Stmt{Stmt::If, "", LoopKind::Serial, std::move(lhs), std::move(rhs), "", std::move(body)};
 }
 inline Stmt code(std::string text) { return Stmt{Stmt::Code, "", LoopKind::Serial, 0, 1, std::move(text), {}}; }
+// Parameter `param` read from its C expression here instead of at the top of the function: a
+// value bound at the top stays in a register across everything before its use (the prover sees
+// one value: the descriptor does not change while the task runs).
+inline Stmt bind(std::string param) { return Stmt{Stmt::Bind, std::move(param), LoopKind::Serial, 0, 1, "", {}}; }
 
-// A run-time value the nest reads: bound from `c` (a C expression over the task descriptor) at
-// the top of the printed function, in [lo, hi] for the prover unless a proof fixes it.
+// A run-time value the nest reads: bound from `c` (a C expression over the task descriptor or
+// the function's arguments) at the top of the printed function or where the body binds it, in
+// [lo, hi] for the prover unless a proof fixes it.
 struct Param {
   std::string name, c;
   int64_t lo, hi;
@@ -56,12 +61,15 @@ struct Range {
 };
 
 // Every term of a reduction (or element of an output) reached: for each point of `vars` (each
-// in [0, its end)), the loop values `inverse` names (over the point's variables and the
-// parameters) satisfy the nest's loops and guards and access `expect`.
+// in [0, its end), the end over the parameters and the variables before it), the loop values
+// `inverse` names (over the point's variables and the parameters) satisfy the nest's loops and
+// guards and access `expect`. `when` (each lhs < rhs, over the parameters): where the cover
+// holds, for an access a guard on the parameters picks (an output written in one mode only).
 struct Cover {
   std::vector<std::pair<std::string, IndexExpr>> vars;
   IndexExpr expect;
   std::map<std::string, IndexExpr> inverse;
+  std::vector<std::pair<IndexExpr, IndexExpr>> when = {};
 };
 
 struct Access {
@@ -71,6 +79,7 @@ struct Access {
   IndexExpr index;    // over the parameters, loop variables and lets in scope
   bool once = false;  // distinct iterations, distinct elements
   std::vector<Cover> covers;
+  CType type = CType::LongLong;  // of the index: Int for shared memory (32-bit addresses)
 };
 
 struct LoopNest {
@@ -82,8 +91,9 @@ struct LoopNest {
   std::string threads = "threads";  // the parameter a Threads loop steps by
 };
 
-// The nest as a C function: the parameters bound (int), then the body; loops and lets in int,
-// guards as `if`, every {name} replaced by `base[index]` with the index in long long.
+// The nest as a C function: the parameters the body does not bind (int), then the body; loops,
+// lets and binds in int,
+// guards as `if`, every {name} replaced by `base[index]` with the index in its type.
 std::string print(const LoopNest& nest);
 
 }  // namespace mpk::ir

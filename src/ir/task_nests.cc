@@ -71,4 +71,73 @@ const LoopNest& attention_merge_nest() {
   return n;
 }
 
+const LoopNest& attention_combine_nest() {
+  static const LoopNest n = [] {
+    auto v = [](const char* name) { return IndexExpr::var(name); };
+    const IndexExpr G = v("G"), D = v("D"), C = v("C"), h = v("h"), HP = v("HP"), nw = v("nw");
+    const IndexExpr g0 = v("g0"), idx = v("idx"), hh = v("hh"), g = v("g"), e = v("e"), w = v("w"), hn = v("hn");
+    const AttentionStates& as = attention_states_formula();
+    const AttentionRows& ar = attention_rows_formula();
+    const GridItems& gi = grid_items_formula();
+    auto slot = [&](IndexExpr row, IndexExpr x) { return substitute(as.slot, {{"row", row}, {"e", x}, {"D", D}}); };
+    // Element x of warp ww's state of the pass's head i.
+    auto wslot = [&](IndexExpr ww, IndexExpr i, IndexExpr x) {
+      return slot(substitute(as.warp_row, {{"w", ww}, {"i", i}, {"hp", HP}}), x);
+    };
+    auto out_at = [&](IndexExpr kvh, IndexExpr gg, IndexExpr x) {
+      const IndexExpr q = substitute(ar.q_head, {{"h", kvh}, {"g", gg}, {"G", G}});
+      return substitute(ar.head_elem, {{"hd", q}, {"e", x}, {"D", D}});
+    };
+    auto item_of = [&](IndexExpr i, IndexExpr x) { return substitute(gi.idx_of, {{"r", i}, {"c", x}, {"cols", D}}); };
+    LoopNest m;
+    // The caller's group, head_dim and kv_head (t's, already in registers); the chunk count
+    // read after the pass (bound before it, it would hold a register through the pass).
+    m.signature = "template <class Pass>\n__device__ __forceinline__ void mk_attn_passes(const MkTask& t, "
+                  "const float* wst, int group, int head_dim, int kv_head, Pass pass)";
+    m.params = {{"G", "group", 1, 1 << 16},       {"D", "head_dim", 1, 1024},
+                {"C", "t.num_chunks", 1, 1 << 16}, {"h", "kv_head", 0, (1 << 16) - 1},
+                {"HP", "MK_HEADS_PER_PASS", 1, 64}, {"nw", "MK_COMPUTE_THREADS >> 5", 1, 32},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"states", 0, slot(substitute(as.warp_row, {{"w", nw}, {"i", 0}, {"hp", HP}}), 0)},
+                {"out", out_at(h, 0, 0), out_at(h + 1, 0, 0)},
+                {"partial", 0, slot(G, 0)}};
+    // Query head gg, element ee: its pass and item.
+    const IndexExpr gg = v("gg"), ee = v("ee"), ww = v("ww");
+    const std::map<std::string, IndexExpr> at = {{"g0", gg / HP * HP}, {"idx", item_of(gg % HP, ee)}};
+    const std::map<std::string, IndexExpr> at0 = {{"g0", gg / HP * HP}, {"idx", item_of(gg % HP, 0)}};
+    const std::vector<std::pair<IndexExpr, IndexExpr>> one = {{C, 2}}, several = {{1, C}};
+    m.accesses = {
+        {"wmax", "wst", "states", wslot(w, hh, D), false, {}, CType::Int},
+        {"wsum", "wst", "states", wslot(w, hh, D + 1), false, {}, CType::Int},
+        {"wsums", "wst", "states", wslot(w, hh, e), false,
+         {{{{"gg", G}, {"ww", nw}, {"ee", D}}, wslot(ww, gg % HP, ee),
+           {{"g0", gg / HP * HP}, {"idx", item_of(gg % HP, ee)}, {"w", ww}}}}, CType::Int},
+        {"out", "((float*)t.out)", "out", out_at(h, g, e), true, {{{{"gg", G}, {"ee", D}}, out_at(h, gg, ee), at, one}}},
+        {"pout", "((float*)t.partial)", "partial", slot(g, e), true, {{{{"gg", G}, {"ee", D}}, slot(gg, ee), at, several}}},
+        {"pmax", "((float*)t.partial)", "partial", slot(g, D), true, {{{{"gg", G}}, slot(gg, D), at0, several}}},
+        {"psum", "((float*)t.partial)", "partial", slot(g, D + 1), true, {{{{"gg", G}}, slot(gg, D + 1), at0, several}}},
+    };
+    // The warps' states moved to the largest max and added (ir/online_softmax.h); the output
+    // normalised (one chunk) or the chunk's state kept for the merge (several).
+    m.body = {loop("g0", LoopKind::Serial, G, HP,
+                   {code("pass(g0);"), code("mk_sync();"), bind("C"), let("hn", min(G - g0, HP)),
+                    loop("idx", LoopKind::Threads, hn * D, 1,
+                         {let("hh", substitute(gi.row, {{"idx", idx}, {"cols", D}})),
+                          let("e", substitute(gi.col, {{"idx", idx}, {"cols", D}})), let("g", g0 + hh),
+                          code("float M = MK_NEG_INF;"),
+                          loop("w", LoopKind::Serial, nw, 1, {code("M = fmaxf(M, {wmax});")}),
+                          code("float L = 0.f, O = 0.f;"),
+                          loop("w", LoopKind::Serial, nw, 1,
+                               {code("const float f = mk_rescale({wmax}, M);"),
+                                code("L = mk_os_update(L, 1.0f, {wsum}, f);"),
+                                code("O = mk_os_update(O, 1.0f, {wsums}, f);")}),
+                          guard(C, 2, {code("{out} = O / L;")}),
+                          guard(1, C, {code("{pout} = O;"), guard(e, 1, {code("{pmax} = M;"), code("{psum} = L;")})})}),
+                    code("mk_sync();")})};
+    m.threads = "threads";
+    return m;
+  }();
+  return n;
+}
+
 }  // namespace mpk::ir

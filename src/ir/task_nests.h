@@ -17,4 +17,19 @@ namespace mpk::ir {
 // Printed as mk_attn_merge(const MkTask& t, const float* part).
 const LoopNest& attention_merge_nest();
 
+// An attention chunk's passes over its query heads (kernels/attention.cuh): `HP`
+// (MK_HEADS_PER_PASS) heads a pass; each pass first runs `pass(g0)`, the warps' online softmax
+// over the chunk's positions for heads g0 .. g0 + HP - 1, which leaves warp w's state of the
+// pass's head i in shared-memory row warp_row(w, i, HP) of `wst` (AttentionStates; proved by
+// prove_attention_warp_states), then a barrier, then the combine: the block's threads walk the
+// pass's heads x D (GridItems), each reading every warp's state of its element, and write the
+// output (one chunk: AttentionRows) or the chunk's partial state rows, relative to the chunk's
+// first row (several; the rows by prove_attention_partials). Parameters: G, D, C, h (the KV
+// head), HP, nw (warps), threads. Ranges: the warps' states, the output heads of h's group, the
+// chunk's G partial rows. Accesses: the states' max (every warp's), sum and sums (every term
+// read), the output or the partials (each element written once, every one, in its mode).
+// Printed as mk_attn_passes(const MkTask& t, const float* wst, int group, int head_dim,
+// int kv_head, Pass pass).
+const LoopNest& attention_combine_nest();
+
 }  // namespace mpk::ir

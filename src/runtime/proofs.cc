@@ -154,10 +154,20 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                                                               C, G, D, cap, kMaxHeads);
                       }});
   }
-  for (int D : head_dims)
-    needed.push_back({"attention: combine and merge items over query heads x head dim " + std::to_string(D),
-                      "grid items " + std::to_string(D),
-                      [D] { return superopt::prove_grid_items(ir::grid_items_formula(), D, kMaxHeads); }});
+  std::set<std::tuple<int, int, int>> shapes;  // chunks, query heads, head dim
+  for (const auto& [C, G, D, cap] : rows) shapes.insert({C, G, D});
+  for (const auto& [C, G, D] : shapes)
+    needed.push_back({"attention: its passes and combine, a loop nest (" + std::to_string(C) + " chunk" +
+                          (C == 1 ? "" : "s") + ", " + std::to_string(G) + " query heads, head dim " +
+                          std::to_string(D) + ", " + std::to_string(warps) + " warps, " +
+                          std::to_string(params.heads_per_pass) + " heads a pass)",
+                      "combine nest " + std::to_string(C) + " " + std::to_string(G) + " " + std::to_string(D) + " " +
+                          std::to_string(warps) + " " + std::to_string(params.heads_per_pass),
+                      [C = C, G = G, D = D, warps, hp = params.heads_per_pass] {
+                        return superopt::prove_loop_nest(ir::attention_combine_nest(), "attention combine",
+                                                         {{"C", C}, {"G", G}, {"D", D}, {"nw", warps},
+                                                          {"HP", hp}, {"threads", 32 * warps}});
+                      }});
   for (int D : head_dims)
     needed.push_back({"attention: the warps' states in shared memory, " + std::to_string(warps) + " warps, " +
                           std::to_string(params.heads_per_pass) + " heads a pass, head dim " + std::to_string(D),

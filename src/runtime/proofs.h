@@ -7,9 +7,9 @@
 // (ir/dot_product.h), attention's state layout (ir::AttentionStates: the chunk partials per
 // attention shape with chunks, the warps' states in shared memory per head dimension), its
 // rows (ir::AttentionRows: queries, new rows, output and KV cache per attention shape and
-// capacity, the step's new row read by its appending chunk only), the combine's and the
-// merge's items (ir::GridItems) and the
-// online-softmax algebra (ir/online_softmax.h) attention rests on.
+// capacity, the step's new row read by its appending chunk only), the loop nests of its
+// passes' combine and of the merge (ir/task_nests.h) and the online-softmax algebra
+// (ir/online_softmax.h) attention rests on.
 #pragma once
 
 #include <string>
@@ -31,9 +31,10 @@ struct PlanProof {
 // tasks use (kernel_variants(params)) for every part count, the linear's sums, then
 // attention's chunk partials and the merge's loop nest (ir::attention_merge_nest, with
 // params.merge_batch) for each (chunks > 1, query heads, head dim), its rows for each
-// (chunks, query heads, head dim, capacity), its combine's and
-// merge's grid items and its warps' states for each head dim, and the online softmax when there is an attention task, whatever their
-// results (memoised per process: each is proved once, for
+// (chunks, query heads, head dim, capacity), its passes' combine nest
+// (ir::attention_combine_nest) for each (chunks, query heads, head dim) with the plan's warps
+// and heads per pass, its warps' states for each head dim, and the online softmax when there is
+// an attention task, whatever their results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
 // With fold_down, the folded tiles' lane map (ir::FoldLanes: each row and vector of the down
 // columns read by one lane, the shuffles within a row's lanes) for each lane group width the

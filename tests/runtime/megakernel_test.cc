@@ -261,12 +261,14 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   std::set<int> counts, dims;
   std::set<std::tuple<int, int, int>> partials;  // attention shapes with chunk partials
   std::set<std::tuple<int, int, int, int64_t>> shapes;  // attention shapes with their capacity
+  std::set<std::tuple<int, int, int>> combines;         // attention shapes
   for (const MkTask& d : t.tasks)
     if (d.kind == MPK_MK_ATTENTION) {
       counts.insert(d.num_chunks);
       dims.insert(d.head_dim);
       if (d.num_chunks > 1) partials.insert({d.num_chunks, d.group, d.head_dim});
       shapes.insert({d.num_chunks, d.group, d.head_dim, d.capacity});
+      combines.insert({d.num_chunks, d.group, d.head_dim});
     }
   ASSERT_FALSE(counts.empty());
   ASSERT_FALSE(partials.empty());
@@ -277,9 +279,9 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_TRUE(cache::is_verified(verification.dump())) << verification.dump();
   const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the linear's sums,
-  // attention's partials, rows and warp states per shape, the online softmax.
-  // partials and the merge's nest; rows; grid items, warp states
-  const size_t states = 2 * partials.size() + shapes.size() + 2 * dims.size();
+  // attention's partials and the merge's nest, rows, the combine's nest and the warps' states
+  // per shape, the online softmax.
+  const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size();
   ASSERT_EQ(records.size(), counts.size() + max_k_split + 2 + states);
   int linear = 0, items = 0;
   for (const auto& r : records) {
@@ -289,12 +291,13 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool work = use.find("linear.r2: work items") != std::string::npos;
     const bool partial = use.find("attention: chunk partials") != std::string::npos;
     const bool warp = use.find("attention: the warps' states") != std::string::npos;
-    const bool grid = use.find("attention: combine and merge items") != std::string::npos;
+    const bool combine = use.find("attention: its passes and combine") != std::string::npos;
     const bool rows = use.find("attention: rows") != std::string::npos;
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
     items += work;
     if (!work) {
-      EXPECT_EQ(r.at("obligations").size(), softmax || grid || warp ? 4u : partial ? 6u : rows ? 9u : nest ? 12u : 5u) << use;
+      EXPECT_EQ(r.at("obligations").size(), softmax || warp ? 4u : partial ? 6u : rows ? 9u : nest ? 12u : combine ? 17u : 5u)
+          << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;

@@ -148,50 +148,5 @@ TEST(AttentionStatesProofs, MutantsOfTheWarpStatesAgreeWithBruteForce) {
                 "slot " + ir::to_string(m.slot) + ", warp_row " + ir::to_string(m.warp_row));
 }
 
-// prove_grid_items' obligations by enumeration, for every grid of 1..max_rows rows.
-bool brute_force_grid(const ir::GridItems& f, int64_t cols, int64_t max_rows) {
-  try {
-    for (int64_t rows = 1; rows <= max_rows; ++rows) {
-      std::set<std::pair<int64_t, int64_t>> seen;
-      for (int64_t idx = 0; idx < rows * cols; ++idx) {
-        const int64_t r = ir::eval(f.row, {{"idx", idx}, {"cols", cols}});
-        const int64_t c = ir::eval(f.col, {{"idx", idx}, {"cols", cols}});
-        if (r < 0 || r >= rows || c < 0 || c >= cols || !seen.insert({r, c}).second) return false;
-      }
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          const int64_t idx = ir::eval(f.idx_of, {{"r", r}, {"c", c}, {"cols", cols}});
-          if (idx < 0 || idx >= rows * cols || ir::eval(f.row, {{"idx", idx}, {"cols", cols}}) != r ||
-              ir::eval(f.col, {{"idx", idx}, {"cols", cols}}) != c)
-            return false;
-        }
-    }
-  } catch (const Error&) {
-    return false;
-  }
-  return true;
-}
-
-TEST(GridItemsProofs, TheHeadDimsAreProvedAndMutantsAgreeWithBruteForce) {
-  const ir::GridItems& f = ir::grid_items_formula();
-  for (int64_t D : {64, 128, 256}) {
-    const ProofRecord r = prove_grid_items(f, D, int64_t(1) << 16);
-    ASSERT_EQ(r.obligations.size(), 4u);
-    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
-  }
-  EXPECT_NE(ir::layout_device_functions().find("int mk_grid_row(int idx, int cols) { return (idx / cols); }"),
-            std::string::npos);
-  std::vector<ir::GridItems> grids;
-  for (const IndexExpr& m : superopt::mutants(f.row)) grids.push_back({m, f.col, f.idx_of});
-  for (const IndexExpr& m : superopt::mutants(f.col)) grids.push_back({f.row, m, f.idx_of});
-  std::vector<ir::IndexEnv> items;
-  for (int64_t idx = 0; idx < 5 * 6; ++idx) items.push_back({{"idx", idx}, {"cols", 6}});
-  Tally tally{"grid items, 6 columns, up to 5 rows"};
-  for (const ir::GridItems& m : grids)
-    tally.judge(prove_grid_items(m, 6, 5, 2000).proved(), brute_force_grid(m, 6, 5),
-                same_values(m.row, f.row, items) && same_values(m.col, f.col, items),
-                "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
-}
-
 }  // namespace
 }  // namespace mpk::superopt

@@ -46,6 +46,7 @@ void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std:
       case ir::Stmt::If:
         if (ir::eval(s.expr, env) < ir::eval(s.step, env)) run(n, s.body, env, it, hits);
         break;
+      case ir::Stmt::Bind: break;
       case ir::Stmt::Code:
         for (size_t a = 0; a < n.accesses.size(); ++a)
           if (s.code.find("{" + n.accesses[a].name + "}") != std::string::npos)
@@ -81,6 +82,9 @@ bool brute_force(const ir::LoopNest& n, const ir::IndexEnv& fixed, const std::st
           }
         }
         for (const ir::Cover& c : acc.covers) {  // every point of the domain reached
+          bool holds = true;
+          for (const auto& [lhs, rhs] : c.when) holds = holds && ir::eval(lhs, env) < ir::eval(rhs, env);
+          if (!holds) continue;
           std::function<bool(size_t, ir::IndexEnv)> all = [&](size_t k, ir::IndexEnv p) {
             if (k == c.vars.size()) return seen.count(ir::eval(c.expect, p)) > 0;
             for (int64_t v = 0; v < ir::eval(c.vars[k].second, p); ++v) {
@@ -106,7 +110,8 @@ void slots(const ir::Block& b, std::function<ir::Block&(ir::LoopNest&)> at, std:
   for (size_t i = 0; i < b.size(); ++i) {
     auto stmt = [at, i](ir::LoopNest& n) -> ir::Stmt& { return at(n)[i]; };
     switch (b[i].kind) {
-      case ir::Stmt::Code: break;
+      case ir::Stmt::Code:
+      case ir::Stmt::Bind: break;
       case ir::Stmt::Let: out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).expr; }); break;
       case ir::Stmt::Loop:
       case ir::Stmt::If:
@@ -132,6 +137,22 @@ TEST(LoopNestProofs, TheMergeIsProvedForTheKernelsShapes) {
   EXPECT_TRUE(brute_force(ir::attention_merge_nest(), {{"C", 5}, {"G", 2}, {"D", 3}, {"B", 2}, {"threads", 32}}, "h", 3));
 }
 
+TEST(LoopNestProofs, TheCombineIsProvedForTheKernelsShapes) {
+  for (int64_t C : {1, 64})
+    for (int64_t G : {1, 5})
+      for (int64_t D : {64, 128})
+        for (int64_t HP : {1, 4}) {
+          const ProofRecord r =
+              prove_loop_nest(ir::attention_combine_nest(), "attention combine",
+                              {{"C", C}, {"G", G}, {"D", D}, {"HP", HP}, {"nw", 16}, {"threads", 512}});
+          ASSERT_EQ(r.obligations.size(), 17u);
+          EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+        }
+  for (int64_t C : {1, 3})
+    EXPECT_TRUE(brute_force(ir::attention_combine_nest(),
+                            {{"C", C}, {"G", 5}, {"D", 3}, {"HP", 2}, {"nw", 3}, {"threads", 96}}, "h", 3));
+}
+
 // The printed function is the nest: its parameters, loops, guards and every address.
 TEST(LoopNestProofs, ThePrintedMergeIsTheNest) {
   const ir::LoopNest& n = ir::attention_merge_nest();
@@ -143,8 +164,29 @@ TEST(LoopNestProofs, ThePrintedMergeIsTheNest) {
   EXPECT_NE(c.find("if ((c0 + j) < C) {"), std::string::npos) << c;
   const IndexExpr g = ir::substitute(ir::grid_items_formula().row, {{"cols", IndexExpr::var("D")}});
   EXPECT_NE(c.find("const int g = " + ir::to_c(g, ir::CType::Int) + ";"), std::string::npos) << c;
-  for (const ir::Access& a : n.accesses) EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index) + "]"), std::string::npos);
+  for (const ir::Access& a : n.accesses) EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos);
   EXPECT_EQ(c.find('{' + n.accesses[0].name + '}'), std::string::npos) << "an access left unprinted";
+}
+
+TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
+  const ir::LoopNest& n = ir::attention_combine_nest();
+  const std::string c = ir::print(n);
+  EXPECT_EQ(c.rfind(n.signature + " {\n", 0), 0u) << c;
+  for (const ir::Param& p : n.params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
+  // Bound where the body binds it, not at the top.
+  EXPECT_NE(c.find("for (int g0 = 0; g0 < G; g0 += HP) {\n    pass(g0);\n    mk_sync();\n"
+                   "    const int C = t.num_chunks;\n"),
+            std::string::npos)
+      << c;
+  EXPECT_EQ(c.find("const int C = t.num_chunks;"), c.rfind("const int C = t.num_chunks;")) << "C bound twice";
+  EXPECT_NE(c.find("const int hn = min((G - g0), HP);"), std::string::npos) << c;
+  EXPECT_NE(c.find("for (int idx = threadIdx.x; idx < (hn * D); idx += threads) {"), std::string::npos) << c;
+  EXPECT_NE(c.find("if (C < 2) {"), std::string::npos) << c;
+  EXPECT_NE(c.find("if (1 < C) {"), std::string::npos) << c;
+  for (const ir::Access& a : n.accesses) {
+    EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos) << a.name;
+    EXPECT_EQ(c.find('{' + a.name + '}'), std::string::npos) << "access " << a.name << " left unprinted";
+  }
 }
 
 // Nests that look right to a careless model: each is refuted where the C goes wrong.
@@ -181,22 +223,22 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
                Error);
 }
 
-TEST(LoopNestProofs, MutantsOfTheMergeAgreeWithRunningIt) {
-  const ir::LoopNest& f = ir::attention_merge_nest();
+// Every `stride`-th mutant of each of the nest's expressions (loop bounds and steps, lets,
+// guards, addresses; all of them take minutes), proved with `fixed` and judged by running the
+// nest for `var` in [0, count).
+void judge_mutants(const ir::LoopNest& f, const std::map<std::string, int64_t>& fixed, const std::string& var,
+                   int64_t count, size_t stride, Tally& tally) {
   std::vector<Slot> where;
   slots(f.body, [](ir::LoopNest& n) -> ir::Block& { return n.body; }, where);
   for (size_t a = 0; a < f.accesses.size(); ++a)
     where.push_back([a](ir::LoopNest& n) -> IndexExpr& { return n.accesses[a].index; });
-  const std::map<std::string, int64_t> fixed = {{"C", 5}, {"G", 2}, {"D", 3}, {"B", 2}};
   ir::IndexEnv env(fixed.begin(), fixed.end());
-  env["threads"] = 32;
-  Tally tally{"attention merge nest, 5 chunks, 2 query heads, dim 3, 2 a batch, KV heads 0..2"};
-  // Every fourth mutant of each expression (all of them, 265, take two minutes).
+  env.emplace("threads", 32);
   for (const Slot& s : where) {
     ir::LoopNest copy = f;
     const IndexExpr original = s(copy);
     const std::vector<IndexExpr> all = mutants(original);
-    for (size_t i = 0; i < all.size(); i += 4) {
+    for (size_t i = 0; i < all.size(); i += stride) {
       const IndexExpr& m = all[i];
       ir::LoopNest mut = f;
       s(mut) = m;
@@ -205,8 +247,23 @@ TEST(LoopNestProofs, MutantsOfTheMergeAgreeWithRunningIt) {
         proved = prove_loop_nest(mut, "mutant", fixed, 300).proved();  // unknown is not proved
       } catch (const Error&) {  // a mutant naming a variable out of scope
       }
-      tally.judge(proved, brute_force(mut, env, "h", 3), false, ir::to_string(original) + " -> " + ir::to_string(m));
+      tally.judge(proved, brute_force(mut, env, var, count), false,
+                  ir::to_string(original) + " -> " + ir::to_string(m));
     }
+  }
+}
+
+TEST(LoopNestProofs, MutantsOfTheMergeAgreeWithRunningIt) {
+  Tally tally{"attention merge nest, 5 chunks, 2 query heads, dim 3, 2 a batch, KV heads 0..2"};
+  judge_mutants(ir::attention_merge_nest(), {{"C", 5}, {"G", 2}, {"D", 3}, {"B", 2}}, "h", 3, 4, tally);
+}
+
+TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {
+  for (int64_t C : {1, 3}) {
+    Tally tally{C == 1 ? "attention combine nest, 1 chunk, 3 query heads, dim 2, 2 a pass, 2 warps, KV heads 0..2"
+                       : "attention combine nest, 3 chunks, 3 query heads, dim 2, 2 a pass, 2 warps, KV heads 0..2"};
+    judge_mutants(ir::attention_combine_nest(),
+                  {{"C", C}, {"G", 3}, {"D", 2}, {"HP", 2}, {"nw", 2}, {"threads", 64}}, "h", 3, C == 1 ? 8 : 4, tally);
   }
 }
 

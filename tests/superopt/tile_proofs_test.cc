@@ -495,7 +495,9 @@ TEST(BitonicProofs, EveryStageOfTheDrawsSortIsProved) {
     const ProofRecord r = prove_bitonic_stage(ir::bitonic_pair_formula(), s, 4096);
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
     for (int64_t m : {2 * s, 4 * s, int64_t(4096)})
-      if (m <= 4096) EXPECT_TRUE(brute_force_bitonic(ir::bitonic_pair_formula(), s, m)) << s << " " << m;
+      if (m <= 4096) {
+        EXPECT_TRUE(brute_force_bitonic(ir::bitonic_pair_formula(), s, m)) << s << " " << m;
+      }
   }
 }
 

@@ -139,8 +139,11 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
       if (lane + 32 * c < D) vc[mk_kv_elem(kvh, position, lane + 32 * c, cap, D)] = v[c];
   }
   mk_sync();
+  // The passes over the query heads and their combine: mk_attn_passes, printed from its loop
+  // nest (ir::attention_combine_nest: loops, guards, every address of the combine; proved).
+  // A pass: each warp's states of heads g0 .. g0 + HP - 1 over its positions.
   constexpr int HP = MK_HEADS_PER_PASS;
-  for (int g0 = 0; g0 < G; g0 += HP) {
+  mk_attn_passes(t, wst, G, D, kvh, [&](int g0) {
     float m[HP], l[HP], acc[HP][DC];
 #pragma unroll
     for (int h = 0; h < HP; ++h) {
@@ -179,8 +182,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
         m[h] = mn;
       }
     }
-    // Every warp's states for this pass's heads, then one combine over (head, dim) pairs.
-    // (State rows and slots: ir::AttentionStates, printed and proved.)
+    // The warp's states for this pass's heads (rows and slots: ir::AttentionStates, printed and
+    // proved); the combine reads them after the nest's barrier.
     const int hn = G - g0 < HP ? G - g0 : HP;
 #pragma unroll
     for (int h = 0; h < HP; ++h) {
@@ -191,29 +194,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
         if (lane + 32 * c < D) ws[lane + 32 * c] = acc[h][c];
       if (lane == 0) { ws[D] = m[h]; ws[D + 1] = l[h]; }
     }
-    mk_sync();
-    for (int idx = threadIdx.x; idx < hn * D; idx += MK_COMPUTE_THREADS) {
-      const int h = mk_grid_row(idx, D), e = mk_grid_col(idx, D), g = g0 + h;
-      float M = MK_NEG_INF;
-      for (int w = 0; w < nw; ++w) M = fmaxf(M, wst[mk_smem_state(mk_warp_row(w, h, HP), D, D)]);
-      float L = 0.f, O = 0.f;
-      for (int w = 0; w < nw; ++w) {
-        const float* sw = wst + mk_smem_state(mk_warp_row(w, h, HP), 0, D);
-        const float f = mk_rescale(sw[D], M);
-        L = mk_os_update(L, 1.0f, sw[D + 1], f);
-        O = mk_os_update(O, 1.0f, sw[e], f);
-      }
-      if (t.num_chunks == 1) {
-        ((float*)t.out)[mk_head_elem(mk_q_head(kvh, g, G), e, D)] = O / L;
-      } else {
-        // t.partial: the chunk's first state row; query head g's is row g from there.
-        float* pp = (float*)t.partial + mk_state_slot(g, 0, D);
-        pp[e] = O;
-        if (e == 0) { pp[D] = M; pp[D + 1] = L; }
-      }
-    }
-    mk_sync();
-  }
+  });
   if (t.flags & MPK_MK_F_MERGE) mk_attn_arrive(t, arrivals);
   return true;
 }

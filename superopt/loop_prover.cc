@@ -47,7 +47,7 @@ class Walker {
   void block(const ir::Block& b, Env env, z3::expr cond, z3::expr defined, std::vector<z3::expr> it,
              std::vector<Use>& out, bool threaded = false) {
     for (const ir::Stmt& s : b) {
-      if (s.kind == ir::Stmt::Loop || s.kind == ir::Stmt::Let) {
+      if (s.kind == ir::Stmt::Loop || s.kind == ir::Stmt::Let || s.kind == ir::Stmt::Thread) {
         MPK_CHECK(!params_->count(s.var), InvalidArgument) << "loop nest: '" << s.var << "' hides a parameter";
       }
       switch (s.kind) {
@@ -89,6 +89,16 @@ class Walker {
           block(s.body, env, cond && a.value < b2.value, defined && a.defined && b2.defined, it, out, threaded);
           break;
         }
+        case ir::Stmt::Thread: {  // the thread every use outside a Threads loop is part of
+          MPK_CHECK(!thread_bound_, InvalidArgument) << "loop nest: two thread bindings";
+          thread_bound_ = true;
+          auto f = forced_.find(s.var);
+          if (f != forced_.end()) thread_ = f->second;
+          cond = cond && thread_ >= 0 && thread_ < threads_;  // for the rest of the block
+          structure_.push_back({cond, defined});
+          env.insert_or_assign(s.var, thread_);
+          break;
+        }
         case ir::Stmt::Bind:  // the parameter's one value, read here
           MPK_CHECK(params_->count(s.var), InvalidArgument) << "loop nest: bind of '" << s.var << "', not a parameter";
           break;
@@ -125,6 +135,7 @@ class Walker {
   const Env* params_ = nullptr;
   z3::expr threads_{ctx_};
   z3::expr thread_ = ctx_.int_const(("thread" + suffix_).c_str());
+  bool thread_bound_ = false;
   int loops_ = 0;
 };
 

@@ -39,6 +39,7 @@ class Printer {
         return;
       case Stmt::Code: out += pad + substituted(s.code) + "\n"; return;
       case Stmt::Bind: out += pad + "const int " + s.var + " = " + param(s.var).c + ";\n"; return;
+      case Stmt::Thread: out += pad + "const int " + s.var + " = threadIdx.x;\n"; return;
     }
   }
 

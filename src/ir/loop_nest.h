@@ -21,8 +21,8 @@ namespace mpk::ir {
 enum class LoopKind { Threads, Serial, Unrolled };
 
 struct Stmt {
-  enum Kind { Loop, Let, If, Code, Bind } kind;
-  std::string var;  // Loop: its variable; Let: the name bound (an int); Bind: a Param
+  enum Kind { Loop, Let, If, Code, Bind, Thread } kind;
+  std::string var;  // Loop: its variable; Let, Thread: the name bound (an int); Bind: a Param
   LoopKind loop = LoopKind::Serial;
   IndexExpr expr = 0;             // Loop: end; Let: value; If: lhs of lhs < rhs
   IndexExpr step = 1;             // Loop (Serial, Unrolled); If: rhs
@@ -45,6 +45,9 @@ inline Stmt code(std::string text) { return Stmt{Stmt::Code, "", LoopKind::Seria
 // value bound at the top stays in a register across everything before its use (the prover sees
 // one value: the descriptor does not change while the task runs).
 inline Stmt bind(std::string param) { return Stmt{Stmt::Bind, std::move(param), LoopKind::Serial, 0, 1, "", {}}; }
+// `var` = the thread's index in the block (threadIdx.x), in [0, threads): a thread's own share
+// of a loop that is not block-strided. At most one per nest.
+inline Stmt thread(std::string var) { return Stmt{Stmt::Thread, std::move(var), LoopKind::Serial, 0, 1, "", {}}; }
 
 // A run-time value the nest reads: bound from `c` (a C expression over the task descriptor or
 // the function's arguments) at the top of the printed function or where the body binds it, in

@@ -140,4 +140,58 @@ const LoopNest& attention_combine_nest() {
   return n;
 }
 
+const LoopNest& argmax_partials_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = IndexExpr::var("n"), j = IndexExpr::var("j"), jj = IndexExpr::var("jj");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_argmax_partials(const MkTask& t, float& best, int& bi)";
+    m.params = {{"n", "t.n", 1, 1 << 24}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"partials", 0, N}};
+    m.accesses = {{"pv", "((const float*)t.part_val)", "partials", j, true, {{{{"jj", N}}, jj, {{"j", jj}}}}},
+                  {"pi", "((const int*)t.part_idx)", "partials", j, true, {{{{"jj", N}}, jj, {{"j", jj}}}}}};
+    m.body = {code("bool have = false;"),
+              loop("j", LoopKind::Threads, N, 1,
+                   {code("if (!have) { best = {pv}; bi = {pi}; have = true; } else mk_better(best, bi, {pv}, {pi});")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& embedding_row_nest() {
+  static const LoopNest n = [] {
+    auto v = [](const char* name) { return IndexExpr::var(name); };
+    const IndexExpr H = v("H"), V = v("V"), feed = v("feed"), U = v("U"), threads = v("threads");
+    const IndexExpr tid = v("tid"), j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
+    LoopNest m;
+    m.signature = "template <int DT>\n__device__ __forceinline__ void mk_embed_row(const MkTask& t, int feed_)";
+    m.params = {{"H", "t.hidden", 1, 1 << 20},
+                {"V", "t.vocab", 1, 1 << 24},
+                {"feed", "feed_", INT32_MIN, INT32_MAX},
+                {"U", "8", 8, 8},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"table", 0, V * H}, {"hidden", 0, H}, {"round", 0, U}};
+    // Element jj: its thread, round and slot in the round.
+    const std::map<std::string, IndexExpr> at = {
+        {"tid", jj % threads}, {"j0", jj / (threads * U) * (threads * U)}, {"u", jj % (threads * U) / threads}};
+    m.accesses = {
+        {"row", "((const typename MkW<DT>::T*)t.table)", "table", feed * H + j, true,
+         {{{{"jj", H}}, feed * H + jj, at, {{-1, feed}, {feed, V}}}}},
+        {"v", "v", "round", u, false, {}},
+        {"out", "((float*)t.embed_out)", "hidden", j, true, {{{{"jj", H}}, jj, at, {{-1, feed}, {feed, V}}}}},
+    };
+    m.body = {thread("tid"),
+              guard(-1, feed,
+                    {guard(feed, V,
+                           {loop("j0", LoopKind::Serial, H, threads * U,
+                                 {code("float v[U];"),
+                                  loop("u", LoopKind::Unrolled, U, 1,
+                                       {let("j", j0 + u * threads + tid), code("{v} = 0.f;"),
+                                        guard(j, H, {code("{v} = MkW<DT>::cvt({row});")})}),
+                                  loop("u", LoopKind::Unrolled, U, 1,
+                                       {let("j", j0 + u * threads + tid), guard(j, H, {code("{out} = {v};")})})})})})};
+    return m;
+  }();
+  return n;
+}
+
 }  // namespace mpk::ir

@@ -32,4 +32,18 @@ const LoopNest& attention_merge_nest();
 // int kv_head, Pass pass).
 const LoopNest& attention_combine_nest();
 
+// The argmax's read of the LM-head tiles' partials (kernels/argmax.cuh): the block's threads
+// walk the n partials (value and index), each read once and every one. Parameters: n, threads.
+// Printed as mk_argmax_partials(const MkTask& t, float& best, int& bi) (each thread's best).
+const LoopNest& argmax_partials_nest();
+
+// The next step's embedding row (kernels/argmax.cuh): token `feed`'s row of the [V][H] table
+// copied to the hidden vector, in rounds of U elements per thread (a thread's U loads go out
+// before its stores: a store could alias the next load), under the kernel's guard 0 <= feed <
+// V. Parameters: H, V, feed (any int: the token is a run-time value), U, threads. Ranges: the
+// table, the hidden vector, a round's registers. Accesses: the row read (inside the table for
+// every feed the guard lets through, each element once, every one), the registers, the output
+// (each element written once, every one). Printed as mk_embed_row<DT>(const MkTask& t, int feed).
+const LoopNest& embedding_row_nest();
+
 }  // namespace mpk::ir

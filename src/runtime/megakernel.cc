@@ -497,10 +497,11 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
   for (const char* f : {"stage.cuh", "sample.cuh", "linear.cuh"}) s += embedded_kernel(f);
-  // The merge and attention's combine printed from their loop nests (ir/task_nests.h: loops,
-  // guards, addresses; proved).
+  // The merge, attention's combine and the argmax's loops printed from their loop nests
+  // (ir/task_nests.h: loops, guards, addresses; proved).
   s += "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n" +
-       ir::print(ir::attention_merge_nest()) + ir::print(ir::attention_combine_nest());
+       ir::print(ir::attention_merge_nest()) + ir::print(ir::attention_combine_nest()) +
+       ir::print(ir::argmax_partials_nest()) + ir::print(ir::embedding_row_nest());
   for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "

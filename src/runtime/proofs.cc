@@ -74,6 +74,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   std::set<std::tuple<int, int, int>> partials;  // attention chunks, query heads, head dim
   std::set<int> head_dims;                       // of the attention tasks
   std::set<std::tuple<int, int, int, int64_t>> rows;  // chunks, query heads, head dim, capacity
+  bool argmax = false;
+  std::set<std::pair<int, int>> embeddings;  // hidden, vocabulary
   for (const MkTask& t : tasks) {
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
       for (const int vec : {4, 8}) {  // elements per 16-byte vector: fp32; bf16 and fp16
@@ -91,6 +93,10 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
       if (t.num_chunks > 1) partials.insert({t.num_chunks, t.group, t.head_dim});
       head_dims.insert(t.head_dim);
       rows.insert({t.num_chunks, t.group, t.head_dim, t.capacity});
+    }
+    if (t.kind == MPK_MK_ARGMAX) {
+      argmax = true;
+      if (t.flags & MPK_MK_F_EMBED) embeddings.insert({t.hidden, t.vocab});
     }
     if (t.kind == MPK_MK_LINEAR) {
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
@@ -175,6 +181,20 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                           " " + std::to_string(D),
                       [warps, hp = params.heads_per_pass, D] {
                         return superopt::prove_attention_warp_states(ir::attention_states_formula(), warps, hp, D);
+                      }});
+  if (argmax)
+    needed.push_back({"argmax: the tiles' partials, a loop nest (" + std::to_string(warps) + " warps)",
+                      "argmax partials nest " + std::to_string(warps), [warps] {
+                        return superopt::prove_loop_nest(ir::argmax_partials_nest(), "argmax partials",
+                                                         {{"threads", 32 * warps}});
+                      }});
+  for (const auto& [H, V] : embeddings)
+    needed.push_back({"argmax: the next token's embedding row, a loop nest (hidden " + std::to_string(H) +
+                          ", vocabulary " + std::to_string(V) + ", " + std::to_string(warps) + " warps, every token id)",
+                      "embedding nest " + std::to_string(H) + " " + std::to_string(V) + " " + std::to_string(warps),
+                      [H = H, V = V, warps] {
+                        return superopt::prove_loop_nest(ir::embedding_row_nest(), "embedding row",
+                                                         {{"H", H}, {"V", V}, {"threads", 32 * warps}});
                       }});
   if (attention)
     needed.push_back({"attention: online softmax (per-position update, warp combine, chunk merge)",

@@ -8,8 +8,9 @@
 // attention shape with chunks, the warps' states in shared memory per head dimension), its
 // rows (ir::AttentionRows: queries, new rows, output and KV cache per attention shape and
 // capacity, the step's new row read by its appending chunk only), the loop nests of its
-// passes' combine and of the merge (ir/task_nests.h) and the online-softmax algebra
-// (ir/online_softmax.h) attention rests on.
+// passes' combine and of the merge (ir/task_nests.h), the online-softmax algebra
+// (ir/online_softmax.h) attention rests on, and the argmax's loop nests (its partials, the next
+// token's embedding row for every token id).
 #pragma once
 
 #include <string>
@@ -33,8 +34,9 @@ struct PlanProof {
 // params.merge_batch) for each (chunks > 1, query heads, head dim), its rows for each
 // (chunks, query heads, head dim, capacity), its passes' combine nest
 // (ir::attention_combine_nest) for each (chunks, query heads, head dim) with the plan's warps
-// and heads per pass, its warps' states for each head dim, and the online softmax when there is
-// an attention task, whatever their results (memoised per process: each is proved once, for
+// and heads per pass, its warps' states for each head dim, the argmax's partials and the
+// embedding row for each (hidden, vocabulary), and the online softmax when there is an
+// attention task, whatever their results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
 // With fold_down, the folded tiles' lane map (ir::FoldLanes: each row and vector of the down
 // columns read by one lane, the shuffles within a row's lanes) for each lane group width the

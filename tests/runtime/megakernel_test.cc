@@ -262,7 +262,9 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   std::set<std::tuple<int, int, int>> partials;  // attention shapes with chunk partials
   std::set<std::tuple<int, int, int, int64_t>> shapes;  // attention shapes with their capacity
   std::set<std::tuple<int, int, int>> combines;         // attention shapes
-  for (const MkTask& d : t.tasks)
+  std::set<std::pair<int, int>> embeddings;             // hidden, vocabulary
+  for (const MkTask& d : t.tasks) {
+    if (d.kind == MPK_MK_ARGMAX && (d.flags & MPK_MK_F_EMBED)) embeddings.insert({d.hidden, d.vocab});
     if (d.kind == MPK_MK_ATTENTION) {
       counts.insert(d.num_chunks);
       dims.insert(d.head_dim);
@@ -270,6 +272,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
       shapes.insert({d.num_chunks, d.group, d.head_dim, d.capacity});
       combines.insert({d.num_chunks, d.group, d.head_dim});
     }
+  }
   ASSERT_FALSE(counts.empty());
   ASSERT_FALSE(partials.empty());
   const int max_k_split = 3;
@@ -280,8 +283,9 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the linear's sums,
   // attention's partials and the merge's nest, rows, the combine's nest and the warps' states
-  // per shape, the online softmax.
-  const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size();
+  // per shape, the argmax's nests, the online softmax.
+  ASSERT_EQ(embeddings.size(), 1u);
+  const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size() + 1 + embeddings.size();
   ASSERT_EQ(records.size(), counts.size() + max_k_split + 2 + states);
   int linear = 0, items = 0;
   for (const auto& r : records) {
@@ -292,12 +296,15 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool partial = use.find("attention: chunk partials") != std::string::npos;
     const bool warp = use.find("attention: the warps' states") != std::string::npos;
     const bool combine = use.find("attention: its passes and combine") != std::string::npos;
+    const bool partials_nest = use.find("argmax: the tiles' partials") != std::string::npos;
+    const bool embedding = use.find("argmax: the next token's embedding") != std::string::npos;
     const bool rows = use.find("attention: rows") != std::string::npos;
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
     items += work;
     if (!work) {
-      EXPECT_EQ(r.at("obligations").size(), softmax || warp ? 4u : partial ? 6u : rows ? 9u : nest ? 12u : combine ? 17u : 5u)
-          << use;
+      const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest ? 12 : combine ? 17
+                              : partials_nest ? 7 : embedding ? 8 : 5;
+      EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
     linear += r.at("use").get<std::string>().find("linear: K over") != std::string::npos;

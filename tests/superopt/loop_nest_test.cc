@@ -47,6 +47,17 @@ void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std:
         if (ir::eval(s.expr, env) < ir::eval(s.step, env)) run(n, s.body, env, it, hits);
         break;
       case ir::Stmt::Bind: break;
+      case ir::Stmt::Thread: {  // the rest of the block in every thread
+        const ir::Block rest(b.begin() + (&s - b.data()) + 1, b.end());
+        for (int64_t tid = 0; tid < env.at("threads"); ++tid) {
+          ir::IndexEnv inner = env;
+          inner[s.var] = tid;
+          std::vector<int64_t> it2 = it;
+          it2.push_back(tid);
+          run(n, rest, inner, it2, hits);
+        }
+        return;
+      }
       case ir::Stmt::Code:
         for (size_t a = 0; a < n.accesses.size(); ++a)
           if (s.code.find("{" + n.accesses[a].name + "}") != std::string::npos)
@@ -111,7 +122,8 @@ void slots(const ir::Block& b, std::function<ir::Block&(ir::LoopNest&)> at, std:
     auto stmt = [at, i](ir::LoopNest& n) -> ir::Stmt& { return at(n)[i]; };
     switch (b[i].kind) {
       case ir::Stmt::Code:
-      case ir::Stmt::Bind: break;
+      case ir::Stmt::Bind:
+      case ir::Stmt::Thread: break;
       case ir::Stmt::Let: out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).expr; }); break;
       case ir::Stmt::Loop:
       case ir::Stmt::If:
@@ -153,6 +165,29 @@ TEST(LoopNestProofs, TheCombineIsProvedForTheKernelsShapes) {
                             {{"C", C}, {"G", 5}, {"D", 3}, {"HP", 2}, {"nw", 3}, {"threads", 96}}, "h", 3));
 }
 
+TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {
+  for (int64_t threads : {128, 512}) {
+    const ProofRecord p = prove_loop_nest(ir::argmax_partials_nest(), "argmax partials", {{"threads", threads}});
+    ASSERT_EQ(p.obligations.size(), 7u);
+    EXPECT_TRUE(p.proved()) << p.subject << ": " << failed(p);
+    for (const auto& [H, V] : {std::pair<int64_t, int64_t>{1024, 151936}, {4096, 151936}, {4096, 128256}, {100, 7}}) {
+      const ProofRecord r = prove_loop_nest(ir::embedding_row_nest(), "embedding row",
+                                            {{"H", H}, {"V", V}, {"threads", threads}});
+      ASSERT_EQ(r.obligations.size(), 8u);
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    }
+  }
+  EXPECT_TRUE(brute_force(ir::argmax_partials_nest(), {{"threads", 4}}, "n", 11));
+  for (int64_t feed : {-2, -1, 0, 2, 3, 4})  // the guard lets 0 .. V - 1 through
+    EXPECT_TRUE(brute_force(ir::embedding_row_nest(), {{"V", 3}, {"feed", feed}, {"U", 8}, {"threads", 3}}, "H", 30));
+  // Without the guard's lower bound a negative token id reads before the table.
+  ir::LoopNest open = ir::embedding_row_nest();
+  open.body[1] = open.body[1].body[0];
+  const ProofRecord r = prove_loop_nest(open, "embedding row", {{"H", 64}, {"V", 1000}, {"threads", 128}});
+  EXPECT_FALSE(r.proved());
+  EXPECT_NE(failed(r).find("row inside table"), std::string::npos) << failed(r);
+}
+
 // The printed function is the nest: its parameters, loops, guards and every address.
 TEST(LoopNestProofs, ThePrintedMergeIsTheNest) {
   const ir::LoopNest& n = ir::attention_merge_nest();
@@ -187,6 +222,23 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
     EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos) << a.name;
     EXPECT_EQ(c.find('{' + a.name + '}'), std::string::npos) << "access " << a.name << " left unprinted";
   }
+}
+
+TEST(LoopNestProofs, ThePrintedArgmaxNestsAreTheNests) {
+  for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest()}) {
+    const std::string c = ir::print(*n);
+    EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
+    for (const ir::Param& p : n->params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
+    for (const ir::Access& a : n->accesses) {
+      EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos) << a.name;
+      EXPECT_EQ(c.find('{' + a.name + '}'), std::string::npos) << "access " << a.name << " left unprinted";
+    }
+  }
+  const std::string e = ir::print(ir::embedding_row_nest());
+  EXPECT_NE(e.find("  const int tid = threadIdx.x;\n  if (-1 < feed) {\n    if (feed < V) {\n"), std::string::npos) << e;
+  EXPECT_NE(e.find("for (int j0 = 0; j0 < H; j0 += (threads * U)) {"), std::string::npos) << e;
+  EXPECT_NE(ir::print(ir::argmax_partials_nest()).find("for (int j = threadIdx.x; j < n; j += threads) {"),
+            std::string::npos);
 }
 
 // Nests that look right to a careless model: each is refuted where the C goes wrong.
@@ -256,6 +308,32 @@ void judge_mutants(const ir::LoopNest& f, const std::map<std::string, int64_t>& 
 TEST(LoopNestProofs, MutantsOfTheMergeAgreeWithRunningIt) {
   Tally tally{"attention merge nest, 5 chunks, 2 query heads, dim 3, 2 a batch, KV heads 0..2"};
   judge_mutants(ir::attention_merge_nest(), {{"C", 5}, {"G", 2}, {"D", 3}, {"B", 2}}, "h", 3, 4, tally);
+}
+
+TEST(LoopNestProofs, MutantsOfTheEmbeddingRowAgreeWithRunningIt) {
+  Tally tally{"embedding row nest, vocabulary 3, 8 a round, 3 threads, token -1..3, hidden 1..29"};
+  const ir::LoopNest& f = ir::embedding_row_nest();
+  std::vector<Slot> where;
+  slots(f.body, [](ir::LoopNest& n) -> ir::Block& { return n.body; }, where);
+  for (size_t a = 0; a < f.accesses.size(); ++a)
+    where.push_back([a](ir::LoopNest& n) -> IndexExpr& { return n.accesses[a].index; });
+  for (const Slot& s : where) {
+    ir::LoopNest copy = f;
+    const IndexExpr original = s(copy);
+    for (const IndexExpr& m : mutants(original)) {
+      ir::LoopNest mut = f;
+      s(mut) = m;
+      bool proved = false;
+      try {
+        proved = prove_loop_nest(mut, "mutant", {{"V", 3}, {"U", 8}, {"threads", 3}}, 300).proved();
+      } catch (const Error&) {
+      }
+      bool ok = true;  // every token id the prover's domain holds near the table: -1 .. V
+      for (int64_t feed = -1; feed <= 3 && ok; ++feed)
+        ok = brute_force(mut, {{"V", 3}, {"feed", feed}, {"U", 8}, {"threads", 3}}, "H", 30);
+      tally.judge(proved, ok, false, ir::to_string(original) + " -> " + ir::to_string(m));
+    }
+  }
 }
 
 TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {

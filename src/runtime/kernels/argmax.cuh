@@ -9,14 +9,9 @@
 template <int DT>
 __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRecord* rec,
                           float* red, int* redi, float* smem) {
-  const float* pv = (const float*)t.part_val;
-  const int* pi = (const int*)t.part_idx;
   float best = MK_NEG_INF;
   int bi = 0x7fffffff;
-  bool have = false;
-  for (int j = threadIdx.x; j < t.n; j += MK_COMPUTE_THREADS) {
-    if (!have) { best = pv[j]; bi = pi[j]; have = true; } else mk_better(best, bi, pv[j], pi[j]);
-  }
+  mk_argmax_partials(t, best, bi);  // printed from ir::argmax_partials_nest (proved)
   mk_block_argmax(best, bi, red, redi);
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
   if (prm.sample_mode == MPK_MK_SAMPLE_TOPK && best == best)
@@ -28,22 +23,8 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
     rec[i].flags = best != best ? MPK_MK_STEP_NONFINITE : 0;
   }
   const int feed = i + 1 < prm.num_forced ? ((const int*)prm.forced)[i + 1] : bi;
-  if ((t.flags & MPK_MK_F_EMBED) && feed >= 0 && feed < t.vocab) {
-    const char* row = (const char*)t.table + (long long)feed * t.hidden * MkW<DT>::kSize;
-    float* out = (float*)t.embed_out;
-    // The row's loads all go out before the stores (a store could alias the next load).
-    constexpr int U = 8;
-    for (int j0 = threadIdx.x; j0 < t.hidden; j0 += MK_COMPUTE_THREADS * U) {
-      float v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
-        v[u] = j < t.hidden ? MkW<DT>::load(row, j) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (j0 + u * (int)MK_COMPUTE_THREADS < t.hidden) out[j0 + u * (int)MK_COMPUTE_THREADS] = v[u];
-    }
-  }
+  // The row of the token fed (checked against the vocabulary there): printed from
+  // ir::embedding_row_nest (proved for every feed).
+  if (t.flags & MPK_MK_F_EMBED) mk_embed_row<DT>(t, feed);
 }
 

@@ -74,6 +74,8 @@ template <>
 struct MkW<MK_F32> {
   static constexpr int kSize = 4;
   static constexpr int kVec = 4;  // elements per 16-byte load
+  typedef float T;                // an element, widened by cvt
+  __device__ static float cvt(float x) { return x; }
   __device__ static float load(const void* p, long long i) { return ((const float*)p)[i]; }
   __device__ static void unpack(uint4 u, float* f) {
     f[0] = __uint_as_float(u.x); f[1] = __uint_as_float(u.y);
@@ -90,6 +92,8 @@ template <int DT>
 struct MkHalfW {
   static constexpr int kSize = 2;
   static constexpr int kVec = 8;
+  typedef unsigned short T;
+  __device__ static float cvt(unsigned short h) { return mk_half_to_f32<DT>(h); }
   __device__ static float load(const void* p, long long i) {
     return mk_half_to_f32<DT>(((const unsigned short*)p)[i]);
   }

@@ -66,6 +66,9 @@ MemoryPlan plan_memory(const ir::Graph& g, const sched::TaskGraph& tg, DType wei
             Unsupported)
       << "megakernel: weight dtype " << dtype_name(weight_dtype) << " is not supported";
   MPK_CHECK(kv_capacity >= 1, InvalidArgument) << "megakernel: kv capacity must be >= 1";
+  // Positions are ints on the device (and in the proofs of attention's rows).
+  MPK_CHECK(kv_capacity <= INT32_MAX, Unsupported)
+      << "megakernel: kv capacity " << kv_capacity << " is more positions than an int holds";
   MemoryPlan m;
   m.weight_dtype = weight_dtype;
   // Activations: a slot per buffer, or shared slots (sched::share_buffers) where the events

@@ -420,6 +420,19 @@ std::vector<std::set<int>> descendants(const sched::TaskGraph& tg) {
 // Shared activation memory: smaller; what may hold a value from outside the step (the carried
 // embedding, graph inputs and outputs, buffers read but not written) overlaps nothing; buffers
 // whose memory overlaps have every access of one before every access of the other.
+// Positions are ints on the device: a capacity past 2^31 - 1 is refused before anything is sized.
+TEST(Megakernel, CapacityBeyondAnIntIsRefused) {
+  const auto [model, g, plan] = plan_fixture("qwen3-f32", 8, 64);
+  EXPECT_NO_THROW(plan_memory(g, plan.tasks, model->dtype, 64));
+  try {
+    plan_memory(g, plan.tasks, model->dtype, int64_t(INT32_MAX) + 1);
+    ADD_FAILURE() << "a capacity of 2^31 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Unsupported) << e.what();
+  }
+  EXPECT_THROW(plan_memory(g, plan.tasks, model->dtype, 0), Error);
+}
+
 TEST(Megakernel, SharedActivationMemory) {
   for (const char* fixture : {"qwen3-f32", "llama-f32", "qwen2-bf16"}) {
     SCOPED_TRACE(fixture);

@@ -184,12 +184,13 @@ class Decomposer {
     auto q_heads = [&](int h) { return std::pair{int(ir::q_head(h, 0, group)), int(ir::q_head(h + 1, 0, group))}; };
     auto rows = [&](int first, int end) { return std::pair{ir::head_elem(first, 0, d), ir::head_elem(end, 0, d)}; };
     for (int h = 0; h < hkv; ++h) {
-      const auto [out_begin, out_end] = rows(q_heads(h).first, q_heads(h).second);
+      const auto [q_begin, q_end] = q_heads(h);
+      const auto [out_begin, out_end] = rows(q_begin, q_end);
       const auto [kv_begin, kv_end] = rows(h, h + 1);
       for (int c = 0; c < chunks; ++c) {
         Task& t = new_task(stage);
         t.kv_head = h;
-        std::tie(t.q_head_begin, t.q_head_end) = q_heads(h);
+        t.q_head_begin = q_begin, t.q_head_end = q_end;
         std::tie(t.kv_begin, t.kv_end) = chunk_range(len, chunks, c);
         t.chunk = c, t.num_chunks = chunks;
         t.ops.push_back({index, OpKind::Attention});
@@ -215,7 +216,7 @@ class Decomposer {
       t.kv_begin = 0, t.kv_end = len, t.num_chunks = chunks;
       t.ops.push_back({index, OpKind::Attention});
       t.reads = {{partials, rows_at(h, 0), rows_at(h, chunks)}};
-      const auto [out_begin, out_end] = rows(q_heads(h).first, q_heads(h).second);
+      const auto [out_begin, out_end] = rows(t.q_head_begin, t.q_head_end);
       t.writes = {{op.output, out_begin, out_end}};
       t.flops = double(chunks) * double(partial) * 3.0;
       finish(t);

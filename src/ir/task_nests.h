@@ -32,6 +32,16 @@ const LoopNest& attention_merge_nest();
 // int kv_head, Pass pass).
 const LoopNest& attention_combine_nest();
 
+// A linear tile's split-K fold (kernels/linear.cuh): with ks > 1 K parts, after a barrier, the
+// block's threads walk the tile's rows, each adding its row's ks part sums from the shared
+// slots (LinearItems' slot) in part order and storing the scaled sum through the tile's
+// epilogue (`rows[r] = v`: the row's slice, bias and residual). The kernel's guard ks * total
+// <= S (the slots; mk_ksplit picks no split past it) is the nest's too. Parameters: total, ks,
+// S, threads. Ranges: the slots, the tile's rows. Accesses: the part sums (each read once,
+// every one), the rows (each stored once, every one). Printed as mk_lin_fold(const MkTask& t,
+// const float* part_sums, int total, int ks, float scale).
+const LoopNest& linear_fold_nest();
+
 // The argmax's read of the LM-head tiles' partials (kernels/argmax.cuh): the block's threads
 // walk the n partials (value and index), each read once and every one. Parameters: n, threads.
 // Printed as mk_argmax_partials(const MkTask& t, float& best, int& bi) (each thread's best).

@@ -499,7 +499,11 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                   ir::dot_product_device_functions();
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
-  for (const char* f : {"stage.cuh", "sample.cuh", "linear.cuh"}) s += embedded_kernel(f);
+  for (const char* f : {"stage.cuh", "sample.cuh", "linear_rows.cuh"}) s += embedded_kernel(f);
+  // The split-K fold printed from its loop nest (ir/task_nests.h: loops, guards, addresses;
+  // proved), then the linear kernel that calls it.
+  s += "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n" +
+       ir::print(ir::linear_fold_nest()) + embedded_kernel("linear.cuh");
   // The merge, attention's combine and the argmax's loops printed from their loop nests
   // (ir/task_nests.h: loops, guards, addresses; proved).
   s += "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n" +

@@ -121,11 +121,20 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                           return superopt::prove_linear_items(ir::linear_items_formula(), ks, r,
                                                               kMaxTileRows, MPK_MK_KSPLIT_SLOTS);
                         }});
+  const int warps = params.block_threads / 32, slots = params.loads_in_flight;
+  if (!rows_per_warp.empty())
+    for (int ks = 2; ks <= max_k_split; ++ks)
+      needed.push_back({"linear: the split-K fold over " + std::to_string(ks) + " parts, a loop nest (" +
+                            std::to_string(warps) + " warps)",
+                        "linear fold nest " + std::to_string(ks) + " " + std::to_string(warps), [ks, warps] {
+                          return superopt::prove_loop_nest(ir::linear_fold_nest(), "linear fold",
+                                                           {{"ks", ks}, {"S", MPK_MK_KSPLIT_SLOTS},
+                                                            {"threads", 32 * warps}});
+                        }});
   if (!rows_per_warp.empty())
     needed.push_back({"linear: the sums' algebra (RMSNorm factor after the dot product, split-K fold, bias and "
                       "residual once)",
                       "dot product", [] { return superopt::prove_dot_product(ir::dot_product_formulas()); }});
-  const int warps = params.block_threads / 32, slots = params.loads_in_flight;
   for (int vp2 : fold_groups)
     needed.push_back({"fold_down: the down columns' lanes in groups of " + std::to_string(vp2),
                       "fold lanes " + std::to_string(vp2) + " " + std::to_string(warps) + " " + std::to_string(slots),

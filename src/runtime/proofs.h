@@ -3,7 +3,8 @@
 // task cuts the live KV length into its chunk count; a linear task cuts each row's K into
 // ks <= max_k_split parts, ks chosen on the device from the tile's shape, and the fold adds
 // every part once), the linear tile's work items (ir/layouts.h: rows, K parts and split-K
-// slots, for every linear variant and part count), a linear's reorganised sums
+// slots, for every linear variant and part count; the split-K fold's loop nest,
+// ir::linear_fold_nest, for every part count above one), a linear's reorganised sums
 // (ir/dot_product.h), attention's state layout (ir::AttentionStates: the chunk partials per
 // attention shape with chunks, the warps' states in shared memory per head dimension), its
 // rows (ir::AttentionRows: queries, new rows, output and KV cache per attention shape and

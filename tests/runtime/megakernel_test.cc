@@ -20,6 +20,7 @@
 #include "model/model.h"
 #include "model_configs.h"
 #include "runtime/access_check.h"
+#include "ir/task_nests.h"
 #include "runtime/megakernel.h"
 #include "runtime/proofs.h"
 #include "cache/entry.h"
@@ -286,8 +287,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   // per shape, the argmax's nests, the online softmax.
   ASSERT_EQ(embeddings.size(), 1u);
   const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size() + 1 + embeddings.size();
-  ASSERT_EQ(records.size(), counts.size() + max_k_split + 2 + states);
-  int linear = 0, items = 0;
+  ASSERT_EQ(records.size(), counts.size() + max_k_split + (max_k_split - 1) + 2 + states);
+  int linear = 0, items = 0, folds = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -298,12 +299,14 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool combine = use.find("attention: its passes and combine") != std::string::npos;
     const bool partials_nest = use.find("argmax: the tiles' partials") != std::string::npos;
     const bool embedding = use.find("argmax: the next token's embedding") != std::string::npos;
+    const bool fold = use.find("linear: the split-K fold") != std::string::npos;
+    folds += fold;
     const bool rows = use.find("attention: rows") != std::string::npos;
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
     items += work;
     if (!work) {
       const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest ? 12 : combine ? 17
-                              : partials_nest ? 7 : embedding ? 8 : 5;
+                              : partials_nest || fold ? 7 : embedding ? 8 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
@@ -314,6 +317,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
               std::string::npos);
   EXPECT_EQ(linear, max_k_split);
   EXPECT_EQ(items, max_k_split);
+  EXPECT_EQ(folds, max_k_split - 1);
 }
 
 // What the kernel touches lies inside what the scheduler declared (the events and the
@@ -717,9 +721,14 @@ TEST(Megakernel, TheTopKDrawsSortIsProved) {
 TEST(Megakernel, LinearSumsAreThePrintedFormulas) {
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16);
   EXPECT_NE(src.find(ir::dot_product_device_functions()), std::string::npos);
-  for (const char* use : {"acc[r] = mk_dp_step(acc[r], f[e], xv[e]);", "v = mk_dp_add(v, __shfl_xor_sync(",
-                          "v = mk_dp_add(v, part_sums[mk_lin_slot(p, total, r)]);", "o[e] = mk_dp_stage(bv[e], av[e]);",
-                          "mk_dp_scale(v, scale)", "v = mk_dp_add(v, bias);", "v = mk_dp_add(v, res);"})
+  // The split-K fold's sum, printed from its loop nest with the slot's formula.
+  const ir::Access& sums = ir::linear_fold_nest().accesses.at(0);
+  ASSERT_EQ(sums.name, "sums");
+  const std::string fold = "v = mk_dp_add(v, part_sums[" + ir::to_c(sums.index, sums.type) + "]);";
+  for (const std::string& use : {std::string("acc[r] = mk_dp_step(acc[r], f[e], xv[e]);"),
+                                 std::string("v = mk_dp_add(v, __shfl_xor_sync("), fold,
+                                 std::string("o[e] = mk_dp_stage(bv[e], av[e]);"), std::string("mk_dp_scale(v, scale)"),
+                                 std::string("v = mk_dp_add(v, bias);"), std::string("v = mk_dp_add(v, res);")})
     EXPECT_NE(src.find(use), std::string::npos) << use;
 }
 

@@ -165,6 +165,21 @@ TEST(LoopNestProofs, TheCombineIsProvedForTheKernelsShapes) {
                             {{"C", C}, {"G", 5}, {"D", 3}, {"HP", 2}, {"nw", 3}, {"threads", 96}}, "h", 3));
 }
 
+TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
+  for (int64_t ks = 2; ks <= 8; ++ks) {
+    const ProofRecord r = prove_loop_nest(ir::linear_fold_nest(), "linear fold",
+                                          {{"ks", ks}, {"S", 256}, {"threads", 512}});  // MPK_MK_KSPLIT_SLOTS
+    ASSERT_EQ(r.obligations.size(), 7u);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  for (int64_t ks : {1, 2, 3, 5})  // one part: nothing to fold; 5 parts of 4 rows exceed 16 slots
+    EXPECT_TRUE(brute_force(ir::linear_fold_nest(), {{"ks", ks}, {"S", 16}, {"threads", 3}}, "total", 9));
+  // Without the slots' guard, 3 parts of a 100-row tile read past 256 slots.
+  ir::LoopNest open = ir::linear_fold_nest();
+  open.body[0].body = open.body[0].body[0].body;
+  EXPECT_FALSE(prove_loop_nest(open, "linear fold", {{"ks", 3}, {"S", 256}, {"threads", 512}}).proved());
+}
+
 TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {
   for (int64_t threads : {128, 512}) {
     const ProofRecord p = prove_loop_nest(ir::argmax_partials_nest(), "argmax partials", {{"threads", threads}});
@@ -224,8 +239,8 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
   }
 }
 
-TEST(LoopNestProofs, ThePrintedArgmaxNestsAreTheNests) {
-  for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest()}) {
+TEST(LoopNestProofs, ThePrintedArgmaxAndFoldNestsAreTheNests) {
+  for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
@@ -334,6 +349,11 @@ TEST(LoopNestProofs, MutantsOfTheEmbeddingRowAgreeWithRunningIt) {
       tally.judge(proved, ok, false, ir::to_string(original) + " -> " + ir::to_string(m));
     }
   }
+}
+
+TEST(LoopNestProofs, MutantsOfTheSplitKFoldAgreeWithRunningIt) {
+  Tally tally{"split-K fold nest, 3 parts, 16 slots, 3 threads, tiles of 0..8 rows"};
+  judge_mutants(ir::linear_fold_nest(), {{"ks", 3}, {"S", 16}, {"threads", 3}}, "total", 9, 1, tally);
 }
 
 TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {

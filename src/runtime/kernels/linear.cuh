@@ -103,30 +103,6 @@ __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const flo
 }
 
 
-// Row r of a tile's concatenated slices -> (slice, row within the slice).
-__device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, int& local) {
-  int s = 0;
-  while (r >= t.slices[s].rows) { r -= t.slices[s].rows; ++s; }
-  slice = s;
-  local = r;
-}
-
-// Epilogue of one output row: bias, then residual, in fp32, as the reference (bias and res are
-// the slice's values at the row, loaded by the caller).
-__device__ __forceinline__ void mk_store_out(const MkSlice& sl, int lr, float v, float bias, float res) {
-  if (sl.bias) v = mk_dp_add(v, bias);
-  if (sl.res) v = mk_dp_add(v, res);
-  ((float*)sl.out)[lr] = v;
-#if MK_FOLD_DOWN
-  if (sl.copy) ((float*)sl.copy)[lr] = v;
-#endif
-}
-
-__device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float v) {
-  mk_store_out(sl, lr, v, sl.bias ? ((const float*)sl.bias)[lr] : 0.f,
-               sl.res ? ((const float*)sl.res)[lr] : 0.f);
-}
-
 // K parts per row group: a tile's work items are (row group, K part) pairs dealt to the warps
 // round-robin; their sums go through shared memory. A small tile is latency-bound: the K split
 // with the fewest load rounds one after another in the busiest warp (items per warp times
@@ -660,16 +636,8 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     mk_sync();
     mk_time(MPK_MK_T_DOTS);
   }
-  if (ks > 1) {
-    mk_sync();
-    for (int r = threadIdx.x; r < total; r += MK_COMPUTE_THREADS) {
-      float v = 0.f;
-      for (int p = 0; p < ks; ++p) v = mk_dp_add(v, part_sums[mk_lin_slot(p, total, r)]);
-      int s, lr;
-      mk_row_of(t, r, s, lr);
-      mk_store_row(t.slices[s], lr, mk_dp_scale(v, scale));
-    }
-  }
+  // Several K parts: their sums folded per row (printed from ir::linear_fold_nest, proved).
+  mk_lin_fold(t, part_sums, total, ks, scale);
 
   if (t.flags & MPK_MK_F_ARGMAX) {
     mk_sync();

@@ -7,6 +7,7 @@
 //     | candidates --model DIR [--workers N] [--kv-capacity N] [--arch A] [--seed N] [--max N]
 //     | tune --model DIR [--budget 10m] [--seed N] [--steps N] [--launches N] | tunings
 #include <CLI/CLI.hpp>
+#include <cstdint>
 
 #include <iostream>
 
@@ -92,7 +93,7 @@ int run(int argc, char** argv) {
         ->check(CLI::Range(1, 4096))
         ->capture_default_str();
     c->add_option("--kv-capacity", kv_capacity, "KV capacity the plan is made for")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 31))
+        ->check(CLI::Range(int64_t(1), int64_t(INT32_MAX)))  // positions are ints on the device
         ->capture_default_str();
     return c;
   };

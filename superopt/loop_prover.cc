@@ -35,7 +35,10 @@ class Walker {
     threads_ = t->second;
     std::vector<Use> out;
     std::vector<z3::expr> it;
-    block(n_.body, params, ctx_.bool_val(true), ctx_.bool_val(true), it, out);
+    Env env = params;  // a parameter the body binds is in scope from its bind on, as in the C
+    for (const ir::Param& p : n_.params)
+      if (ir::binds(n_.body, p.name)) env.erase(p.name);
+    block(n_.body, env, ctx_.bool_val(true), ctx_.bool_val(true), it, out);
     return out;
   }
 
@@ -52,6 +55,10 @@ class Walker {
       }
       switch (s.kind) {
         case ir::Stmt::Loop: {
+          // A block-strided loop's value is modelled without its thread (v = tid mod threads):
+          // sound only where no thread is named and no other such loop encloses it.
+          MPK_CHECK(s.loop != ir::LoopKind::Threads || (!threaded && !thread_bound_), InvalidArgument)
+              << "loop nest: block-strided loop '" << s.var << "' inside another or after the thread binding";
           const Term end = e32_.encode(s.expr, env);
           z3::expr in = ctx_.bool_val(true), def = defined && end.defined;
           auto f = forced_.find(s.var);
@@ -91,6 +98,7 @@ class Walker {
         }
         case ir::Stmt::Thread: {  // the thread every use outside a Threads loop is part of
           MPK_CHECK(!thread_bound_, InvalidArgument) << "loop nest: two thread bindings";
+          MPK_CHECK(!threaded, InvalidArgument) << "loop nest: a thread binding inside a block-strided loop";
           thread_bound_ = true;
           auto f = forced_.find(s.var);
           if (f != forced_.end()) thread_ = f->second;
@@ -101,8 +109,12 @@ class Walker {
         }
         case ir::Stmt::Bind:  // the parameter's one value, read here
           MPK_CHECK(params_->count(s.var), InvalidArgument) << "loop nest: bind of '" << s.var << "', not a parameter";
+          env.insert_or_assign(s.var, params_->at(s.var));
           break;
         case ir::Stmt::Code:
+          // Every thread must reach a barrier: none where threads take different paths.
+          MPK_CHECK(s.code.find("mk_sync") == std::string::npos || (!threaded && !thread_bound_), InvalidArgument)
+              << "loop nest: a barrier inside a block-strided loop or after the thread binding";
           for (size_t i = 0; i < n_.accesses.size(); ++i)
             if (s.code.find("{" + n_.accesses[i].name + "}") != std::string::npos) {
               if (threaded) {
@@ -134,7 +146,7 @@ class Walker {
   std::vector<std::pair<z3::expr, z3::expr>> structure_;
   const Env* params_ = nullptr;
   z3::expr threads_{ctx_};
-  z3::expr thread_ = ctx_.int_const(("thread" + suffix_).c_str());
+  z3::expr thread_ = ctx_.int_const(("thread#" + suffix_).c_str());  // no IndexExpr name has '#'
   bool thread_bound_ = false;
   int loops_ = 0;
 };

@@ -8,7 +8,11 @@
 // threadIdx.x 0: the caller's contract); a Serial or Unrolled one's over the multiples of its
 // step below its end. Code outside every Threads loop runs in every thread (a thread binding
 // names that thread; a cover's inverse may name it). A loop, let or thread binding may not hide
-// a parameter; a loop may hide an enclosing loop of the same name, as in C.
+// a parameter; a loop may hide an enclosing loop of the same name, as in C. A parameter the
+// body binds is in scope from its bind on. Refused (InvalidArgument), as the model does not
+// cover them: a block-strided loop inside another or after the thread binding (its values'
+// threads are not modelled), a thread binding inside a block-strided loop, a barrier (mk_sync)
+// inside a block-strided loop or after the thread binding.
 #pragma once
 
 #include <cstdint>

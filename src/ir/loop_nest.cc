@@ -75,14 +75,13 @@ class Printer {
   const LoopNest& n_;
 };
 
-// Whether the block binds `param` (Stmt::Bind) anywhere.
+}  // namespace
+
 bool binds(const Block& b, const std::string& param) {
   for (const Stmt& s : b)
     if ((s.kind == Stmt::Bind && s.var == param) || binds(s.body, param)) return true;
   return false;
 }
-
-}  // namespace
 
 std::string print(const LoopNest& nest) {
   std::string out = nest.signature + " {\n";

@@ -94,6 +94,9 @@ struct LoopNest {
   std::string threads = "threads";  // the parameter a Threads loop steps by
 };
 
+// Whether the block binds `param` (Stmt::Bind) anywhere.
+bool binds(const Block& b, const std::string& param);
+
 // The nest as a C function: the parameters the body does not bind (int), then the body; loops,
 // lets and binds in int,
 // guards as `if`, every {name} replaced by `base[index]` with the index in its type.

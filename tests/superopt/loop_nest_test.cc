@@ -288,6 +288,36 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
   EXPECT_THROW(prove_loop_nest(nest({ir::loop("n", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})}, 0),
                                "test", {}),
                Error);
+  // Shapes the model does not cover are refused, not proved: a block-strided loop after the
+  // thread binding (thread t takes only j = t mod threads, which the model does not know: this
+  // one writes a fraction of the elements its cover claims), one inside another, a barrier
+  // where threads take different paths.
+  const IndexExpr threads = IndexExpr::var("threads"), tid = IndexExpr::var("tid"), x = IndexExpr::var("x");
+  ir::LoopNest strided = nest({ir::thread("tid"), ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})},
+                              j * threads + tid);
+  strided.ranges[0].end = n * threads;
+  strided.accesses[0].covers = {{{{"x", n * threads}}, x, {{"j", x / threads}, {"tid", x % threads}}}};
+  try {
+    prove_loop_nest(strided, "test", {{"threads", 32}});
+    ADD_FAILURE() << "a block-strided loop after the thread binding was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("after the thread binding"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(prove_loop_nest(nest({ir::loop("i", ir::LoopKind::Threads, n, 1,
+                                              {ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})})},
+                                    j),
+                               "test", {}),
+               Error);
+  EXPECT_THROW(prove_loop_nest(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f; mk_sync();")})}, j),
+                               "test", {}),
+               Error);
+  // A parameter the body binds is out of scope before its bind, as in the printed C.
+  EXPECT_THROW(prove_loop_nest(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")}),
+                                     ir::bind("n")},
+                                    j),
+                               "test", {}),
+               Error);
+  EXPECT_TRUE(proved(nest({ir::bind("n"), ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})}, j)));
 }
 
 // Every `stride`-th mutant of each of the nest's expressions (loop bounds and steps, lets,

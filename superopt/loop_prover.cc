@@ -234,13 +234,14 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
     for (size_t k = 0; k < acc.covers.size(); ++k) {
       const ir::Cover& c = acc.covers[k];
       Env point = params;
-      z3::expr in = domain, ends = ctx.bool_val(true);
+      z3::expr in = domain, ends = ctx.bool_val(true), holds = ctx.bool_val(true);
       std::vector<z3::expr> cshown = shown;
       for (const auto& [lhs, rhs] : c.when) {
-        const Term a = one.wide(lhs, params), b = one.wide(rhs, params);
-        ends = ends && a.defined && b.defined;
-        in = in && a.value < b.value;
+        const Term l = one.wide(lhs, params), h = one.wide(rhs, params);
+        ends = ends && l.defined && h.defined;
+        holds = holds && l.value < h.value;
       }
+      in = in && holds;
       for (const auto& [name, end] : c.vars) {
         const z3::expr v = ctx.int_const(name.c_str());
         const Term e = one.wide(end, point);
@@ -272,6 +273,11 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
       }
       MPK_CHECK(reached == 1, InvalidArgument) << what << ": access " << acc.name << " covered from " << reached
                                                << " places (one expected)";
+      // Never vacuous where the access runs: wherever a use is reached, the `when` holds.
+      if (!c.when.empty())
+        for (const Use& u : uses)
+          if (u.access == a)
+            fold(cover, check(ctx, cover.name, domain && u.cond && u.defined, ends && holds, shown, timeout_ms));
       r.obligations.push_back(cover);
     }
   }

@@ -34,7 +34,8 @@ namespace mpk::superopt {
 //                   thread where the use is outside every Threads loop) use distinct elements;
 //   cover <k>       where its `when` holds, every point of the cover's domain is reached: the
 //                   loop values its inverse names satisfy the loops and guards, and the index
-//                   there is the expected one.
+//                   there is the expected one; and wherever the access is used, the `when`
+//                   holds (a cover is never vacuous where its access runs).
 ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
                             const std::map<std::string, int64_t>& fixed, unsigned timeout_ms = 10000);
 

@@ -311,6 +311,13 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
   EXPECT_THROW(prove_loop_nest(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f; mk_sync();")})}, j),
                                "test", {}),
                Error);
+  // A cover's mode must hold wherever its access runs: written for n < 5, covered "when n < 1"
+  // (never: the cover would say nothing) is refuted; "when n < 5" is proved.
+  ir::LoopNest moded = nest({ir::guard(n, 5, {ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})})}, j);
+  moded.accesses[0].covers = {{{{"x", n}}, x, {{"j", x}}, {{n, 1}}}};
+  EXPECT_FALSE(proved(moded));
+  moded.accesses[0].covers[0].when = {{n, 5}};
+  EXPECT_TRUE(proved(moded));
   // A parameter the body binds is out of scope before its bind, as in the printed C.
   EXPECT_THROW(prove_loop_nest(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")}),
                                      ir::bind("n")},

@@ -3,6 +3,17 @@
 #include "ir/layouts.h"
 
 namespace mpk::ir {
+namespace {
+
+// Element x of query head gg of KV head kvh's group in attention's output (AttentionRows).
+IndexExpr output_elem(const IndexExpr& G, const IndexExpr& D, const IndexExpr& kvh, const IndexExpr& gg,
+                      const IndexExpr& x) {
+  const AttentionRows& ar = attention_rows_formula();
+  const IndexExpr q = substitute(ar.q_head, {{"h", kvh}, {"g", gg}, {"G", G}});
+  return substitute(ar.head_elem, {{"hd", q}, {"e", x}, {"D", D}});
+}
+
+}  // namespace
 
 const LoopNest& attention_merge_nest() {
   static const LoopNest n = [] {
@@ -10,17 +21,13 @@ const LoopNest& attention_merge_nest() {
     const IndexExpr G = v("G"), D = v("D"), C = v("C"), h = v("h"), B = v("B");
     const IndexExpr idx = v("idx"), g = v("g"), e = v("e"), c0 = v("c0"), j = v("j");
     const AttentionStates& as = attention_states_formula();
-    const AttentionRows& ar = attention_rows_formula();
     const GridItems& gi = grid_items_formula();
     // Element x of state row `row`; the row of chunk c's query head gg from the head's base.
     auto slot = [&](IndexExpr row, IndexExpr x) { return substitute(as.slot, {{"row", row}, {"e", x}, {"D", D}}); };
     auto prow = [&](IndexExpr c, IndexExpr gg) {
       return substitute(as.partial_row, {{"h", 0}, {"c", c}, {"g", gg}, {"C", C}, {"G", G}});
     };
-    auto out_at = [&](IndexExpr kvh, IndexExpr gg, IndexExpr x) {
-      const IndexExpr q = substitute(ar.q_head, {{"h", kvh}, {"g", gg}, {"G", G}});
-      return substitute(ar.head_elem, {{"hd", q}, {"e", x}, {"D", D}});
-    };
+    auto out_at = [&](IndexExpr kvh, IndexExpr gg, IndexExpr x) { return output_elem(G, D, kvh, gg, x); };
     auto item_of = [&](IndexExpr gg, IndexExpr x) { return substitute(gi.idx_of, {{"r", gg}, {"c", x}, {"cols", D}}); };
     LoopNest m;
     m.signature = "__device__ void mk_attn_merge(const MkTask& t, const float* part)";
@@ -65,7 +72,6 @@ const LoopNest& attention_merge_nest() {
                                                   code("O = mk_os_update(O, 1.0f, {oc}, f);")})}),
                           code("M = Mb;")}),
                     code("{out} = O / L;")})};
-    m.threads = "threads";
     return m;
   }();
   return n;
@@ -77,17 +83,13 @@ const LoopNest& attention_combine_nest() {
     const IndexExpr G = v("G"), D = v("D"), C = v("C"), h = v("h"), HP = v("HP"), nw = v("nw");
     const IndexExpr g0 = v("g0"), idx = v("idx"), hh = v("hh"), g = v("g"), e = v("e"), w = v("w"), hn = v("hn");
     const AttentionStates& as = attention_states_formula();
-    const AttentionRows& ar = attention_rows_formula();
     const GridItems& gi = grid_items_formula();
     auto slot = [&](IndexExpr row, IndexExpr x) { return substitute(as.slot, {{"row", row}, {"e", x}, {"D", D}}); };
     // Element x of warp ww's state of the pass's head i.
     auto wslot = [&](IndexExpr ww, IndexExpr i, IndexExpr x) {
       return slot(substitute(as.warp_row, {{"w", ww}, {"i", i}, {"hp", HP}}), x);
     };
-    auto out_at = [&](IndexExpr kvh, IndexExpr gg, IndexExpr x) {
-      const IndexExpr q = substitute(ar.q_head, {{"h", kvh}, {"g", gg}, {"G", G}});
-      return substitute(ar.head_elem, {{"hd", q}, {"e", x}, {"D", D}});
-    };
+    auto out_at = [&](IndexExpr kvh, IndexExpr gg, IndexExpr x) { return output_elem(G, D, kvh, gg, x); };
     auto item_of = [&](IndexExpr i, IndexExpr x) { return substitute(gi.idx_of, {{"r", i}, {"c", x}, {"cols", D}}); };
     LoopNest m;
     // The caller's group, head_dim and kv_head (t's, already in registers); the chunk count
@@ -134,7 +136,6 @@ const LoopNest& attention_combine_nest() {
                           guard(C, 2, {code("{out} = O / L;")}),
                           guard(1, C, {code("{pout} = O;"), guard(e, 1, {code("{pmax} = M;"), code("{psum} = L;")})})}),
                     code("mk_sync();")})};
-    m.threads = "threads";
     return m;
   }();
   return n;

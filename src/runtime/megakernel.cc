@@ -499,16 +499,17 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                   ir::dot_product_device_functions();
   s += embedded_kernel("scalar.cuh") + embedded_kernel("common.cuh") + embedded_kernel("sampling_math.h") +
        ir::online_softmax_device_functions();
+  // Loops printed from their loop nests (ir/task_nests.h: loops, guards, addresses; proved),
+  // each group before the kernel file that calls it.
+  auto printed = [](std::initializer_list<const ir::LoopNest*> nests) {
+    std::string out = "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n";
+    for (const ir::LoopNest* n : nests) out += ir::print(*n);
+    return out;
+  };
   for (const char* f : {"stage.cuh", "sample.cuh", "linear_rows.cuh"}) s += embedded_kernel(f);
-  // The split-K fold printed from its loop nest (ir/task_nests.h: loops, guards, addresses;
-  // proved), then the linear kernel that calls it.
-  s += "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n" +
-       ir::print(ir::linear_fold_nest()) + embedded_kernel("linear.cuh");
-  // The merge, attention's combine and the argmax's loops printed from their loop nests
-  // (ir/task_nests.h: loops, guards, addresses; proved).
-  s += "// Printed from src/ir/task_nests.cc (proved by superopt/): do not edit.\n" +
-       ir::print(ir::attention_merge_nest()) + ir::print(ir::attention_combine_nest()) +
-       ir::print(ir::argmax_partials_nest()) + ir::print(ir::embedding_row_nest());
+  s += printed({&ir::linear_fold_nest()}) + embedded_kernel("linear.cuh");
+  s += printed({&ir::attention_merge_nest(), &ir::attention_combine_nest(), &ir::argmax_partials_nest(),
+                &ir::embedding_row_nest()});
   for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "

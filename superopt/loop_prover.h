@@ -29,13 +29,15 @@ namespace mpk::superopt {
 // expressions defined (int), a loop's step >= 1 (it ends) and its last increment inside int.
 // Then per access, over every place the body uses it:
 //   inside <range>  under its loops and guards, the loops' ends, lets and guards are defined
-//                   (int), its index is defined (in its type) and lies in its declared range;
+//                   (int), its index is defined (in its type) and lies in its declared range,
+//                   its array in [0, arrays);
 //   once            (when the access says so) two distinct iterations (any loop values; any
-//                   thread where the use is outside every Threads loop) use distinct elements;
-//   cover <k>       where its `when` holds, every point of the cover's domain is reached: the
-//                   loop values its inverse names satisfy the loops and guards, and the index
-//                   there is the expected one; and wherever the access is used, the `when`
-//                   holds (a cover is never vacuous where its access runs).
+//                   thread where the use is outside every Threads loop) use distinct elements
+//                   (array and index);
+//   cover <k>       where its `when` holds, every point of the cover's domain is reached: at
+//                   one of the access's places, the loop values its inverse names satisfy the
+//                   loops and guards, and the element there is the expected one; and wherever
+//                   the access is used, the `when` holds (never vacuous where its access runs).
 ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
                             const std::map<std::string, int64_t>& fixed, unsigned timeout_ms = 10000);
 

@@ -1,5 +1,7 @@
 #include "ir/loop_nest.h"
 
+#include <cctype>
+
 #include "base/error.h"
 
 namespace mpk::ir {
@@ -39,7 +41,7 @@ class Printer {
         return;
       case Stmt::Code: out += pad + substituted(s.code) + "\n"; return;
       case Stmt::Bind: out += pad + "const int " + s.var + " = " + param(s.var).c + ";\n"; return;
-      case Stmt::Thread: out += pad + "const int " + s.var + " = threadIdx.x;\n"; return;
+      case Stmt::Thread: out += pad + "const int " + s.var + " = " + s.code + ";\n"; return;
     }
   }
 
@@ -66,7 +68,10 @@ class Printer {
         out += code[i];
         continue;
       }
-      out += a->base + "[" + to_c(a->index, a->type) + "]";
+      std::string base = a->base;
+      const size_t at = base.find('@');
+      if (at != std::string::npos) base.replace(at, 1, to_c(a->array, CType::Int));
+      out += base + "[" + to_c(a->index, a->type) + "]";
       i = end;
     }
     return out;
@@ -83,13 +88,21 @@ bool binds(const Block& b, const std::string& param) {
   return false;
 }
 
+bool names(const std::string& text, const std::string& name) {
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = text.find(name); at != std::string::npos; at = text.find(name, at + 1))
+    if ((at == 0 || !ident(text[at - 1])) && (at + name.size() == text.size() || !ident(text[at + name.size()])))
+      return true;
+  return false;
+}
+
 std::string print(const LoopNest& nest) {
+  std::string body;
+  Printer(nest).block(nest.body, 1, body);
   std::string out = nest.signature + " {\n";
   for (const Param& p : nest.params)
-    if (!binds(nest.body, p.name)) out += "  const int " + p.name + " = " + p.c + ";\n";
-  Printer(nest).block(nest.body, 1, out);
-  out += "}\n";
-  return out;
+    if (!binds(nest.body, p.name) && names(body, p.name)) out += "  const int " + p.name + " = " + p.c + ";\n";
+  return out + body + "}\n";
 }
 
 }  // namespace mpk::ir

@@ -26,7 +26,8 @@ struct Stmt {
   LoopKind loop = LoopKind::Serial;
   IndexExpr expr = 0;             // Loop: end; Let: value; If: lhs of lhs < rhs
   IndexExpr step = 1;             // Loop (Serial, Unrolled); If: rhs
-  std::string code;               // Code: C statements; {name} is access `name`'s element
+  std::string code;               // Code: C statements ({name} is access `name`'s element);
+                                  // Thread: the C of the thread's index
   std::vector<Stmt> body;         // Loop, If
 };
 using Block = std::vector<Stmt>;
@@ -45,9 +46,12 @@ inline Stmt code(std::string text) { return Stmt{Stmt::Code, "", LoopKind::Seria
 // value bound at the top stays in a register across everything before its use (the prover sees
 // one value: the descriptor does not change while the task runs).
 inline Stmt bind(std::string param) { return Stmt{Stmt::Bind, std::move(param), LoopKind::Serial, 0, 1, "", {}}; }
-// `var` = the thread's index in the block (threadIdx.x), in [0, threads): a thread's own share
-// of a loop that is not block-strided. At most one per nest.
-inline Stmt thread(std::string var) { return Stmt{Stmt::Thread, std::move(var), LoopKind::Serial, 0, 1, "", {}}; }
+// `var` = the thread's index among the nest's `threads` (threadIdx.x in a block's nest; the lane,
+// threadIdx.x & 31, in a warp's nest with threads = 32): a thread's own share of a loop that is
+// not block-strided. At most one per nest.
+inline Stmt thread(std::string var, std::string c = "threadIdx.x") {
+  return Stmt{Stmt::Thread, std::move(var), LoopKind::Serial, 0, 1, std::move(c), {}};
+}
 
 // A run-time value the nest reads: bound from `c` (a C expression over the task descriptor or
 // the function's arguments) at the top of the printed function or where the body binds it, in
@@ -66,13 +70,15 @@ struct Range {
 // Every term of a reduction (or element of an output) reached: for each point of `vars` (each
 // in [0, its end), the end over the parameters and the variables before it), the loop values
 // `inverse` names (over the point's variables and the parameters) satisfy the nest's loops and
-// guards and access `expect`. `when` (each lhs < rhs, over the parameters): where the cover
-// holds, for an access a guard on the parameters picks (an output written in one mode only).
+// guards and access `expect` (of array `expect_array`) at one of the places the access is used.
+// `when` (each lhs < rhs, over the parameters): where the cover holds, for an access a guard on
+// the parameters picks (an output written in one mode only).
 struct Cover {
   std::vector<std::pair<std::string, IndexExpr>> vars;
   IndexExpr expect;
   std::map<std::string, IndexExpr> inverse;
   std::vector<std::pair<IndexExpr, IndexExpr>> when = {};
+  IndexExpr expect_array = 0;
 };
 
 struct Access {
@@ -83,6 +89,9 @@ struct Access {
   bool once = false;  // distinct iterations, distinct elements
   std::vector<Cover> covers;
   CType type = CType::LongLong;  // of the index: Int for shared memory (32-bit addresses)
+  // One of `arrays` arrays (a tile's weight rows, a register array per row): `@` in base is
+  // `array` (int, in [0, arrays)); an element is the pair (array, index).
+  IndexExpr array = 0, arrays = 1;
 };
 
 struct LoopNest {
@@ -97,9 +106,12 @@ struct LoopNest {
 // Whether the block binds `param` (Stmt::Bind) anywhere.
 bool binds(const Block& b, const std::string& param);
 
-// The nest as a C function: the parameters the body does not bind (int), then the body; loops,
-// lets and binds in int,
-// guards as `if`, every {name} replaced by `base[index]` with the index in its type.
+// Whether `text` holds `name` as a C identifier.
+bool names(const std::string& text, const std::string& name);
+
+// The nest as a C function: the parameters the body names and does not bind (int), then the
+// body; loops, lets and binds in int, guards as `if`, every {name} replaced by `base[index]` with
+// the index in its type (`@` in base by the array).
 std::string print(const LoopNest& nest);
 
 }  // namespace mpk::ir

@@ -22,7 +22,7 @@ using ir::IndexExpr;
 // Every use of an access when the nest runs under `env`: the element and the iteration.
 struct Hit {
   size_t access;
-  int64_t index;
+  std::pair<int64_t, int64_t> element;  // array, index
   std::vector<int64_t> iteration;
 };
 
@@ -49,7 +49,7 @@ void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std:
       case ir::Stmt::Bind: break;
       case ir::Stmt::Thread: {  // the rest of the block in every thread
         const ir::Block rest(b.begin() + (&s - b.data()) + 1, b.end());
-        for (int64_t tid = 0; tid < env.at("threads"); ++tid) {
+        for (int64_t tid = 0; tid < env.at(n.threads); ++tid) {
           ir::IndexEnv inner = env;
           inner[s.var] = tid;
           std::vector<int64_t> it2 = it;
@@ -61,7 +61,7 @@ void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std:
       case ir::Stmt::Code:
         for (size_t a = 0; a < n.accesses.size(); ++a)
           if (s.code.find("{" + n.accesses[a].name + "}") != std::string::npos)
-            hits.push_back({a, ir::eval(n.accesses[a].index, env), it});
+            hits.push_back({a, {ir::eval(n.accesses[a].array, env), ir::eval(n.accesses[a].index, env)}, it});
         break;
     }
   }
@@ -81,15 +81,17 @@ bool brute_force(const ir::LoopNest& n, const ir::IndexEnv& fixed, const std::st
         int64_t lo = 0, hi = 0;
         for (const ir::Range& r : n.ranges)
           if (r.name == acc.range) lo = ir::eval(r.begin, env), hi = ir::eval(r.end, env);
-        std::map<int64_t, std::vector<int64_t>> seen;
+        const int64_t arrays = ir::eval(acc.arrays, env);
+        std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> seen;
         for (const Hit& h : hits) {
           if (h.access != a) continue;
-          if (h.index < lo || h.index >= hi) return false;
+          const auto [array, index] = h.element;
+          if (index < lo || index >= hi || array < 0 || array >= arrays) return false;
           if (acc.once) {
-            auto [it, fresh] = seen.emplace(h.index, h.iteration);
+            auto [it, fresh] = seen.emplace(h.element, h.iteration);
             if (!fresh && it->second != h.iteration) return false;
           } else {
-            seen.emplace(h.index, h.iteration);
+            seen.emplace(h.element, h.iteration);
           }
         }
         for (const ir::Cover& c : acc.covers) {  // every point of the domain reached
@@ -97,7 +99,7 @@ bool brute_force(const ir::LoopNest& n, const ir::IndexEnv& fixed, const std::st
           for (const auto& [lhs, rhs] : c.when) holds = holds && ir::eval(lhs, env) < ir::eval(rhs, env);
           if (!holds) continue;
           std::function<bool(size_t, ir::IndexEnv)> all = [&](size_t k, ir::IndexEnv p) {
-            if (k == c.vars.size()) return seen.count(ir::eval(c.expect, p)) > 0;
+            if (k == c.vars.size()) return seen.count({ir::eval(c.expect_array, p), ir::eval(c.expect, p)}) > 0;
             for (int64_t v = 0; v < ir::eval(c.vars[k].second, p); ++v) {
               p[c.vars[k].first] = v;
               if (!all(k + 1, p)) return false;
@@ -112,6 +114,14 @@ bool brute_force(const ir::LoopNest& n, const ir::IndexEnv& fixed, const std::st
     return false;
   }
   return true;
+}
+
+// An access's element as print() writes it: base (its array for `@`), then [index].
+std::string element(const ir::Access& a) {
+  std::string base = a.base;
+  const size_t at = base.find('@');
+  if (at != std::string::npos) base.replace(at, 1, ir::to_c(a.array, ir::CType::Int));
+  return base + "[" + ir::to_c(a.index, a.type) + "]";
 }
 
 // Every index expression of a nest (loop ends and steps, lets, guards, accesses), as a way to
@@ -208,13 +218,14 @@ TEST(LoopNestProofs, ThePrintedMergeIsTheNest) {
   const ir::LoopNest& n = ir::attention_merge_nest();
   const std::string c = ir::print(n);
   EXPECT_EQ(c.rfind(n.signature + " {\n", 0), 0u) << c;
-  for (const ir::Param& p : n.params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
+  for (const ir::Param& p : n.params)
+    EXPECT_EQ(c.find("const int " + p.name + " = " + p.c + ";") != std::string::npos, ir::names(c, p.name)) << p.name;
   EXPECT_NE(c.find("for (int idx = threadIdx.x; idx < (G * D); idx += threads) {"), std::string::npos) << c;
   EXPECT_NE(c.find("for (int c0 = 0; c0 < C; c0 += B) {"), std::string::npos) << c;
   EXPECT_NE(c.find("if ((c0 + j) < C) {"), std::string::npos) << c;
   const IndexExpr g = ir::substitute(ir::grid_items_formula().row, {{"cols", IndexExpr::var("D")}});
   EXPECT_NE(c.find("const int g = " + ir::to_c(g, ir::CType::Int) + ";"), std::string::npos) << c;
-  for (const ir::Access& a : n.accesses) EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos);
+  for (const ir::Access& a : n.accesses) EXPECT_NE(c.find(element(a)), std::string::npos);
   EXPECT_EQ(c.find('{' + n.accesses[0].name + '}'), std::string::npos) << "an access left unprinted";
 }
 
@@ -222,7 +233,8 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
   const ir::LoopNest& n = ir::attention_combine_nest();
   const std::string c = ir::print(n);
   EXPECT_EQ(c.rfind(n.signature + " {\n", 0), 0u) << c;
-  for (const ir::Param& p : n.params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
+  for (const ir::Param& p : n.params)
+    EXPECT_EQ(c.find("const int " + p.name + " = " + p.c + ";") != std::string::npos, ir::names(c, p.name)) << p.name;
   // Bound where the body binds it, not at the top.
   EXPECT_NE(c.find("for (int g0 = 0; g0 < G; g0 += HP) {\n    pass(g0);\n    mk_sync();\n"
                    "    const int C = t.num_chunks;\n"),
@@ -234,7 +246,7 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
   EXPECT_NE(c.find("if (C < 2) {"), std::string::npos) << c;
   EXPECT_NE(c.find("if (1 < C) {"), std::string::npos) << c;
   for (const ir::Access& a : n.accesses) {
-    EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos) << a.name;
+    EXPECT_NE(c.find(element(a)), std::string::npos) << a.name;
     EXPECT_EQ(c.find('{' + a.name + '}'), std::string::npos) << "access " << a.name << " left unprinted";
   }
 }
@@ -243,9 +255,12 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndFoldNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
-    for (const ir::Param& p : n->params) EXPECT_NE(c.find("const int " + p.name + " = " + p.c + ";"), std::string::npos);
+    for (const ir::Param& p : n->params)  // bound at the top where the body names it
+      EXPECT_EQ(c.find("const int " + p.name + " = " + p.c + ";") != std::string::npos,
+                ir::names(c.substr(c.find('{')), p.name))
+          << p.name;
     for (const ir::Access& a : n->accesses) {
-      EXPECT_NE(c.find(a.base + "[" + ir::to_c(a.index, a.type) + "]"), std::string::npos) << a.name;
+      EXPECT_NE(c.find(element(a)), std::string::npos) << a.name;
       EXPECT_EQ(c.find('{' + a.name + '}'), std::string::npos) << "access " << a.name << " left unprinted";
     }
   }
@@ -334,8 +349,11 @@ void judge_mutants(const ir::LoopNest& f, const std::map<std::string, int64_t>& 
                    const std::function<bool(const ir::LoopNest&)>& runs_right, Tally& tally) {
   std::vector<Slot> where;
   slots(f.body, [](ir::LoopNest& n) -> ir::Block& { return n.body; }, where);
-  for (size_t a = 0; a < f.accesses.size(); ++a)
+  for (size_t a = 0; a < f.accesses.size(); ++a) {
     where.push_back([a](ir::LoopNest& n) -> IndexExpr& { return n.accesses[a].index; });
+    if (f.accesses[a].array.op() != ir::IndexOp::Const)
+      where.push_back([a](ir::LoopNest& n) -> IndexExpr& { return n.accesses[a].array; });
+  }
   for (const Slot& s : where) {
     ir::LoopNest copy = f;
     const IndexExpr original = s(copy);

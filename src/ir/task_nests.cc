@@ -195,40 +195,4 @@ const LoopNest& embedding_row_nest() {
   return n;
 }
 
-const LoopNest& linear_fold_nest() {
-  static const LoopNest n = [] {
-    auto v = [](const char* name) { return IndexExpr::var(name); };
-    const IndexExpr total = v("total"), ks = v("ks"), S = v("S"), r = v("r"), p = v("p");
-    const IndexExpr rr = v("rr"), pp = v("pp");
-    const LinearItems& li = linear_items_formula();
-    auto slot = [&](IndexExpr part, IndexExpr row) {
-      return substitute(li.slot, {{"p", part}, {"total", total}, {"r", row}});
-    };
-    LoopNest m;
-    m.signature = "__device__ __forceinline__ void mk_lin_fold(const MkTask& t, const float* part_sums, "
-                  "int total_, int ks_, float scale)";
-    m.params = {{"total", "total_", 1, 1 << 20},
-                {"ks", "ks_", 1, 64},
-                {"S", "MPK_MK_KSPLIT_SLOTS", 1, 1 << 16},
-                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
-    m.ranges = {{"slots", 0, S}, {"rows", 0, total}};
-    const std::vector<std::pair<IndexExpr, IndexExpr>> folded = {{1, ks}, {ks * total, S + 1}};
-    m.accesses = {
-        {"sums", "part_sums", "slots", slot(p, r), true, {{{{"rr", total}, {"pp", ks}}, slot(pp, rr), {{"r", rr}, {"p", pp}}, folded}},
-         CType::Int},
-        {"row", "rows", "rows", r, true, {{{{"rr", total}}, rr, {{"r", rr}}, folded}}},
-    };
-    // The sum in part order, then the RMSNorm factor (ir/dot_product.h: the fold and the factor).
-    m.body = {guard(1, ks,
-                    {guard(ks * total, S + 1,
-                           {code("mk_sync();  // every part's sums stored"), code("MkTileRows rows{t};"),
-                            loop("r", LoopKind::Threads, total, 1,
-                                 {code("float v = 0.f;"),
-                                  loop("p", LoopKind::Serial, ks, 1, {code("v = mk_dp_add(v, {sums});")}),
-                                  code("{row} = mk_dp_scale(v, scale);")})})})};
-    return m;
-  }();
-  return n;
-}
-
 }  // namespace mpk::ir

@@ -32,6 +32,28 @@ const LoopNest& attention_merge_nest();
 // int kv_head, Pass pass).
 const LoopNest& attention_combine_nest();
 
+// A warp's dot products over one K part of R weight rows (kernels/linear.cuh, 16-byte vectors):
+// the part's n vectors from v0 in rounds of U loads per row and lane, 32 apart (every lane's R x
+// U loads go out before any is used), the whole rounds, then the lane's partial one; when the
+// first round is in registers (first_: F = 32 U, `pre`, loaded before the task's events by
+// linear_dot_first_nest) it is used from there and the rounds start after it. acc[r] +=
+// w_r[vec] . x[vec] per element (mk_dp_step). Parameters: v0, n, F (0 or 32 U), U, R, V
+// (elements a vector), threads (32: the lanes). Ranges: the part from F on, its input elements,
+// a round's and the rows' registers. Accesses: the weights (each row's vectors from F on read
+// once, every one, none before F), the registers, the input. Printed as
+// mk_dot_vecs<DT, R_, Smem>(w, xs, v0, n, first, pre, acc).
+const LoopNest& linear_dot_nest();
+
+// The first round of linear_dot_nest, loaded into registers (`pre`) before the task's events:
+// each row's vectors [v0, v0 + min(n, 32 U)) read once, every one; the loads past the part zero.
+// Printed as mk_dot_first<R_>(w, v0, n, pre).
+const LoopNest& linear_dot_first_nest();
+
+// A warp's dot products over a K part of elements [k0, k0 + n) of R rows that are not 16-byte
+// aligned: one element per lane, 32 apart. Accesses: the weights (each read once, every one),
+// the input. Printed as mk_dot_scalar<DT, R_>(w, xs, k0, n, acc).
+const LoopNest& linear_dot_scalar_nest();
+
 // A linear tile's split-K fold (kernels/linear.cuh): with ks > 1 K parts, after a barrier, the
 // block's threads walk the tile's rows, each adding its row's ks part sums from the shared
 // slots (LinearItems' slot) in part order and storing the scaled sum through the tile's

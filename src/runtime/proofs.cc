@@ -122,6 +122,34 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                                                               kMaxTileRows, MPK_MK_KSPLIT_SLOTS);
                         }});
   const int warps = params.block_threads / 32, slots = params.loads_in_flight;
+  // A warp's dot products (both vector widths: the tasks do not name the dtype), with and
+  // without the first round loaded before the events, that first round, the unaligned loop.
+  for (int r : rows_per_warp) {
+    const std::string rows = std::to_string(r) + " row" + (r == 1 ? "" : "s");
+    const int64_t U = params.loads_in_flight;
+    for (int64_t V : {4, 8})
+      for (int64_t F : {int64_t(0), 32 * U})
+        needed.push_back({"linear.r" + std::to_string(r) + ": a warp's dot products over a K part, a loop nest (" +
+                              rows + ", " + std::to_string(U) + " loads in flight, " + std::to_string(V) +
+                              "-element vectors" + (F ? ", the first round loaded before the events)" : ")"),
+                          "linear dot nest " + std::to_string(r) + " " + std::to_string(U) + " " +
+                              std::to_string(V) + " " + std::to_string(F),
+                          [r, U, V, F] {
+                            return superopt::prove_loop_nest(ir::linear_dot_nest(), "linear dot",
+                                                             {{"R", r}, {"U", U}, {"V", V}, {"F", F}});
+                          }});
+    needed.push_back({"linear.r" + std::to_string(r) + ": the dot products' first round, loaded before the events (" +
+                          rows + ", " + std::to_string(U) + " loads in flight)",
+                      "linear dot first nest " + std::to_string(r) + " " + std::to_string(U), [r, U] {
+                        return superopt::prove_loop_nest(ir::linear_dot_first_nest(), "linear dot first",
+                                                         {{"R", r}, {"U", U}});
+                      }});
+    needed.push_back({"linear.r" + std::to_string(r) + ": a warp's dot products over unaligned rows (" + rows + ")",
+                      "linear dot scalar nest " + std::to_string(r), [r] {
+                        return superopt::prove_loop_nest(ir::linear_dot_scalar_nest(), "linear dot scalar",
+                                                         {{"R", r}});
+                      }});
+  }
   if (!rows_per_warp.empty())
     for (int ks = 2; ks <= max_k_split; ++ks)
       needed.push_back({"linear: the split-K fold over " + std::to_string(ks) + " parts, a loop nest (" +

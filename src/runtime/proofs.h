@@ -3,7 +3,8 @@
 // task cuts the live KV length into its chunk count; a linear task cuts each row's K into
 // ks <= max_k_split parts, ks chosen on the device from the tile's shape, and the fold adds
 // every part once), the linear tile's work items (ir/layouts.h: rows, K parts and split-K
-// slots, for every linear variant and part count; the split-K fold's loop nest,
+// slots, for every linear variant and part count; a warp's dot products over a K part, their
+// first round and the unaligned loop, loop nests per variant; the split-K fold's loop nest,
 // ir::linear_fold_nest, for every part count above one), a linear's reorganised sums
 // (ir/dot_product.h), attention's state layout (ir::AttentionStates: the chunk partials per
 // attention shape with chunks, the warps' states in shared memory per head dimension), its
@@ -30,7 +31,10 @@ struct PlanProof {
 
 // The proofs for every part count among `tasks` (attention chunk counts; 1..max_k_split when
 // there is a linear task), in increasing count, then the work items of each linear variant the
-// tasks use (kernel_variants(params)) for every part count, the linear's sums, then
+// tasks use (kernel_variants(params)) for every part count, each variant's dot-product nests
+// (ir::linear_dot_nest with and without a first round in registers, for 4- and 8-element
+// vectors; ir::linear_dot_first_nest; ir::linear_dot_scalar_nest) with params.loads_in_flight,
+// the split-K fold's nest, the linear's sums, then
 // attention's chunk partials and the merge's loop nest (ir::attention_merge_nest, with
 // params.merge_batch) for each (chunks > 1, query heads, head dim), its rows for each
 // (chunks, query heads, head dim, capacity), its passes' combine nest

@@ -287,8 +287,11 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   // per shape, the argmax's nests, the online softmax.
   ASSERT_EQ(embeddings.size(), 1u);
   const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size() + 1 + embeddings.size();
-  ASSERT_EQ(records.size(), counts.size() + max_k_split + (max_k_split - 1) + 2 + states);
-  int linear = 0, items = 0, folds = 0;
+  // The linear variant's dot nests: two widths x first round or not, the first round's loads,
+  // the unaligned loop.
+  const size_t dots = 2 * 2 + 1 + 1;
+  ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + (max_k_split - 1) + 2 + states);
+  int linear = 0, items = 0, folds = 0, dot_nests = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -300,13 +303,16 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool partials_nest = use.find("argmax: the tiles' partials") != std::string::npos;
     const bool embedding = use.find("argmax: the next token's embedding") != std::string::npos;
     const bool fold = use.find("linear: the split-K fold") != std::string::npos;
+    const bool dot = use.find("linear.r2: a warp's dot products over a K part") != std::string::npos;
+    const bool scalar = use.find("linear.r2: a warp's dot products over unaligned rows") != std::string::npos;
+    dot_nests += dot || scalar || use.find("linear.r2: the dot products' first round") != std::string::npos;
     folds += fold;
     const bool rows = use.find("attention: rows") != std::string::npos;
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
     items += work;
     if (!work) {
       const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest ? 12 : combine ? 17
-                              : partials_nest || fold ? 7 : embedding ? 8 : 5;
+                              : partials_nest || fold ? 7 : embedding ? 8 : dot ? 9 : scalar ? 6 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
@@ -318,6 +324,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(linear, max_k_split);
   EXPECT_EQ(items, max_k_split);
   EXPECT_EQ(folds, max_k_split - 1);
+  EXPECT_EQ(dot_nests, int(dots));
 }
 
 // What the kernel touches lies inside what the scheduler declared (the events and the
@@ -725,7 +732,11 @@ TEST(Megakernel, LinearSumsAreThePrintedFormulas) {
   const ir::Access& sums = ir::linear_fold_nest().accesses.at(0);
   ASSERT_EQ(sums.name, "sums");
   const std::string fold = "v = mk_dp_add(v, part_sums[" + ir::to_c(sums.index, sums.type) + "]);";
-  for (const std::string& use : {std::string("acc[r] = mk_dp_step(acc[r], f[e], xv[e]);"),
+  // The dot products' step, printed from their loop nest with the input's index.
+  const ir::Access& x = ir::linear_dot_nest().accesses.at(3);
+  ASSERT_EQ(x.name, "x");
+  const std::string step = "acc[r] = mk_dp_step(acc[r], f[e], xs[" + ir::to_c(x.index, x.type) + "]);";
+  for (const std::string& use : {step,
                                  std::string("v = mk_dp_add(v, __shfl_xor_sync("), fold,
                                  std::string("o[e] = mk_dp_stage(bv[e], av[e]);"), std::string("mk_dp_scale(v, scale)"),
                                  std::string("v = mk_dp_add(v, bias);"), std::string("v = mk_dp_add(v, res);")})

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -190,6 +191,37 @@ TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
   EXPECT_FALSE(prove_loop_nest(open, "linear fold", {{"ks", 3}, {"S", 256}, {"threads", 512}}).proved());
 }
 
+// A warp's dot products over a K part: every row's vectors read once, every one, whole rounds
+// and the lane's last partial one; the first round from registers loaded before the events.
+TEST(LoopNestProofs, TheLinearDotProductsAreProvedForEveryPart) {
+  for (const auto& [U, R, V] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 1, 8}, {1, 2, 8}, {4, 1, 8}, {4, 2, 8}, {4, 4, 4}, {8, 2, 8}}) {
+    for (int64_t F : {int64_t(0), 32 * U}) {
+      const ProofRecord r =
+          prove_loop_nest(ir::linear_dot_nest(), "linear dot", {{"F", F}, {"U", U}, {"R", R}, {"V", V}});
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    }
+    const ProofRecord r = prove_loop_nest(ir::linear_dot_first_nest(), "linear dot first", {{"U", U}, {"R", R}});
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  for (int64_t R : {1, 3}) {
+    const ProofRecord r = prove_loop_nest(ir::linear_dot_scalar_nest(), "linear dot scalar", {{"R", R}});
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  // The interpreter agrees: parts of 0 .. 299 vectors (two whole rounds of 4 loads and a partial one).
+  for (int64_t F : {0, 128})
+    EXPECT_TRUE(brute_force(ir::linear_dot_nest(), {{"v0", 5}, {"F", F}, {"U", 4}, {"R", 2}, {"V", 8}, {"threads", 32}},
+                            "n", 300));
+  EXPECT_TRUE(brute_force(ir::linear_dot_first_nest(), {{"v0", 5}, {"U", 4}, {"R", 2}, {"threads", 32}}, "n", 300));
+  EXPECT_TRUE(brute_force(ir::linear_dot_scalar_nest(), {{"k0", 3}, {"R", 2}, {"threads", 32}}, "n", 100));
+  // Rounds from 0 with the first in registers: the first round's weights counted twice.
+  ir::LoopNest twice = ir::linear_dot_nest();
+  ASSERT_EQ(twice.body[3].var, "c");
+  twice.body[3].body[0].expr = IndexExpr::var("c");
+  const ProofRecord r = prove_loop_nest(twice, "linear dot", {{"F", 128}, {"U", 4}, {"R", 2}, {"V", 8}});
+  EXPECT_NE(failed(r).find("w inside rest"), std::string::npos) << failed(r);
+}
+
 TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {
   for (int64_t threads : {128, 512}) {
     const ProofRecord p = prove_loop_nest(ir::argmax_partials_nest(), "argmax partials", {{"threads", threads}});
@@ -251,8 +283,9 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
   }
 }
 
-TEST(LoopNestProofs, ThePrintedArgmaxAndFoldNestsAreTheNests) {
-  for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest()}) {
+TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
+  for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
+                                &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it
@@ -269,6 +302,17 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndFoldNestsAreTheNests) {
   EXPECT_NE(e.find("for (int j0 = 0; j0 < H; j0 += (threads * U)) {"), std::string::npos) << e;
   EXPECT_NE(ir::print(ir::argmax_partials_nest()).find("for (int j = threadIdx.x; j < n; j += threads) {"),
             std::string::npos);
+  // A warp's nest: the lane, not the block's thread. Every load of a whole round goes out before
+  // the round's first use of one.
+  const std::string d = ir::print(ir::linear_dot_nest());
+  EXPECT_NE(d.find("  const int lane = threadIdx.x & 31;\n"), std::string::npos) << d;
+  const size_t round = d.find("for (int c = 0; c < (E - F); c += (32 * U)) {");
+  ASSERT_NE(round, std::string::npos) << d;
+  const size_t load = d.find("u[r][j] = mk_ld_w<Smem>(&((const uint4*)w[r])[(i + (32 * j))]);", round);
+  const size_t use = d.find("MkW<DT>::unpack(u[r][j], f);", round);
+  const size_t tail = d.find("const int c0 = (F + ((", round);  // the partial round's
+  EXPECT_LT(load, use) << d;
+  EXPECT_LT(d.rfind("mk_ld_w", tail), use) << "a whole round's load after its first use";
 }
 
 // Nests that look right to a careless model: each is refuted where the C goes wrong.
@@ -401,6 +445,22 @@ TEST(LoopNestProofs, MutantsOfTheEmbeddingRowAgreeWithRunningIt) {
 TEST(LoopNestProofs, MutantsOfTheSplitKFoldAgreeWithRunningIt) {
   Tally tally{"split-K fold nest, 3 parts, 16 slots, 3 threads, tiles of 0..8 rows"};
   judge_mutants(ir::linear_fold_nest(), {{"ks", 3}, {"S", 16}, {"threads", 3}}, "total", 9, 1, tally);
+}
+
+TEST(LoopNestProofs, MutantsOfTheLinearDotProductsAgreeWithRunningThem) {
+  for (int64_t F : {0, 64}) {
+    Tally tally{F == 0 ? "linear dot nest, 2 loads a round, 2 rows, 4-element vectors, parts of 0..149 vectors"
+                       : "linear dot nest, the first round in registers, 2 loads a round, 2 rows, parts of 0..149"};
+    judge_mutants(ir::linear_dot_nest(), {{"v0", 3}, {"F", F}, {"U", 2}, {"R", 2}, {"V", 4}, {"threads", 32}}, "n",
+                  150, 12, tally);
+  }
+}
+
+TEST(LoopNestProofs, MutantsOfTheLinearFirstRoundAndUnalignedLoopAgreeWithRunningThem) {
+  Tally first{"linear dot first nest, 2 loads, 2 rows, parts of 0..99 vectors"};
+  judge_mutants(ir::linear_dot_first_nest(), {{"v0", 3}, {"U", 2}, {"R", 2}, {"threads", 32}}, "n", 100, 1, first);
+  Tally scalar{"linear dot scalar nest, 2 rows, parts of 0..99 elements"};
+  judge_mutants(ir::linear_dot_scalar_nest(), {{"k0", 3}, {"R", 2}, {"threads", 32}}, "n", 100, 1, scalar);
 }
 
 TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {

@@ -5,99 +5,25 @@
 // rows, K parts and split-K slots from the proved formulas of ir/layouts.h; the entry
 // point mk_linear<DT, kRows> is instantiated once per linear variant of the kernel.
 
-// Adds round i of R rows (kUnroll 16-byte vectors per row and lane, 32 vectors apart) to acc;
-// Partial: only the vectors below v1 (the row's last round).
-template <int DT, int R, bool Partial = false>
-__device__ __forceinline__ void mk_dot_round(const uint4 (&u)[R][MK_LOADS_IN_FLIGHT],
-                                             const float* xs, int i, float (&acc)[R], int v1 = 0) {
-  constexpr int V = MkW<DT>::kVec;
-#pragma unroll
-  for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) {
-    if (Partial && i + 32 * j >= v1) continue;
-    const float* xv = xs + (i + 32 * j) * V;
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      float f[V];
-      MkW<DT>::unpack(u[r][j], f);
-#pragma unroll
-      for (int e = 0; e < V; ++e) acc[r] = mk_dp_step(acc[r], f[e], xv[e]);
-    }
-  }
-}
-
-// Issues round i of R rows' loads (see mk_dot_round); Partial: only the vectors below v1.
-// Smem: the rows are in the shared-memory weight ring (stage.cuh), already landed.
-template <int R, bool Partial = false, bool Smem = false>
-__device__ __forceinline__ void mk_load_round(const char* const (&w)[R], int i,
-                                              uint4 (&u)[R][MK_LOADS_IN_FLIGHT], int v1 = 0) {
-#pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int j = 0; j < MK_LOADS_IN_FLIGHT; ++j) {
-      if (Smem)
-        u[r][j] = !Partial || i + 32 * j < v1 ? *((const uint4*)w[r] + i + 32 * j) : make_uint4(0u, 0u, 0u, 0u);
-      else
-        u[r][j] = !Partial || i + 32 * j < v1 ? mk_ld_stream((const uint4*)w[r] + i + 32 * j)
-                                              : make_uint4(0u, 0u, 0u, 0u);
-    }
-}
-
-// L2 prefetch of the round `ahead` rounds after the one starting at vector v0 (this lane's
-// index less its lane) of R rows that end at vector v1: a round is 32 * kUnroll vectors (4 *
-// kUnroll lines of 128 bytes) per row, and the lanes share its lines. Streaming loads keep only
-// kUnroll * R vectors per lane in flight; the prefetch keeps DRAM busy while they are consumed.
-template <int R>
-__device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int v0, int v1, int ahead) {
-  constexpr int kLines = 4 * MK_LOADS_IN_FLIGHT;  // per row and round
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int q = lane; q < kLines * R; q += 32) {
-    const int r = q / kLines;
-    const long long byte = ((long long)v0 + 32LL * MK_LOADS_IN_FLIGHT * ahead) * 16 + (q % kLines) * 128;
-    if (byte < (long long)v1 * 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + byte));
-  }
-}
-
-// x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane.
-// Decode is bound by how many bytes are in flight: every lane issues R * kUnroll independent
-// 16-byte loads before it uses any of them, the last (partial) round too. `aligned`: the rows
-// are 16-byte aligned and k0, k1 are multiples of the vector width. `pre`: when non-null, the
-// lane's first round (partial when the part is shorter), loaded by the caller before the
-// task's events. Smem: the rows are in the weight ring (then aligned).
+// x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane. `aligned`:
+// the rows are 16-byte aligned and k0, k1 are multiples of the vector width: 16-byte vectors in
+// rounds (mk_dot_vecs), else one element per lane (mk_dot_scalar), printed from their loop nests
+// (ir/task_nests.h, proved). `first`: `pre` holds the lane's first round, loaded by the caller
+// before the task's events (mk_dot_first; an array, never a pointer that may be null: such an
+// array stayed in local memory). Smem: the rows are in shared memory.
 template <int DT, int R, bool Smem = false>
 __device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0,
-                                            int k1, bool aligned,
-                                            const uint4 (*pre)[MK_LOADS_IN_FLIGHT],
+                                            int k1, bool aligned, bool first,
+                                            const uint4 (&pre)[R][MK_LOADS_IN_FLIGHT],
                                             float (&out)[R]) {
-  const int lane = threadIdx.x & 31;
   constexpr int V = MkW<DT>::kVec;
-  constexpr int kUnroll = MK_LOADS_IN_FLIGHT;
   float acc[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  if (aligned) {
-    const int v1 = k1 / V;
-    int i = k0 / V + lane;
-    if (pre) {
-      mk_dot_round<DT, R, true>(*(const uint4(*)[R][kUnroll])pre, xs, i, acc, v1);
-      i += 32 * kUnroll;
-    }
-    for (; i + 32 * (kUnroll - 1) < v1; i += 32 * kUnroll) {
-      uint4 u[R][kUnroll];
-      mk_load_round<R, false, Smem>(w, i, u);
-      if (MK_PREFETCH_ROUNDS > 0 && !Smem) mk_prefetch_round<R>(w, i - lane, v1, MK_PREFETCH_ROUNDS);
-      mk_dot_round<DT, R>(u, xs, i, acc);
-    }
-    if (i < v1) {
-      uint4 u[R][kUnroll];
-      mk_load_round<R, true, Smem>(w, i, u, v1);
-      mk_dot_round<DT, R, true>(u, xs, i, acc, v1);
-    }
-  } else {
-    for (int i = k0 + lane; i < k1; i += 32)
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = mk_dp_step(acc[r], MkW<DT>::load(w[r], i), xs[i]);
-  }
+  if (aligned)
+    mk_dot_vecs<DT, R, Smem>(w, xs, k0 / V, k1 / V - k0 / V, first, pre, acc);
+  else
+    mk_dot_scalar<DT, R>(w, xs, k0, k1 - k0, acc);
 #pragma unroll
   for (int r = 0; r < R; ++r) out[r] = mk_warp_sum(acc[r]);
 }
@@ -182,19 +108,19 @@ __device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut
 
 // Output rows of a tile: rows r of the tile take scale * (x . w_r) over K part p, written
 // straight to the output (one part) or to part_sums (several: added in part order afterwards,
-// then scaled). `pre`: the lane's first round of loads, issued before the events. Smem: the
-// rows are staged at ws (mk_group_rows).
+// then scaled). `first`: `pre` holds the lane's first round of loads, issued before the events.
+// Smem: the rows are staged at ws (mk_group_rows).
 template <int DT, int R, bool Smem = false>
 __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, float scale,
                                                int r0, int k0, int k1, bool aligned, int p,
-                                               int ks, int total, float* part_sums,
-                                               const uint4 (*pre)[MK_LOADS_IN_FLIGHT],
+                                               int ks, int total, float* part_sums, bool first,
+                                               const uint4 (&pre)[R][MK_LOADS_IN_FLIGHT],
                                                const char* ws = nullptr) {
   const char* w[R];
   MkGroupOut<R> o;
   mk_group_out<DT, R, Smem>(t, r0, ks, w, o, ws);
   float acc[R];
-  mk_dot_rows<DT, R, Smem>(w, xs, k0, k1, aligned, pre, acc);
+  mk_dot_rows<DT, R, Smem>(w, xs, k0, k1, aligned, first, pre, acc);
   mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);
 }
 
@@ -558,11 +484,12 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     ws = st.ring + rec.off;
     mk_mbar_wait((unsigned)rec.bar, (unsigned)rec.parity);
     mk_time(MPK_MK_T_WEIGHTS);
+    const uint4 none[kRows][MK_LOADS_IN_FLIGHT] = {};  // no first round: never read
     for (int it = warp; it < full_items; it += nw) {
       int k0, k1;
       mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
       mk_linear_item<DT, kRows, true>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, true,
-                                      mk_lin_part(it, ks), ks, total, part_sums, nullptr, ws);
+                                      mk_lin_part(it, ks), ks, total, part_sums, false, none, ws);
     }
   } else
 #endif
@@ -596,7 +523,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       // Warp 0 holds the polling thread: without MK_POLL_WARP_LOADS its first round goes to L2
       // only, so that the wait's polls do not queue behind its own loads.
       if (MK_POLL_WARP_LOADS || warp != 0) {
-        mk_load_round<kRows, true>(w, k0 / V + (threadIdx.x & 31), pre, k1 / V);
+        mk_dot_first<kRows>(w, k0 / V, k1 / V - k0 / V, pre);
         have_pre = true;
       } else {
         mk_prefetch_round<kRows>(w, k0 / V, k1 / V, 0);
@@ -614,8 +541,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       int k0, k1;
       mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
       mk_linear_item<DT, kRows>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, aligned,
-                                mk_lin_part(it, ks), ks, total, part_sums,
-                                have_pre && it == warp ? pre : nullptr);
+                                mk_lin_part(it, ks), ks, total, part_sums, have_pre && it == warp, pre);
     }
   }
   // The last row group when kRows does not divide the rows, one row at a time; its items dealt
@@ -623,13 +549,14 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   for (int it = full_items + ((warp - full_items) % nw + nw) % nw; it < groups * ks; it += nw) {
     int k0, k1;
     mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
+    const uint4 none[1][MK_LOADS_IN_FLIGHT] = {};  // no first round: never read
     for (int r = mk_lin_row0(it, ks, kRows); r < total; ++r) {
       if (ws)
         mk_linear_item<DT, 1, true>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks,
-                                    total, part_sums, nullptr, ws);
+                                    total, part_sums, false, none, ws);
       else
         mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks, total,
-                              part_sums, nullptr);
+                              part_sums, false, none);
     }
   }
   if (mk_timers()) {  // profile sessions only: one more barrier, so that the timer sees every warp

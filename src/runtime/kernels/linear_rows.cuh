@@ -1,5 +1,29 @@
-// A linear tile's output rows (task kind linear, before linear.cuh and the fold printed from
-// ir::linear_fold_nest): row r of the tile's concatenated slices, stored through its epilogue.
+// What a linear tile's printed loop nests call (task kind linear; before them and linear.cuh):
+// the weight loads and L2 prefetch of the dot products (ir::linear_dot_nest), and row r of the
+// tile's concatenated slices, stored through its epilogue (ir::linear_fold_nest).
+
+// A 16-byte vector of weights: from shared memory (Smem: the staged rows, stage.cuh), else
+// streamed from global memory without L1 allocation.
+template <bool Smem>
+__device__ __forceinline__ uint4 mk_ld_w(const uint4* p) {
+  return Smem ? *p : mk_ld_stream(p);
+}
+
+// L2 prefetch of the round `ahead` rounds after the one starting at vector v0 (this lane's
+// index less its lane) of R rows that end at vector v1: a round is 32 U vectors (4 U lines of 128
+// bytes; U = MK_LOADS_IN_FLIGHT) per row, and the lanes share its lines. Streaming loads keep
+// only U R vectors per lane in flight; the prefetch keeps DRAM busy while they are consumed.
+template <int R>
+__device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int v0, int v1, int ahead) {
+  constexpr int kLines = 4 * MK_LOADS_IN_FLIGHT;  // per row and round
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int q = lane; q < kLines * R; q += 32) {
+    const int r = q / kLines;
+    const long long byte = ((long long)v0 + 32LL * MK_LOADS_IN_FLIGHT * ahead) * 16 + (q % kLines) * 128;
+    if (byte < (long long)v1 * 16) asm volatile("prefetch.global.L2 [%0];" ::"l"(w[r] + byte));
+  }
+}
 
 // Row r of a tile's concatenated slices -> (slice, row within the slice).
 __device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, int& local) {

@@ -1,0 +1,192 @@
+// The linear tile's loop nests (ir/task_nests.h): a warp's dot products over a K part (their
+// first round loaded before the task's events, then used from registers), the unaligned loop, and
+// the split-K fold.
+#include "ir/layouts.h"
+#include "ir/task_nests.h"
+
+namespace mpk::ir {
+namespace {
+
+IndexExpr v(const char* name) { return IndexExpr::var(name); }
+
+// The parameters every warp nest of a linear has: R rows (the template's R_), the lanes.
+Param rows_param() { return {"R", "R_", 1, 8}; }
+Param lanes_param() { return {"threads", "32", 32, 32}; }
+
+// One round of a warp's dot products (U vectors per row and lane, 32 apart, from the vector at
+// offset c0 of the part): the products from registers `src`, those past the part skipped when
+// `partial`; the round's registers from the weights, all R U loads before any is used (decode is
+// bound by the bytes in flight), those past the part zero when `partial`.
+struct DotRound {
+  IndexExpr N, U, R, V, c0 = IndexExpr::var("c0"), i = IndexExpr::var("i"), j = IndexExpr::var("j");
+  // Load j of the round (i = v0 + c0 + lane: the lane's first vector), and its offset in the part
+  // (the guards use the offset, as the prover needs them).
+  IndexExpr vec() const { return i + 32 * j; }
+  IndexExpr at() const { return c0 + 32 * j + IndexExpr::var("lane"); }
+  Stmt dots(const char* src, bool partial) const {
+    Block row = {loop("r", LoopKind::Unrolled, R, 1,
+                      {code("float f[V];"), code(std::string("MkW<DT>::unpack({") + src + "}, f);"),
+                       loop("e", LoopKind::Unrolled, V, 1, {code("{acc} = mk_dp_step({acc}, {f}, {x});")})})};
+    return loop("j", LoopKind::Unrolled, U, 1, partial ? Block{guard(at(), N, row)} : row);
+  }
+  Stmt loads(bool partial) const {
+    const Stmt load = code("{u} = mk_ld_w<Smem>(&{w});");
+    return loop("r", LoopKind::Unrolled, R, 1,
+                {loop("j", LoopKind::Unrolled, U, 1,
+                      partial ? Block{code("{u} = make_uint4(0u, 0u, 0u, 0u);"), guard(at(), N, {load})}
+                              : Block{load})});
+  }
+};
+
+// The accesses of a round's dot products: the input, the accumulators, an unpacked vector.
+std::vector<Access> dot_accesses(const IndexExpr& vec, const IndexExpr& V) {
+  const IndexExpr r = v("r"), e = v("e");
+  // The input's index in long long, as pointer arithmetic: the compiler then sees a vector's V
+  // elements at one aligned address and loads them as 16-byte vectors (in int, with the
+  // staged kernel's run-time shared-memory offset, it loaded them one by one).
+  return {{"x", "xs", "x", vec * V + e, false, {}},
+          {"acc", "acc", "rows", r, false, {}, CType::Int},
+          {"f", "f", "vec", e, false, {}, CType::Int}};
+}
+
+}  // namespace
+
+const LoopNest& linear_dot_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr v0 = v("v0"), N = v("n"), F = v("F"), U = v("U"), R = v("R"), V = v("V");
+    const IndexExpr lane = v("lane"), E = v("E"), c = v("c"), c0 = v("c0"), j = v("j"), r = v("r");
+    const IndexExpr rr = v("rr"), jj = v("jj");
+    const IndexExpr round = 32 * U;  // vectors a round, per row
+    const DotRound d{N, U, R, V};
+    LoopNest m;
+    m.signature = "template <int DT, int R_, bool Smem>\n__device__ __forceinline__ void mk_dot_vecs("
+                  "const char* const (&w)[R_], const float* xs, int v0_, int n_, bool first_, "
+                  "const uint4 (&pre)[R_][MK_LOADS_IN_FLIGHT], float (&acc)[R_])";
+    m.params = {{"v0", "v0_", 0, 1 << 22},
+                {"n", "n_", 0, 1 << 22},
+                {"F", "first_ ? 32 * MK_LOADS_IN_FLIGHT : 0", 0, 256},
+                {"U", "MK_LOADS_IN_FLIGHT", 1, 8},
+                rows_param(),
+                {"V", "MkW<DT>::kVec", 4, 8},
+                lanes_param()};
+    // The weights from F on: the first round's are in registers (read again, they would count
+    // twice).
+    m.ranges = {{"rest", v0 + F, v0 + N}, {"x", v0 * V, (v0 + N) * V}, {"round", 0, U}, {"rows", 0, R}, {"vec", 0, V}};
+    m.accesses = {
+        {"w", "((const uint4*)w[@])", "rest", d.vec(), true,
+         {{{{"rr", R}, {"jj", N - F}},
+           v0 + F + jj,
+           {{"r", rr}, {"j", (F + jj) % round / 32}, {"lane", (F + jj) % 32}, {"c", (F + jj) / round * round - F}},
+           {},
+           rr}},
+         CType::Int, r, R},
+        {"u", "u[@]", "round", j, false, {}, CType::Int, r, R},
+        {"pre", "pre[@]", "round", j, false, {}, CType::Int, r, R},
+    };
+    for (const Access& a : dot_accesses(d.vec(), V)) m.accesses.push_back(a);
+    m.body = {thread("lane", "threadIdx.x & 31"),
+              let("E", N - 32 * (U - 1) - lane),  // the round at offset c0 < E is whole in this lane
+              // The first round from registers: register (r, j) holds the vector v0 + 32 j + lane
+              // of row r (linear_dot_first_nest).
+              guard(0, F, {let("c0", 0), let("i", v0 + c0 + lane), d.dots("pre", true)}),
+              loop("c", LoopKind::Serial, E - F, round,
+                   {let("c0", F + c), let("i", v0 + c0 + lane), code("uint4 u[R][U];"), d.loads(false),
+                    let("vr", v0 + c0), let("ve", v0 + N),
+                    code("if (MK_PREFETCH_ROUNDS > 0 && !Smem) mk_prefetch_round<R>(w, vr, ve, MK_PREFETCH_ROUNDS);"),
+                    d.dots("u", false)}),
+              // The partial round after the whole ones, if the lane has vectors left.
+              let("c0", F + (max(E - F, 0) + round - 1) / round * round), let("i", v0 + c0 + lane),
+              guard(c0 + lane, N, {code("uint4 u[R][U];"), d.loads(true), d.dots("u", true)})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& linear_dot_first_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr v0 = v("v0"), N = v("n"), U = v("U"), R = v("R");
+    const IndexExpr lane = v("lane"), j = v("j"), r = v("r"), rr = v("rr"), jj = v("jj");
+    LoopNest m;
+    m.signature = "template <int R_>\n__device__ __forceinline__ void mk_dot_first("
+                  "const char* const (&w)[R_], int v0_, int n_, uint4 (&pre)[R_][MK_LOADS_IN_FLIGHT])";
+    m.params = {{"v0", "v0_", 0, 1 << 22}, {"n", "n_", 0, 1 << 22}, {"U", "MK_LOADS_IN_FLIGHT", 1, 8},
+                rows_param(), lanes_param()};
+    m.ranges = {{"part", v0, v0 + N}, {"round", 0, U}};
+    m.accesses = {
+        {"w", "((const uint4*)w[@])", "part", v0 + 32 * j + lane, true,
+         {{{{"rr", R}, {"jj", min(N, 32 * U)}}, v0 + jj, {{"r", rr}, {"j", jj / 32}, {"lane", jj % 32}}, {}, rr}},
+         CType::Int, r, R},
+        {"pre", "pre[@]", "round", j, false, {}, CType::Int, r, R},
+    };
+    m.body = {thread("lane", "threadIdx.x & 31"),
+              loop("r", LoopKind::Unrolled, R, 1,
+                   {loop("j", LoopKind::Unrolled, U, 1,
+                         {code("{pre} = make_uint4(0u, 0u, 0u, 0u);"),
+                          guard(32 * j + lane, N, {code("{pre} = mk_ld_stream(&{w});")})})})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& linear_dot_scalar_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr k0 = v("k0"), N = v("n"), R = v("R");
+    const IndexExpr lane = v("lane"), c = v("c"), r = v("r"), rr = v("rr"), jj = v("jj");
+    LoopNest m;
+    m.signature = "template <int DT, int R_>\n__device__ __forceinline__ void mk_dot_scalar("
+                  "const char* const (&w)[R_], const float* xs, int k0_, int n_, float (&acc)[R_])";
+    m.params = {{"k0", "k0_", 0, 1 << 24}, {"n", "n_", 0, 1 << 24}, rows_param(), lanes_param()};
+    m.ranges = {{"part", k0, k0 + N}, {"rows", 0, R}};
+    m.accesses = {
+        {"w", "((const typename MkW<DT>::T*)w[@])", "part", k0 + c + lane, true,
+         {{{{"rr", R}, {"jj", N}}, k0 + jj, {{"r", rr}, {"c", jj / 32 * 32}, {"lane", jj % 32}}, {}, rr}},
+         CType::Int, r, R},
+        {"x", "xs", "part", k0 + c + lane, false, {}, CType::Int},
+        {"acc", "acc", "rows", r, false, {}, CType::Int},
+    };
+    m.body = {thread("lane", "threadIdx.x & 31"),
+              loop("c", LoopKind::Serial, N, 32,
+                   {guard(c + lane, N,
+                          {loop("r", LoopKind::Unrolled, R, 1,
+                                {code("{acc} = mk_dp_step({acc}, MkW<DT>::cvt({w}), {x});")})})})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& linear_fold_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr total = v("total"), ks = v("ks"), S = v("S"), r = v("r"), p = v("p");
+    const IndexExpr rr = v("rr"), pp = v("pp");
+    const LinearItems& li = linear_items_formula();
+    auto slot = [&](IndexExpr part, IndexExpr row) {
+      return substitute(li.slot, {{"p", part}, {"total", total}, {"r", row}});
+    };
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_lin_fold(const MkTask& t, const float* part_sums, "
+                  "int total_, int ks_, float scale)";
+    m.params = {{"total", "total_", 1, 1 << 20},
+                {"ks", "ks_", 1, 64},
+                {"S", "MPK_MK_KSPLIT_SLOTS", 1, 1 << 16},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"slots", 0, S}, {"rows", 0, total}};
+    const std::vector<std::pair<IndexExpr, IndexExpr>> folded = {{1, ks}, {ks * total, S + 1}};
+    m.accesses = {
+        {"sums", "part_sums", "slots", slot(p, r), true, {{{{"rr", total}, {"pp", ks}}, slot(pp, rr), {{"r", rr}, {"p", pp}}, folded}},
+         CType::Int},
+        {"row", "rows", "rows", r, true, {{{{"rr", total}}, rr, {{"r", rr}}, folded}}},
+    };
+    // The sum in part order, then the RMSNorm factor (ir/dot_product.h: the fold and the factor).
+    m.body = {guard(1, ks,
+                    {guard(ks * total, S + 1,
+                           {code("mk_sync();  // every part's sums stored"), code("MkTileRows rows{t};"),
+                            loop("r", LoopKind::Threads, total, 1,
+                                 {code("float v = 0.f;"),
+                                  loop("p", LoopKind::Serial, ks, 1, {code("v = mk_dp_add(v, {sums});")}),
+                                  code("{row} = mk_dp_scale(v, scale);")})})})};
+    return m;
+  }();
+  return n;
+}
+
+}  // namespace mpk::ir

@@ -38,13 +38,18 @@ struct DotRound {
   }
 };
 
-// The accesses of a round's dot products: the input, the accumulators, an unpacked vector.
-std::vector<Access> dot_accesses(const IndexExpr& vec, const IndexExpr& V) {
+// The accesses of a round's dot products: the input, the accumulators, an unpacked vector. An
+// input element is read per row (the term w_r[vec] x[vec]: the pair row r, element), so the
+// input access carries the row as its array (not printed: its base has no `@`); `terms`, its
+// cover: every row's every element of the part reached by a product. Not proved: that no term
+// is taken twice (Z3 timed out on it across the three rounds), that a product's weight register
+// is the one its load filled, and that acc[r] is row r's (the code both rounds print).
+std::vector<Access> dot_accesses(const IndexExpr& vec, const IndexExpr& V, const IndexExpr& R, Cover terms) {
   const IndexExpr r = v("r"), e = v("e");
   // The input's index in long long, as pointer arithmetic: the compiler then sees a vector's V
   // elements at one aligned address and loads them as 16-byte vectors (in int, with the
   // staged kernel's run-time shared-memory offset, it loaded them one by one).
-  return {{"x", "xs", "x", vec * V + e, false, {}},
+  return {{"x", "xs", "x", vec * V + e, false, {std::move(terms)}, CType::LongLong, r, R},
           {"acc", "acc", "rows", r, false, {}, CType::Int},
           {"f", "f", "vec", e, false, {}, CType::Int}};
 }
@@ -83,7 +88,13 @@ const LoopNest& linear_dot_nest() {
         {"u", "u[@]", "round", j, false, {}, CType::Int, r, R},
         {"pre", "pre[@]", "round", j, false, {}, CType::Int, r, R},
     };
-    for (const Access& a : dot_accesses(d.vec(), V)) m.accesses.push_back(a);
+    const IndexExpr ee = v("ee");
+    const Cover terms{{{"rr", R}, {"jj", N}, {"ee", V}},
+                      (v0 + jj) * V + ee,
+                      {{"r", rr}, {"e", ee}, {"j", jj % round / 32}, {"lane", jj % 32}, {"c", jj / round * round - F}},
+                      {},
+                      rr};
+    for (const Access& a : dot_accesses(d.vec(), V, R, terms)) m.accesses.push_back(a);
     m.body = {thread("lane", "threadIdx.x & 31"),
               let("E", N - 32 * (U - 1) - lane),  // the round at offset c0 < E is whole in this lane
               // The first round from registers: register (r, j) holds the vector v0 + 32 j + lane
@@ -141,7 +152,9 @@ const LoopNest& linear_dot_scalar_nest() {
         {"w", "((const typename MkW<DT>::T*)w[@])", "part", k0 + c + lane, true,
          {{{{"rr", R}, {"jj", N}}, k0 + jj, {{"r", rr}, {"c", jj / 32 * 32}, {"lane", jj % 32}}, {}, rr}},
          CType::Int, r, R},
-        {"x", "xs", "part", k0 + c + lane, false, {}, CType::Int},
+        {"x", "xs", "part", k0 + c + lane, true,  // per row (its array), as the dot nest's input
+         {{{{"rr", R}, {"jj", N}}, k0 + jj, {{"r", rr}, {"c", jj / 32 * 32}, {"lane", jj % 32}}, {}, rr}},
+         CType::Int, r, R},
         {"acc", "acc", "rows", r, false, {}, CType::Int},
     };
     m.body = {thread("lane", "threadIdx.x & 31"),

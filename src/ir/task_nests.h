@@ -40,7 +40,8 @@ const LoopNest& attention_combine_nest();
 // w_r[vec] . x[vec] per element (mk_dp_step). Parameters: v0, n, F (0 or 32 U), U, R, V
 // (elements a vector), threads (32: the lanes). Ranges: the part from F on, its input elements,
 // a round's and the rows' registers. Accesses: the weights (each row's vectors from F on read
-// once, every one, none before F), the registers, the input. Printed as
+// once, every one, none before F), the registers, the input per row (every row's every element
+// of the part reached by a product, the first round's included). Printed as
 // mk_dot_vecs<DT, R_, Smem>(w, xs, v0, n, first, pre, acc).
 const LoopNest& linear_dot_nest();
 
@@ -50,8 +51,8 @@ const LoopNest& linear_dot_nest();
 const LoopNest& linear_dot_first_nest();
 
 // A warp's dot products over a K part of elements [k0, k0 + n) of R rows that are not 16-byte
-// aligned: one element per lane, 32 apart. Accesses: the weights (each read once, every one),
-// the input. Printed as mk_dot_scalar<DT, R_>(w, xs, k0, n, acc).
+// aligned: one element per lane, 32 apart. Accesses: the weights and the input per row (each
+// read once, every one). Printed as mk_dot_scalar<DT, R_>(w, xs, k0, n, acc).
 const LoopNest& linear_dot_scalar_nest();
 
 // A linear tile's split-K fold (kernels/linear.cuh): with ks > 1 K parts, after a barrier, the

@@ -312,7 +312,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     items += work;
     if (!work) {
       const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest ? 12 : combine ? 17
-                              : partials_nest || fold ? 7 : embedding ? 8 : dot ? 9 : scalar ? 6 : 5;
+                              : partials_nest || fold ? 7 : embedding || scalar ? 8 : dot ? 10 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();

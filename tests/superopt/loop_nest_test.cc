@@ -220,6 +220,19 @@ TEST(LoopNestProofs, TheLinearDotProductsAreProvedForEveryPart) {
   twice.body[3].body[0].expr = IndexExpr::var("c");
   const ProofRecord r = prove_loop_nest(twice, "linear dot", {{"F", 128}, {"U", 4}, {"R", 2}, {"V", 8}});
   EXPECT_NE(failed(r).find("w inside rest"), std::string::npos) << failed(r);
+  // Products dropped: a whole round's last load never multiplied, the first round's registers
+  // never used. The loads are all there; the input's cover (every row's every element reached
+  // by a product) refutes both.
+  ir::LoopNest short_round = ir::linear_dot_nest();
+  ASSERT_EQ(short_round.body[3].body[7].var, "j");
+  short_round.body[3].body[7].expr = IndexExpr::var("U") - 1;
+  const ProofRecord s = prove_loop_nest(short_round, "linear dot", {{"F", 0}, {"U", 4}, {"R", 2}, {"V", 8}});
+  EXPECT_NE(failed(s).find("x cover"), std::string::npos) << failed(s);
+  ir::LoopNest unused = ir::linear_dot_nest();
+  ASSERT_EQ(unused.body[2].body[2].var, "j");
+  unused.body[2].body[2].expr = 0;
+  const ProofRecord u = prove_loop_nest(unused, "linear dot", {{"F", 128}, {"U", 4}, {"R", 2}, {"V", 8}});
+  EXPECT_NE(failed(u).find("x cover"), std::string::npos) << failed(u);
 }
 
 TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {

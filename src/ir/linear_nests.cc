@@ -1,6 +1,9 @@
 // The linear tile's loop nests (ir/task_nests.h): a warp's dot products over a K part (their
 // first round loaded before the task's events, then used from registers), the unaligned loop, and
 // the split-K fold.
+#include <map>
+#include <string>
+
 #include "ir/layouts.h"
 #include "ir/task_nests.h"
 
@@ -63,6 +66,10 @@ const LoopNest& linear_dot_nest() {
     const IndexExpr rr = v("rr"), jj = v("jj");
     const IndexExpr round = 32 * U;  // vectors a round, per row
     const DotRound d{N, U, R, V};
+    // The loop values that reach the part's vector at offset o of row rr.
+    auto at_offset = [&](const IndexExpr& o) -> std::map<std::string, IndexExpr> {
+      return {{"r", rr}, {"j", o % round / 32}, {"lane", o % 32}, {"c", o / round * round - F}};
+    };
     LoopNest m;
     m.signature = "template <int DT, int R_, bool Smem>\n__device__ __forceinline__ void mk_dot_vecs("
                   "const char* const (&w)[R_], const float* xs, int v0_, int n_, bool first_, "
@@ -79,21 +86,15 @@ const LoopNest& linear_dot_nest() {
     m.ranges = {{"rest", v0 + F, v0 + N}, {"x", v0 * V, (v0 + N) * V}, {"round", 0, U}, {"rows", 0, R}, {"vec", 0, V}};
     m.accesses = {
         {"w", "((const uint4*)w[@])", "rest", d.vec(), true,
-         {{{{"rr", R}, {"jj", N - F}},
-           v0 + F + jj,
-           {{"r", rr}, {"j", (F + jj) % round / 32}, {"lane", (F + jj) % 32}, {"c", (F + jj) / round * round - F}},
-           {},
-           rr}},
+         {{{{"rr", R}, {"jj", N - F}}, v0 + F + jj, at_offset(F + jj), {}, rr}},
          CType::Int, r, R},
         {"u", "u[@]", "round", j, false, {}, CType::Int, r, R},
         {"pre", "pre[@]", "round", j, false, {}, CType::Int, r, R},
     };
     const IndexExpr ee = v("ee");
-    const Cover terms{{{"rr", R}, {"jj", N}, {"ee", V}},
-                      (v0 + jj) * V + ee,
-                      {{"r", rr}, {"e", ee}, {"j", jj % round / 32}, {"lane", jj % 32}, {"c", jj / round * round - F}},
-                      {},
-                      rr};
+    std::map<std::string, IndexExpr> term_at = at_offset(jj);
+    term_at.emplace("e", ee);
+    const Cover terms{{{"rr", R}, {"jj", N}, {"ee", V}}, (v0 + jj) * V + ee, term_at, {}, rr};
     for (const Access& a : dot_accesses(d.vec(), V, R, terms)) m.accesses.push_back(a);
     m.body = {thread("lane", "threadIdx.x & 31"),
               let("E", N - 32 * (U - 1) - lane),  // the round at offset c0 < E is whole in this lane
@@ -148,13 +149,11 @@ const LoopNest& linear_dot_scalar_nest() {
                   "const char* const (&w)[R_], const float* xs, int k0_, int n_, float (&acc)[R_])";
     m.params = {{"k0", "k0_", 0, 1 << 24}, {"n", "n_", 0, 1 << 24}, rows_param(), lanes_param()};
     m.ranges = {{"part", k0, k0 + N}, {"rows", 0, R}};
+    // Row rr's element jj: one cover for the weight and the input (read per row, its array).
+    const Cover each{{{"rr", R}, {"jj", N}}, k0 + jj, {{"r", rr}, {"c", jj / 32 * 32}, {"lane", jj % 32}}, {}, rr};
     m.accesses = {
-        {"w", "((const typename MkW<DT>::T*)w[@])", "part", k0 + c + lane, true,
-         {{{{"rr", R}, {"jj", N}}, k0 + jj, {{"r", rr}, {"c", jj / 32 * 32}, {"lane", jj % 32}}, {}, rr}},
-         CType::Int, r, R},
-        {"x", "xs", "part", k0 + c + lane, true,  // per row (its array), as the dot nest's input
-         {{{{"rr", R}, {"jj", N}}, k0 + jj, {{"r", rr}, {"c", jj / 32 * 32}, {"lane", jj % 32}}, {}, rr}},
-         CType::Int, r, R},
+        {"w", "((const typename MkW<DT>::T*)w[@])", "part", k0 + c + lane, true, {each}, CType::Int, r, R},
+        {"x", "xs", "part", k0 + c + lane, true, {each}, CType::Int, r, R},
         {"acc", "acc", "rows", r, false, {}, CType::Int},
     };
     m.body = {thread("lane", "threadIdx.x & 31"),

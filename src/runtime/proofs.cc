@@ -123,28 +123,37 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                         }});
   const int warps = params.block_threads / 32, slots = params.loads_in_flight;
   // A warp's dot products (both vector widths: the tasks do not name the dtype), with and
-  // without the first round loaded before the events, that first round, the unaligned loop.
-  for (int r : rows_per_warp) {
+  // without the first round loaded before the events, that first round, the unaligned loop; and
+  // the same with one row, which a tile's last rows take when the variant's rows do not divide
+  // its rows (never with the first round in registers).
+  std::set<int> dot_rows = rows_per_warp;
+  if (!rows_per_warp.empty()) dot_rows.insert(1);
+  for (int r : dot_rows) {
+    const bool variant = rows_per_warp.count(r) > 0;
     const std::string rows = std::to_string(r) + " row" + (r == 1 ? "" : "s");
+    const std::string use = variant ? "linear.r" + std::to_string(r) : "linear, a tile's last rows one at a time";
     const int64_t U = params.loads_in_flight;
     for (int64_t V : {4, 8})
-      for (int64_t F : {int64_t(0), 32 * U})
-        needed.push_back({"linear.r" + std::to_string(r) + ": a warp's dot products over a K part, a loop nest (" +
-                              rows + ", " + std::to_string(U) + " loads in flight, " + std::to_string(V) +
-                              "-element vectors" + (F ? ", the first round loaded before the events)" : ")"),
+      for (int64_t F : {int64_t(0), 32 * U}) {
+        if (F && !variant) continue;
+        needed.push_back({use + ": a warp's dot products over a K part, a loop nest (" + rows + ", " +
+                              std::to_string(U) + " loads in flight, " + std::to_string(V) + "-element vectors" +
+                              (F ? ", the first round loaded before the events)" : ")"),
                           "linear dot nest " + std::to_string(r) + " " + std::to_string(U) + " " +
                               std::to_string(V) + " " + std::to_string(F),
                           [r, U, V, F] {
                             return superopt::prove_loop_nest(ir::linear_dot_nest(), "linear dot",
                                                              {{"R", r}, {"U", U}, {"V", V}, {"F", F}});
                           }});
-    needed.push_back({"linear.r" + std::to_string(r) + ": the dot products' first round, loaded before the events (" +
-                          rows + ", " + std::to_string(U) + " loads in flight)",
-                      "linear dot first nest " + std::to_string(r) + " " + std::to_string(U), [r, U] {
-                        return superopt::prove_loop_nest(ir::linear_dot_first_nest(), "linear dot first",
-                                                         {{"R", r}, {"U", U}});
-                      }});
-    needed.push_back({"linear.r" + std::to_string(r) + ": a warp's dot products over unaligned rows (" + rows + ")",
+      }
+    if (variant)
+      needed.push_back({use + ": the dot products' first round, loaded before the events (" + rows + ", " +
+                            std::to_string(U) + " loads in flight)",
+                        "linear dot first nest " + std::to_string(r) + " " + std::to_string(U), [r, U] {
+                          return superopt::prove_loop_nest(ir::linear_dot_first_nest(), "linear dot first",
+                                                           {{"R", r}, {"U", U}});
+                        }});
+    needed.push_back({use + ": a warp's dot products over unaligned rows (" + rows + ")",
                       "linear dot scalar nest " + std::to_string(r), [r] {
                         return superopt::prove_loop_nest(ir::linear_dot_scalar_nest(), "linear dot scalar",
                                                          {{"R", r}});

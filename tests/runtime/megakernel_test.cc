@@ -288,10 +288,10 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   ASSERT_EQ(embeddings.size(), 1u);
   const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size() + 1 + embeddings.size();
   // The linear variant's dot nests: two widths x first round or not, the first round's loads,
-  // the unaligned loop.
-  const size_t dots = 2 * 2 + 1 + 1;
+  // the unaligned loop; with one row (the tile's last rows): two widths, the unaligned loop.
+  const size_t dots = 2 * 2 + 1 + 1 + 2 + 1;
   ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + (max_k_split - 1) + 2 + states);
-  int linear = 0, items = 0, folds = 0, dot_nests = 0;
+  int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -303,9 +303,10 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool partials_nest = use.find("argmax: the tiles' partials") != std::string::npos;
     const bool embedding = use.find("argmax: the next token's embedding") != std::string::npos;
     const bool fold = use.find("linear: the split-K fold") != std::string::npos;
-    const bool dot = use.find("linear.r2: a warp's dot products over a K part") != std::string::npos;
-    const bool scalar = use.find("linear.r2: a warp's dot products over unaligned rows") != std::string::npos;
+    const bool dot = use.find("a warp's dot products over a K part") != std::string::npos;
+    const bool scalar = use.find("a warp's dot products over unaligned rows") != std::string::npos;
     dot_nests += dot || scalar || use.find("linear.r2: the dot products' first round") != std::string::npos;
+    last_rows += use.find("linear, a tile's last rows one at a time: ") == 0;
     folds += fold;
     const bool rows = use.find("attention: rows") != std::string::npos;
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
@@ -325,6 +326,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(items, max_k_split);
   EXPECT_EQ(folds, max_k_split - 1);
   EXPECT_EQ(dot_nests, int(dots));
+  EXPECT_EQ(last_rows, 3);
 }
 
 // What the kernel touches lies inside what the scheduler declared (the events and the

@@ -71,9 +71,9 @@ class Walker {
             in = v >= 0 && v < end.value;
             def = def && end.value - 1 + threads_ <= imax;
           } else {
-            const Term step = e32_.encode(s.step, env);
-            def = def && step.defined && step.value >= 1 && end.value - 1 + step.value <= imax;
-            in = v >= 0 && v < end.value && z3::mod(v, step.value) == 0;
+            const Term step = e32_.encode(s.step, env), start = e32_.encode(s.start, env);
+            def = def && step.defined && start.defined && step.value >= 1 && end.value - 1 + step.value <= imax;
+            in = v >= start.value && v < end.value && z3::mod(v - start.value, step.value) == 0;
           }
           structure_.push_back({cond, def});
           Env inner = env;

@@ -1,6 +1,6 @@
-// The linear tile's loop nests (ir/task_nests.h): a warp's dot products over a K part (their
-// first round loaded before the task's events, then used from registers), the unaligned loop, and
-// the split-K fold.
+// The linear tile's loop nests (ir/task_nests.h): the input staged in shared memory, a warp's dot
+// products over a K part (their first round loaded before the task's events, then used from
+// registers), the unaligned loop, and the split-K fold.
 #include <map>
 #include <string>
 
@@ -58,6 +58,46 @@ std::vector<Access> dot_accesses(const IndexExpr& vec, const IndexExpr& V, const
 }
 
 }  // namespace
+
+const LoopNest& linear_stage_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = v("n"), W = v("W"), U = v("U"), threads = v("threads");
+    const IndexExpr tid = v("tid"), i0 = v("i0"), u = v("u"), i = v("i"), jj = v("jj");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ float mk_lin_stage(const MkTask& t, const float* x, const float* b, "
+                  "float* xs, bool vec_, int n_)";
+    m.params = {{"n", "n_", 0, 1 << 22},
+                {"W", "(vec_ ? 4 : 1)", 1, 4},
+                {"U", "2", 2, 2},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    // A unit's first float: its W floats inside the input when the first is at most W n - W.
+    m.ranges = {{"in", 0, W * N - W + 1}, {"round", 0, U}};
+    // Unit jj: its thread, round and slot in the round.
+    const std::map<std::string, IndexExpr> at = {
+        {"tid", jj % threads}, {"i0", jj / (threads * U) * (threads * U) + jj % threads}, {"u", jj % (threads * U) / threads}};
+    const Cover each{{{"jj", N}}, W * jj, at};
+    m.accesses = {
+        {"x", "x", "in", W * i, true, {each}},
+        {"b", "b", "in", W * i, true, {each}},
+        {"xv", "xv", "round", u, false, {}, CType::Int},
+        {"bv", "bv", "round", u, false, {}, CType::Int},
+        {"xs", "xs", "in", W * i, true, {each}, CType::Int},
+    };
+    m.body = {thread("tid"), code("float ss = 0.f;"),
+              loop_from("i0", tid, N, threads * U,
+                   {code("float4 xv[U] = {}, bv[U] = {};"),
+                    loop("u", LoopKind::Unrolled, U, 1,
+                         {let("i", i0 + u * threads),
+                          guard(i, N, {code("{xv} = mk_ld_unit(vec_, &{x});"),
+                                       code("if (b) {bv} = mk_ld_unit(vec_, &{b});")})}),
+                    loop("u", LoopKind::Unrolled, U, 1,
+                         {let("i", i0 + u * threads),
+                          guard(i, N, {code("mk_st_unit(vec_, &{xs}, mk_stage_unit(t.input_mode, vec_, {xv}, {bv}, ss));")})})}),
+              code("return ss;")};
+    return m;
+  }();
+  return n;
+}
 
 const LoopNest& linear_dot_nest() {
   static const LoopNest n = [] {

@@ -26,7 +26,7 @@ class Printer {
                  ") {\n";
         } else {
           if (s.loop == LoopKind::Unrolled) out += pad + "#pragma unroll\n";
-          out += pad + "for (int " + v + " = 0; " + v + " < " + e + "; " + v + " += " + to_c(s.step, CType::Int) +
+          out += pad + "for (int " + v + " = " + to_c(s.start, CType::Int) + "; " + v + " < " + e + "; " + v + " += " + to_c(s.step, CType::Int) +
                  ") {\n";
         }
         block(s.body, depth + 1, out);

@@ -29,11 +29,20 @@ struct Stmt {
   std::string code;               // Code: C statements ({name} is access `name`'s element);
                                   // Thread: the C of the thread's index
   std::vector<Stmt> body;         // Loop, If
+  IndexExpr start = 0;            // Loop (Serial, Unrolled): the first value
 };
 using Block = std::vector<Stmt>;
 
 inline Stmt loop(std::string var, LoopKind kind, IndexExpr end, IndexExpr step, Block body) {
   return Stmt{Stmt::Loop, std::move(var), kind, std::move(end), std::move(step), "", std::move(body)};
+}
+// A serial loop over start, start + step, ... < end (a thread's own values of a strided loop
+// that starts at the thread: the compiler keeps one induction variable, where a loop from 0 plus
+// the thread's offset cost registers).
+inline Stmt loop_from(std::string var, IndexExpr start, IndexExpr end, IndexExpr step, Block body) {
+  Stmt s = loop(std::move(var), LoopKind::Serial, std::move(end), std::move(step), std::move(body));
+  s.start = std::move(start);
+  return s;
 }
 inline Stmt let(std::string var, IndexExpr value) {
   return Stmt{Stmt::Let, std::move(var), LoopKind::Serial, std::move(value), 1, "", {}};

@@ -32,6 +32,17 @@ const LoopNest& attention_merge_nest();
 // int kv_head, Pass pass).
 const LoopNest& attention_combine_nest();
 
+// A linear's input staged in shared memory (kernels/linear.cuh, mk_linear_input): n units of W
+// floats (a 16-byte vector when the operands are aligned, else one float; W a run-time value), in
+// rounds of U units per thread (a thread's loads of x and b go out before any is used: the input
+// comes from L2 right after the events), each staged through its prologue (mk_stage_unit:
+// silu(x) * b, b * x for RMSNorm with x^2 added to the thread's sum of squares, or x; b may be
+// null). Parameters: n, W, U, threads. Ranges: the input's unit starts [0, W n - W], a round's
+// registers. Accesses: x and b (each unit read once, every one), the registers, the staged input
+// (each unit written once, every one). Printed as mk_lin_stage(const MkTask& t, const float* x,
+// const float* b, float* xs, bool vec, int n), returning the thread's sum of squares.
+const LoopNest& linear_stage_nest();
+
 // A warp's dot products over one K part of R weight rows (kernels/linear.cuh, 16-byte vectors):
 // the part's n vectors from v0 in rounds of U loads per row and lane, 32 apart (every lane's R x
 // U loads go out before any is used), the whole rounds, then the lane's partial one; when the

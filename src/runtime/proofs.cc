@@ -76,6 +76,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   std::set<std::tuple<int, int, int, int64_t>> rows;  // chunks, query heads, head dim, capacity
   bool argmax = false;
   std::set<std::pair<int, int>> embeddings;  // hidden, vocabulary
+  std::set<std::pair<int, int>> staged;      // the linears' inputs: units, floats a unit
   for (const MkTask& t : tasks) {
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
       for (const int vec : {4, 8}) {  // elements per 16-byte vector: fp32; bf16 and fp16
@@ -99,6 +100,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
       if (t.flags & MPK_MK_F_EMBED) embeddings.insert({t.hidden, t.vocab});
     }
     if (t.kind == MPK_MK_LINEAR) {
+      staged.insert({t.k, 1});  // one float at a time, or 16-byte vectors when aligned
+      if (t.k % 4 == 0) staged.insert({t.k / 4, 4});
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
       rows_per_warp.insert(variants.at(size_t(t.variant)).rows_per_warp);
     }
@@ -159,6 +162,15 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                                                          {{"R", r}});
                       }});
   }
+  for (const auto& [n, W] : staged)
+    needed.push_back({"linear: the input staged in shared memory, a loop nest (" + std::to_string(n) + " units of " +
+                          std::to_string(W) + " float" + (W == 1 ? "" : "s") + ", " + std::to_string(warps) +
+                          " warps)",
+                      "linear stage nest " + std::to_string(n) + " " + std::to_string(W) + " " + std::to_string(warps),
+                      [n = n, W = W, warps] {
+                        return superopt::prove_loop_nest(ir::linear_stage_nest(), "linear stage",
+                                                         {{"n", n}, {"W", W}, {"threads", 32 * warps}});
+                      }});
   if (!rows_per_warp.empty())
     for (int ks = 2; ks <= max_k_split; ++ks)
       needed.push_back({"linear: the split-K fold over " + std::to_string(ks) + " parts, a loop nest (" +

@@ -264,7 +264,12 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   std::set<std::tuple<int, int, int, int64_t>> shapes;  // attention shapes with their capacity
   std::set<std::tuple<int, int, int>> combines;         // attention shapes
   std::set<std::pair<int, int>> embeddings;             // hidden, vocabulary
+  std::set<std::pair<int, int>> staged;                 // linear inputs: units, floats a unit
   for (const MkTask& d : t.tasks) {
+    if (d.kind == MPK_MK_LINEAR) {
+      staged.insert({d.k, 1});
+      if (d.k % 4 == 0) staged.insert({d.k / 4, 4});
+    }
     if (d.kind == MPK_MK_ARGMAX && (d.flags & MPK_MK_F_EMBED)) embeddings.insert({d.hidden, d.vocab});
     if (d.kind == MPK_MK_ATTENTION) {
       counts.insert(d.num_chunks);
@@ -290,8 +295,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   // The linear variant's dot nests: two widths x first round or not, the first round's loads,
   // the unaligned loop; with one row (the tile's last rows): two widths, the unaligned loop.
   const size_t dots = 2 * 2 + 1 + 1 + 2 + 1;
-  ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + (max_k_split - 1) + 2 + states);
-  int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0;
+  ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + staged.size() + (max_k_split - 1) + 2 + states);
+  int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0, stagings = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -308,11 +313,13 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     dot_nests += dot || scalar || use.find("linear.r2: the dot products' first round") != std::string::npos;
     last_rows += use.find("linear, a tile's last rows one at a time: ") == 0;
     folds += fold;
+    const bool stage = use.find("linear: the input staged") != std::string::npos;
+    stagings += stage;
     const bool rows = use.find("attention: rows") != std::string::npos;
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
     items += work;
     if (!work) {
-      const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest ? 12 : combine ? 17
+      const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest || stage ? 12 : combine ? 17
                               : partials_nest || fold ? 7 : embedding || scalar ? 8 : dot ? 10 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
@@ -327,6 +334,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(folds, max_k_split - 1);
   EXPECT_EQ(dot_nests, int(dots));
   EXPECT_EQ(last_rows, 3);
+  EXPECT_EQ(stagings, int(staged.size()));
 }
 
 // What the kernel touches lies inside what the scheduler declared (the events and the

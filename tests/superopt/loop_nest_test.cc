@@ -33,8 +33,9 @@ void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std:
     switch (s.kind) {
       case ir::Stmt::Loop: {
         const int64_t end = ir::eval(s.expr, env), step = s.loop == ir::LoopKind::Threads ? 1 : ir::eval(s.step, env);
+        const int64_t start = s.loop == ir::LoopKind::Threads ? 0 : ir::eval(s.start, env);
         MPK_CHECK(step >= 1, InvalidArgument) << "a loop that never ends";
-        for (int64_t v = 0; v < end; v += step) {
+        for (int64_t v = start; v < end; v += step) {
           ir::IndexEnv inner = env;
           inner[s.var] = v;
           std::vector<int64_t> it2 = it;
@@ -141,6 +142,8 @@ void slots(const ir::Block& b, std::function<ir::Block&(ir::LoopNest&)> at, std:
         out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).expr; });
         if (b[i].kind == ir::Stmt::If || b[i].loop != ir::LoopKind::Threads)
           out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).step; });
+        if (b[i].kind == ir::Stmt::Loop && b[i].loop != ir::LoopKind::Threads && ir::to_string(b[i].start) != "0")
+          out.push_back([stmt](ir::LoopNest& n) -> IndexExpr& { return stmt(n).start; });
         slots(b[i].body, [stmt](ir::LoopNest& n) -> ir::Block& { return stmt(n).body; }, out);
         break;
     }
@@ -235,6 +238,30 @@ TEST(LoopNestProofs, TheLinearDotProductsAreProvedForEveryPart) {
   EXPECT_NE(failed(u).find("x cover"), std::string::npos) << failed(u);
 }
 
+// The linear's input staging, for the kernels' block sizes and the models' input lengths (in
+// units of W floats: the plan proves its own lengths, a symbolic length timed out), every length
+// up to 29 by running it; with the loads' guard off by one, a round's last load reads past the
+// input.
+TEST(LoopNestProofs, TheLinearInputStagingIsProvedForTheModelsLengths) {
+  for (int64_t threads : {128, 480, 512})
+    for (const auto& [n, W] : {std::pair<int64_t, int64_t>{256, 4}, {1024, 1}, {1024, 4}, {3072, 4}, {4096, 1},
+                               {3072, 1}, {12288, 1}, {1027, 1}}) {
+      const ProofRecord r =
+          prove_loop_nest(ir::linear_stage_nest(), "linear stage", {{"threads", threads}, {"n", n}, {"W", W}});
+      ASSERT_EQ(r.obligations.size(), 12u);
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    }
+  for (int64_t W : {1, 4})
+    EXPECT_TRUE(brute_force(ir::linear_stage_nest(), {{"W", W}, {"U", 2}, {"threads", 3}}, "n", 30));
+  ir::LoopNest open = ir::linear_stage_nest();
+  ir::Stmt& loads = open.body[2].body[1].body[1];
+  ASSERT_EQ(loads.kind, ir::Stmt::If);
+  loads.step = IndexExpr::var("n") + 1;
+  const ProofRecord r = prove_loop_nest(open, "linear stage", {{"threads", 128}, {"n", 1155}, {"W", 4}});
+  EXPECT_FALSE(r.proved());
+  EXPECT_NE(failed(r).find("x inside in"), std::string::npos) << failed(r);
+}
+
 TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {
   for (int64_t threads : {128, 512}) {
     const ProofRecord p = prove_loop_nest(ir::argmax_partials_nest(), "argmax partials", {{"threads", threads}});
@@ -298,7 +325,7 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
 
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
-                                &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest()}) {
+                                &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it
@@ -315,6 +342,13 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   EXPECT_NE(e.find("for (int j0 = 0; j0 < H; j0 += (threads * U)) {"), std::string::npos) << e;
   EXPECT_NE(ir::print(ir::argmax_partials_nest()).find("for (int j = threadIdx.x; j < n; j += threads) {"),
             std::string::npos);
+  // The staging: both operands' loads of a round before its first prologue.
+  const std::string st = ir::print(ir::linear_stage_nest());
+  const size_t stage_round = st.find("for (int i0 = tid; i0 < n; i0 += (threads * U)) {");
+  ASSERT_NE(stage_round, std::string::npos) << st;
+  EXPECT_LT(st.find("if (b) bv[u] = mk_ld_unit(vec_, &b[(((long long)W) * ((long long)i))]);", stage_round),
+            st.find("mk_stage_unit(t.input_mode, vec_, xv[u], bv[u], ss)", stage_round))
+      << st;
   // A warp's nest: the lane, not the block's thread. Every load of a whole round goes out before
   // the round's first use of one.
   const std::string d = ir::print(ir::linear_dot_nest());
@@ -458,6 +492,14 @@ TEST(LoopNestProofs, MutantsOfTheEmbeddingRowAgreeWithRunningIt) {
 TEST(LoopNestProofs, MutantsOfTheSplitKFoldAgreeWithRunningIt) {
   Tally tally{"split-K fold nest, 3 parts, 16 slots, 3 threads, tiles of 0..8 rows"};
   judge_mutants(ir::linear_fold_nest(), {{"ks", 3}, {"S", 16}, {"threads", 3}}, "total", 9, 1, tally);
+}
+
+TEST(LoopNestProofs, MutantsOfTheLinearInputStagingAgreeWithRunningIt) {
+  for (int64_t W : {1, 4}) {
+    Tally tally{W == 1 ? "linear stage nest, single floats, 2 a round, 3 threads, inputs of 0..29 units"
+                       : "linear stage nest, 16-byte vectors, 2 a round, 3 threads, inputs of 0..29 units"};
+    judge_mutants(ir::linear_stage_nest(), {{"W", W}, {"U", 2}, {"threads", 3}}, "n", 30, 1, tally);
+  }
 }
 
 TEST(LoopNestProofs, MutantsOfTheLinearDotProductsAgreeWithRunningThem) {

@@ -124,64 +124,20 @@ __device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs,
   mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);
 }
 
-// 16 bytes of an activation written in this step by other workers (visible after the task's
-// acquire and barrier): an L2 load, never a stale L1 line.
-__device__ __forceinline__ float4 mk_ld_act4(const float* p) { return __ldcg((const float4*)p); }
-
-#define MK_IN_UNROLL 2
-
 // The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
 // block barrier. Returns the factor every dot product is scaled by: for RMSNorm,
 // w . (g * x * r) = r * (w . (g * x)) with r = 1 / sqrt(mean(x^2) + eps), so the staged
 // input is g * x and the sum of squares needs no block reduction before it (one barrier).
-// Each thread issues MK_IN_UNROLL 16-byte loads of each operand before using any: the input
-// comes from L2 right after the events, and one round trip per element (the compiler cannot
-// move a load above the previous element's shared store) cost up to 24 round trips per task.
+// The staging loop is printed from its nest (ir::linear_stage_nest): each thread issues its
+// round's loads of both operands before using any (the input comes from L2 right after the
+// events; one round trip per element cost up to 24 round trips per task).
 __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
   const int k = t.k;
   const float* x = (const float*)t.x;
   const float* b = t.input_mode == MPK_MK_IN_SILUMUL ? (const float*)t.x2
                    : t.input_mode == MPK_MK_IN_RMSNORM ? (const float*)t.norm_w : nullptr;
-  float ss = 0.f;
   const bool vec = k % 4 == 0 && ((t.x | (u64)b) & 15) == 0;
-  const int n = vec ? k / 4 : k, step = MK_COMPUTE_THREADS * MK_IN_UNROLL;
-  for (int i0 = threadIdx.x; i0 < n; i0 += step) {
-    float4 a4[MK_IN_UNROLL] = {}, b4[MK_IN_UNROLL] = {};
-#pragma unroll
-    for (int u = 0; u < MK_IN_UNROLL; ++u) {
-      const int i = i0 + u * (int)MK_COMPUTE_THREADS;
-      if (i >= n) continue;
-      if (vec) {
-        a4[u] = mk_ld_act4(x + 4 * i);
-        if (b) b4[u] = mk_ld_act4(b + 4 * i);
-      } else {
-        a4[u].x = x[i];
-        if (b) b4[u].x = b[i];
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < MK_IN_UNROLL; ++u) {
-      const int i = i0 + u * (int)MK_COMPUTE_THREADS;
-      if (i >= n) continue;
-      float av[4] = {a4[u].x, a4[u].y, a4[u].z, a4[u].w}, bv[4] = {b4[u].x, b4[u].y, b4[u].z, b4[u].w};
-      float o[4];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        if (t.input_mode == MPK_MK_IN_SILUMUL) {
-          o[e] = mk_silu_mul(av[e], bv[e]);
-        } else if (t.input_mode == MPK_MK_IN_RMSNORM) {
-          o[e] = mk_dp_stage(bv[e], av[e]);
-          if (vec || e == 0) ss += av[e] * av[e];
-        } else {
-          o[e] = av[e];
-        }
-      }
-      if (vec)
-        *(float4*)(xs + 4 * i) = make_float4(o[0], o[1], o[2], o[3]);
-      else
-        xs[i] = o[0];
-    }
-  }
+  float ss = mk_lin_stage(t, x, b, xs, vec, vec ? k / 4 : k);
   if (t.input_mode != MPK_MK_IN_RMSNORM) {
     mk_sync();
     return 1.0f;

@@ -1,6 +1,43 @@
 // What a linear tile's printed loop nests call (task kind linear; before them and linear.cuh):
-// the weight loads and L2 prefetch of the dot products (ir::linear_dot_nest), and row r of the
-// tile's concatenated slices, stored through its epilogue (ir::linear_fold_nest).
+// the input's loads and prologue (ir::linear_stage_nest), the weight loads and L2 prefetch of
+// the dot products (ir::linear_dot_nest), and row r of the tile's concatenated slices, stored
+// through its epilogue (ir::linear_fold_nest).
+
+// A unit of the input staged in shared memory (ir::linear_stage_nest): a 16-byte vector when the
+// operands are aligned (vec), else one float in .x (the other lanes zero). The loads go through L2:
+// the activation was written in this step by other workers (visible after the task's acquire and
+// barrier), never a stale L1 line.
+__device__ __forceinline__ float4 mk_ld_unit(bool vec, const float* p) {
+  if (vec) return __ldcg((const float4*)p);
+  float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
+  r.x = *p;
+  return r;
+}
+__device__ __forceinline__ void mk_st_unit(bool vec, float* p, float4 v) {
+  if (vec)
+    *(float4*)p = v;
+  else
+    *p = v.x;
+}
+
+// The prologue of a unit: silu(x) * up, g * x for RMSNorm (the factor comes after the dot
+// products; x^2 added to ss, one element of a float), or x. b: up or g.
+__device__ __forceinline__ float4 mk_stage_unit(int mode, bool vec, float4 a, float4 b, float& ss) {
+  const float av[4] = {a.x, a.y, a.z, a.w}, bv[4] = {b.x, b.y, b.z, b.w};
+  float o[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (mode == MPK_MK_IN_SILUMUL) {
+      o[e] = mk_silu_mul(av[e], bv[e]);
+    } else if (mode == MPK_MK_IN_RMSNORM) {
+      o[e] = mk_dp_stage(bv[e], av[e]);
+      if (vec || e == 0) ss += av[e] * av[e];
+    } else {
+      o[e] = av[e];
+    }
+  }
+  return make_float4(o[0], o[1], o[2], o[3]);
+}
 
 // A 16-byte vector of weights: from shared memory (Smem: the staged rows, stage.cuh), else
 // streamed from global memory without L1 allocation.

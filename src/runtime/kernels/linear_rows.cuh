@@ -4,9 +4,9 @@
 // through its epilogue (ir::linear_fold_nest).
 
 // A unit of the input staged in shared memory (ir::linear_stage_nest): a 16-byte vector when the
-// operands are aligned (vec), else one float in .x (the other lanes zero). The loads go through L2:
-// the activation was written in this step by other workers (visible after the task's acquire and
-// barrier), never a stale L1 line.
+// operands are aligned (vec), else one float in .x (the other lanes zero). The vectors go through
+// L2 (the activation was written in this step by other workers, visible after the task's acquire
+// and barrier: never a stale L1 line); a single float is a plain load.
 __device__ __forceinline__ float4 mk_ld_unit(bool vec, const float* p) {
   if (vec) return __ldcg((const float4*)p);
   float4 r = make_float4(0.f, 0.f, 0.f, 0.f);

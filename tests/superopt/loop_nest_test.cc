@@ -190,7 +190,8 @@ TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
     EXPECT_TRUE(brute_force(ir::linear_fold_nest(), {{"ks", ks}, {"S", 16}, {"threads", 3}}, "total", 9));
   // Without the slots' guard, 3 parts of a 100-row tile read past 256 slots.
   ir::LoopNest open = ir::linear_fold_nest();
-  open.body[0].body = open.body[0].body[0].body;
+  ir::Block inner = open.body[0].body[0].body;  // a copy: assigned from within itself, freed first
+  open.body[0].body = inner;
   EXPECT_FALSE(prove_loop_nest(open, "linear fold", {{"ks", 3}, {"S", 256}, {"threads", 512}}).proved());
 }
 
@@ -279,7 +280,8 @@ TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {
     EXPECT_TRUE(brute_force(ir::embedding_row_nest(), {{"V", 3}, {"feed", feed}, {"U", 8}, {"threads", 3}}, "H", 30));
   // Without the guard's lower bound a negative token id reads before the table.
   ir::LoopNest open = ir::embedding_row_nest();
-  open.body[1] = open.body[1].body[0];
+  const ir::Stmt inner = open.body[1].body[0];  // a copy: assigned from within itself, freed first
+  open.body[1] = inner;
   const ProofRecord r = prove_loop_nest(open, "embedding row", {{"H", 64}, {"V", 1000}, {"threads", 128}});
   EXPECT_FALSE(r.proved());
   EXPECT_NE(failed(r).find("row inside table"), std::string::npos) << failed(r);

@@ -81,6 +81,20 @@ class Encoder {
         ok = ok && a.value >= 0 && b.value >= 0;
         break;
       }
+      case ir::IndexOp::Shr:
+      case ir::IndexOp::And: {  // a >= 0 by a constant: as a / 2^k and a % (m + 1) above
+        const ir::IndexExpr& k = n.args[1];
+        const int64_t c = k.op() == ir::IndexOp::Const ? k.node().value : -1;
+        const bool shift = n.op == ir::IndexOp::Shr;
+        MPK_CHECK(shift ? c >= 0 && c <= 62 : c >= 0 && (c & (c + 1)) == 0, InvalidArgument)
+            << (shift ? "a shift by " : "a mask ") << ir::to_string(k) << ": a constant "
+            << (shift ? "in [0, 62]" : "2^k - 1") << " only";
+        const ir::IndexExpr m(shift ? int64_t{1} << c : c + 1);
+        const Term t = encode(shift ? n.args[0] / m : n.args[0] % m, vars);
+        v = t.value;
+        ok = t.defined && a.value >= 0;
+        break;
+      }
       default: MPK_ICHECK(false) << "unknown index op";
     }
     ok = ok && v >= ctx_.int_val(lo_) && v <= ctx_.int_val(hi_);
@@ -110,6 +124,13 @@ class Encoder {
       case ir::IndexOp::Div:
         if (auto m = divisor())
           if (auto x = upper_bound(n.args[0])) return *x / *m;
+        return std::nullopt;
+      case ir::IndexOp::And:
+        if (auto m = divisor()) return *m;
+        return std::nullopt;
+      case ir::IndexOp::Shr:
+        if (auto k = divisor(); k && *k <= 62)
+          if (auto x = upper_bound(n.args[0])) return *x >> *k;
         return std::nullopt;
       default: return std::nullopt;
     }

@@ -13,6 +13,8 @@ const char* op_text(IndexOp op) {
     case IndexOp::Div: return " / ";
     case IndexOp::Mod: return " % ";
     case IndexOp::Xor: return " ^ ";
+    case IndexOp::Shr: return " >> ";
+    case IndexOp::And: return " & ";
     default: return "?";
   }
 }
@@ -57,6 +59,15 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env) {
     case IndexOp::Xor:
       MPK_CHECK(a >= 0 && b >= 0, InvalidArgument) << "xor of a negative value in " << to_string(e);
       r = a ^ b;
+      break;
+    case IndexOp::Shr:
+      MPK_CHECK(a >= 0 && b >= 0 && b <= 62, InvalidArgument) << "shift out of its domain in " << to_string(e);
+      r = a >> b;
+      break;
+    case IndexOp::And:
+      MPK_CHECK(a >= 0 && b >= 0 && (b & (b + 1)) == 0, InvalidArgument)
+          << "mask out of its domain in " << to_string(e);
+      r = a & b;
       break;
     default: MPK_ICHECK(false) << "unknown index op";
   }

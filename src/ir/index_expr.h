@@ -13,8 +13,11 @@
 namespace mpk::ir {
 
 // Xor: bitwise on operands >= 0 only (a shared-memory swizzle); a negative operand is an error
-// on the host and an undefined value to the prover.
-enum class IndexOp { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max, Xor };
+// on the host and an undefined value to the prover. Shr and And: a >> k and a & m for a >= 0, a
+// constant k in [0, 62] and a constant mask m = 2^k - 1 (a thread's warp and lane: the compiler
+// keeps them as the shift and mask the rest of the kernel computes, where a signed / 32 and % 32
+// cost registers); otherwise an error on the host and refused by the prover.
+enum class IndexOp { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max, Xor, Shr, And };
 
 class IndexExpr {
  public:
@@ -45,6 +48,8 @@ inline IndexExpr operator%(IndexExpr a, IndexExpr b) { return IndexExpr::binary(
 inline IndexExpr min(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Min, a, b); }
 inline IndexExpr max(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Max, a, b); }
 inline IndexExpr operator^(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Xor, a, b); }
+inline IndexExpr operator>>(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Shr, a, b); }
+inline IndexExpr operator&(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::And, a, b); }
 
 using IndexEnv = std::map<std::string, int64_t>;
 

@@ -18,6 +18,10 @@ TEST(IndexExpr, EvaluatesWithCSemantics) {
   EXPECT_EQ(eval(a % b, {{"a", -7}, {"b", 2}}), -1);
   EXPECT_EQ(eval(min(a, b) + max(a, b), {{"a", 9}, {"b", -2}}), 7);
   EXPECT_EQ(eval(a ^ (b % 8), {{"a", 5}, {"b", 11}}), 6);
+  // A thread's warp and lane: 70 >> 5 == 2, 70 & 31 == 6.
+  EXPECT_EQ(eval(a >> 5, {{"a", 70}}), 2);
+  EXPECT_EQ(eval(a & 31, {{"a", 70}}), 6);
+  EXPECT_EQ(eval(a & 0, {{"a", 70}}), 0);
 }
 
 TEST(IndexExpr, UndefinedBehaviourIsAnError) {
@@ -26,12 +30,17 @@ TEST(IndexExpr, UndefinedBehaviourIsAnError) {
   EXPECT_THROW(eval(a / b, {{"a", INT64_MIN}, {"b", -1}}), Error);
   EXPECT_THROW(eval(a + 1, {}), Error);
   EXPECT_THROW(eval(a ^ b, {{"a", -1}, {"b", 3}}), Error);  // bitwise on values >= 0 only
+  EXPECT_THROW(eval(a >> 5, {{"a", -1}}), Error);
+  EXPECT_THROW(eval(a >> b, {{"a", 1}, {"b", 63}}), Error);
+  EXPECT_THROW(eval(a & 31, {{"a", -1}}), Error);
+  EXPECT_THROW(eval(a & 30, {{"a", 7}}), Error);  // a mask 2^k - 1 only
 }
 
 TEST(IndexExpr, PrintsCOverLongLong) {
   EXPECT_EQ(to_c((a + 1) * b / 2), "(((((long long)a) + (1LL)) * ((long long)b)) / (2LL))");
   EXPECT_EQ(to_string((a + 1) * b / 2), "(((a + 1) * b) / 2)");
   EXPECT_EQ(to_c(a ^ (b % 8), CType::Int), "(a ^ (b % 8))");
+  EXPECT_EQ(to_c((a >> 5) + (a & 31), CType::Int), "((a >> 5) + (a & 31))");
 }
 
 TEST(Layouts, EvenSplitIsTheFormulaUsedBefore) {

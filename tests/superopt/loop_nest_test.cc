@@ -393,6 +393,21 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
   big.params[0].hi = INT32_MAX;
   big.accesses[0].once = false;
   EXPECT_FALSE(proved(big));
+  // A thread's warp and lane by shift and mask: element 32 w + lane of n = threads is each
+  // thread's own; the lane taken by a shift is not; a mask that is not 2^k - 1 is refused.
+  {
+    const IndexExpr tid = IndexExpr::var("tid"), w = IndexExpr::var("w"), lane = IndexExpr::var("lane");
+    auto lanes = [&](IndexExpr warp, IndexExpr ln) {
+      ir::LoopNest m = nest({ir::thread("tid"), ir::let("w", warp), ir::let("lane", ln), ir::code("{out} = 0.f;")},
+                            w * 32 + lane);
+      m.ranges[0].end = IndexExpr::var("threads");
+      return prove_loop_nest(m, "test", {{"threads", 512}});
+    };
+    EXPECT_TRUE(lanes(tid >> 5, tid & 31).proved());
+    EXPECT_FALSE(lanes(tid >> 5, tid >> 4).proved());
+    EXPECT_FALSE(lanes(tid >> 4, tid & 31).proved());
+    EXPECT_THROW(lanes(tid >> 5, tid & 30), Error);
+  }
   // A loop variable may not hide a parameter.
   EXPECT_THROW(prove_loop_nest(nest({ir::loop("n", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})}, 0),
                                "test", {}),

@@ -71,7 +71,10 @@ class Printer {
       std::string base = a->base;
       const size_t at = base.find('@');
       if (at != std::string::npos) base.replace(at, 1, to_c(a->array, CType::Int));
-      out += base + "[" + to_c(a->index, a->type) + "]";
+      const bool placed = !(a->place.op() == IndexOp::Const && a->place.node().value == 0);
+      const IndexExpr at_place =
+          placed ? substitute(a->place, {{"array", a->array}, {"index", a->index}}) : a->index;
+      out += base + "[" + to_c(at_place, a->type) + "]";
       i = end;
     }
     return out;

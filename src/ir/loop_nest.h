@@ -101,6 +101,10 @@ struct Access {
   // One of `arrays` arrays (a tile's weight rows, a register array per row): `@` in base is
   // `array` (int, in [0, arrays)); an element is the pair (array, index).
   IndexExpr array = 0, arrays = 1;
+  // Where a pair lives when the arrays share one buffer: printed as base[place] with `array` and
+  // `index` there the access's (the proofs of the nest are about the pairs; that distinct pairs
+  // have distinct places inside the buffer is the layout's own proof). 0: base[index].
+  IndexExpr place = 0;
 };
 
 struct LoopNest {

@@ -118,12 +118,15 @@ bool brute_force(const ir::LoopNest& n, const ir::IndexEnv& fixed, const std::st
   return true;
 }
 
-// An access's element as print() writes it: base (its array for `@`), then [index].
+// An access's element as print() writes it: base (its array for `@`), then [index] (or [place]
+// over the array and index).
 std::string element(const ir::Access& a) {
   std::string base = a.base;
   const size_t at = base.find('@');
   if (at != std::string::npos) base.replace(at, 1, ir::to_c(a.array, ir::CType::Int));
-  return base + "[" + ir::to_c(a.index, a.type) + "]";
+  const bool placed = !(a.place.op() == ir::IndexOp::Const && a.place.node().value == 0);
+  const IndexExpr where = placed ? ir::substitute(a.place, {{"array", a.array}, {"index", a.index}}) : a.index;
+  return base + "[" + ir::to_c(where, a.type) + "]";
 }
 
 // Every index expression of a nest (loop ends and steps, lets, guards, accesses), as a way to

@@ -141,6 +141,99 @@ const LoopNest& attention_combine_nest() {
   return n;
 }
 
+const LoopNest& attention_pass_nest() {
+  static const LoopNest n = [] {
+    auto v = [](const char* name) { return IndexExpr::var(name); };
+    const IndexExpr G = v("G"), D = v("D"), kvh = v("kvh"), cap = v("cap"), g0 = v("g0"), j0 = v("j0"), j1 = v("j1");
+    const IndexExpr HP = v("HP"), DC = v("DC"), nw = v("nw");
+    const IndexExpr tid = v("tid"), w = v("w"), lane = v("lane"), j = v("j"), h = v("h"), c = v("c"), e = v("e");
+    const AttentionStates& as = attention_states_formula();
+    const AttentionRows& ar = attention_rows_formula();
+    auto kv_at = [&](IndexExpr pos, IndexExpr x) {
+      return substitute(ar.kv_elem, {{"h", kvh}, {"j", pos}, {"e", x}, {"cap", cap}, {"D", D}});
+    };
+    auto query_at = [&](IndexExpr i, IndexExpr x) { return substitute(ar.head_elem, {{"hd", g0 + i}, {"e", x}, {"D", D}}); };
+    // Warp ww's state row of the pass's head i; the slot of element `index` of row `array`
+    // (prove_attention_warp_states proves distinct pairs distinct slots inside the warps' region).
+    auto wrow = [&](IndexExpr ww, IndexExpr i) { return substitute(as.warp_row, {{"w", ww}, {"i", i}, {"hp", HP}}); };
+    const IndexExpr slot = substitute(as.slot, {{"row", v("array")}, {"e", v("index")}, {"D", D}});
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_attn_pass(const MkTask& t, const float* qk, float* wst, "
+                  "const float* kc, const float* vc, int group, int head_dim, int kv_head, int cap_, int g0_, "
+                  "int j0_, int j1_, bool pre_, const float (&kpre)[MK_MAX_HEAD_DIM / 32], "
+                  "const float (&vpre)[MK_MAX_HEAD_DIM / 32])";
+    m.params = {{"G", "group", 1, 1 << 16},         {"D", "head_dim", 1, 1024},
+                {"kvh", "kv_head", 0, (1 << 16) - 1}, {"cap", "cap_", 1, 1 << 24},
+                {"g0", "g0_", 0, 1 << 16},          {"j0", "j0_", 0, 1 << 24},
+                {"j1", "j1_", 0, 1 << 24},          {"HP", "MK_HEADS_PER_PASS", 1, 64},
+                {"DC", "MK_MAX_HEAD_DIM / 32", 1, 32}, {"nw", "MK_COMPUTE_THREADS >> 5", 1, 32},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"chunk", kv_at(j0, 0), kv_at(j1, 0)},
+                {"queries", 0, G * D},
+                {"state", 0, D + 2},
+                {"dims", 0, DC},
+                {"heads", 0, HP}};
+    // Position jj of the chunk, element ee: the thread and loop values that read it.
+    const IndexExpr jj = v("jj"), ee = v("ee"), hh = v("hh"), ww = v("ww");
+    const IndexExpr hn = min(G - g0, HP), len = j1 - j0;
+    const std::map<std::string, IndexExpr> row_at = {{"tid", jj % nw * 32 + ee % 32}, {"j", j0 + jj}, {"c", ee / 32}};
+    std::map<std::string, IndexExpr> term_at = row_at;
+    term_at.emplace("h", hh);
+    const Cover rows{{{"jj", len}, {"ee", D}}, kv_at(j0 + jj, ee), row_at};
+    const std::map<std::string, IndexExpr> state_at = {{"tid", ww * 32 + ee % 32}, {"h", hh}, {"c", ee / 32}};
+    const std::map<std::string, IndexExpr> stat_at = {{"tid", ww * 32}, {"h", hh}};
+    m.accesses = {
+        {"k", "kc", "chunk", kv_at(j, e), true, {rows}},
+        {"v", "vc", "chunk", kv_at(j, e), true, {rows}},
+        {"kp", "kpre", "dims", c, false, {}, CType::Int},
+        {"vp", "vpre", "dims", c, false, {}, CType::Int},
+        {"kr", "kr", "dims", c, false, {}, CType::Int},
+        {"vr", "vr", "dims", c, false, {}, CType::Int},
+        // The score's terms q[e] k_j[e]: the query element per position (its array), each once,
+        // every one of the pass's heads.
+        {"q", "qk", "queries", query_at(h, e), true,
+         {{{{"jj", len}, {"hh", hn}, {"ee", D}}, query_at(hh, ee), term_at, {}, jj}}, CType::Int, j - j0, len},
+        {"m", "m", "heads", h, false, {}, CType::Int},
+        {"l", "l", "heads", h, false, {}, CType::Int},
+        {"acc", "acc[@]", "dims", c, false, {}, CType::Int, h, HP},
+        {"ws", "wst", "state", e, true, {{{{"ww", nw}, {"hh", hn}, {"ee", D}}, ee, state_at, {}, wrow(ww, hh)}},
+         CType::Int, wrow(w, h), nw * HP, slot},
+        {"wm", "wst", "state", D, true, {{{{"ww", nw}, {"hh", hn}}, D, stat_at, {}, wrow(ww, hh)}}, CType::Int,
+         wrow(w, h), nw * HP, slot},
+        {"wl", "wst", "state", D + 1, true, {{{{"ww", nw}, {"hh", hn}}, D + 1, stat_at, {}, wrow(ww, hh)}},
+         CType::Int, wrow(w, h), nw * HP, slot},
+    };
+    // Lane `lane` of warp w holds elements lane + 32 c of a row. Per position: its K and V rows
+    // (the warp's first from registers when `pre_`: loaded before the task's events, the same
+    // elements), then each head's score and online-softmax update (ir/online_softmax.h; a finite
+    // score: its weight needs no empty check); then the warp's states.
+    auto dims = [&](Block body) { return loop("c", LoopKind::Unrolled, DC, 1, {let("e", lane + 32 * c), guard(e, D, body)}); };
+    m.body = {thread("tid"), let("w", tid >> 5), let("lane", tid & 31),
+              code("float m[HP], l[HP], acc[HP][DC];"),
+              loop("h", LoopKind::Unrolled, HP, 1,
+                   {code("{m} = MK_NEG_INF; {l} = 0.f;"), loop("c", LoopKind::Unrolled, DC, 1, {code("{acc} = 0.f;")})}),
+              let("jf", j0 + w),
+              loop_from("j", j0 + w, j1, nw,
+                        {code("const bool pre = pre_ && j == jf;"), code("float kr[DC], vr[DC];"),
+                         loop("c", LoopKind::Unrolled, DC, 1,
+                              {let("e", lane + 32 * c), code("{kr} = 0.f; {vr} = 0.f;"),
+                               guard(e, D, {code("{kr} = pre ? {kp} : {k}; {vr} = pre ? {vp} : {v};")})}),
+                         loop("h", LoopKind::Unrolled, HP, 1,
+                              {guard(g0 + h, G,
+                                     {code("float s = 0.f;"), dims({code("s += {q} * {kr};")}),
+                                      code("s = mk_warp_sum(s) * t.scale;"), code("const float mn = fmaxf({m}, s);"),
+                                      code("const float corr = mk_rescale({m}, mn), pj = expf(s - mn);"),
+                                      code("{l} = mk_os_update({l}, corr, pj, 1.0f);"),
+                                      loop("c", LoopKind::Unrolled, DC, 1,
+                                           {code("{acc} = mk_os_update({acc}, corr, pj, {vr});")}),
+                                      code("{m} = mn;")})})}),
+              loop("h", LoopKind::Unrolled, HP, 1,
+                   {guard(g0 + h, G, {dims({code("{ws} = {acc};")}), guard(lane, 1, {code("{wm} = {m}; {wl} = {l};")})})})};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& argmax_partials_nest() {
   static const LoopNest n = [] {
     const IndexExpr N = IndexExpr::var("n"), j = IndexExpr::var("j"), jj = IndexExpr::var("jj");

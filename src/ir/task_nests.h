@@ -32,6 +32,24 @@ const LoopNest& attention_merge_nest();
 // int kv_head, Pass pass).
 const LoopNest& attention_combine_nest();
 
+// One pass of an attention chunk over its positions (kernels/attention.cuh, the `pass` of
+// attention_combine_nest): warp w (of nw) takes the chunk's positions j0 + w, j0 + w + nw, ...
+// < j1, its lanes elements lane + 32 c (c < DC) of the K and V rows of KV head kvh in the
+// layer's cache (AttentionRows); per position, each of the pass's heads g0 + h < G (h < HP)
+// takes its score against the staged query (qk: the group's heads, AttentionRows' head_elem)
+// and updates its online-softmax state; then the warp stores its states in shared-memory rows
+// warp_row(w, h, HP) of wst (AttentionStates), which the combine reads. The warp's first
+// position may come from registers (`pre_`: kpre, vpre, loaded before the task's events).
+// Parameters: G, D, kvh, cap, g0, j0, j1, HP, DC, nw, threads (32 nw). Ranges: the chunk's K
+// and V rows [kv_elem(kvh, j0, 0), kv_elem(kvh, j1, 0)), the staged queries, a state row's D +
+// 2 slots, a row's and the heads' registers. Accesses: K and V (each element of the chunk read
+// once a pass, every one), the queries per position (each score term once, every one of the
+// pass's heads), the states as pairs (state row, slot in the row) (each written once, every
+// one; that distinct pairs are distinct slots inside the warps' region is
+// prove_attention_warp_states'). Printed as mk_attn_pass(t, qk, wst, kc, vc, group, head_dim,
+// kv_head, cap, g0, j0, j1, pre, kpre, vpre).
+const LoopNest& attention_pass_nest();
+
 // A linear's input staged in shared memory (kernels/linear.cuh, mk_linear_input): n units of W
 // floats (a 16-byte vector when the operands are aligned, else one float; W a run-time value), in
 // rounds of U units per thread (a thread's loads of x and b go out before any is used: the input

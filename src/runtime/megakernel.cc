@@ -510,8 +510,8 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   s += printed({&ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest(),
                 &ir::linear_fold_nest()}) +
        embedded_kernel("linear.cuh");
-  s += printed({&ir::attention_merge_nest(), &ir::attention_combine_nest(), &ir::argmax_partials_nest(),
-                &ir::embedding_row_nest()});
+  s += printed({&ir::attention_merge_nest(), &ir::attention_combine_nest(), &ir::attention_pass_nest(),
+                &ir::argmax_partials_nest(), &ir::embedding_row_nest()});
   for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
   return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "

@@ -232,6 +232,21 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                                                          {{"C", C}, {"G", G}, {"D", D}, {"nw", warps},
                                                           {"HP", hp}, {"threads", 32 * warps}});
                       }});
+  std::set<std::pair<int, int>> groups;  // query heads, head dim
+  for (const auto& [C, G, D] : shapes) groups.insert({G, D});
+  for (const auto& [G, D] : groups)
+    needed.push_back({"attention: a pass over its chunk's positions, a loop nest (" + std::to_string(G) +
+                          " query heads, head dim " + std::to_string(D) + " of at most " +
+                          std::to_string(params.max_head_dim) + ", " + std::to_string(warps) + " warps, " +
+                          std::to_string(params.heads_per_pass) + " heads a pass)",
+                      "pass nest " + std::to_string(G) + " " + std::to_string(D) + " " +
+                          std::to_string(params.max_head_dim) + " " + std::to_string(warps) + " " +
+                          std::to_string(params.heads_per_pass),
+                      [G = G, D = D, warps, hp = params.heads_per_pass, dc = params.max_head_dim / 32] {
+                        return superopt::prove_loop_nest(ir::attention_pass_nest(), "attention pass",
+                                                         {{"G", G}, {"D", D}, {"DC", dc}, {"nw", warps},
+                                                          {"HP", hp}, {"threads", 32 * warps}});
+                      }});
   for (int D : head_dims)
     needed.push_back({"attention: the warps' states in shared memory, " + std::to_string(warps) + " warps, " +
                           std::to_string(params.heads_per_pass) + " heads a pass, head dim " + std::to_string(D),

@@ -263,6 +263,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   std::set<std::tuple<int, int, int>> partials;  // attention shapes with chunk partials
   std::set<std::tuple<int, int, int, int64_t>> shapes;  // attention shapes with their capacity
   std::set<std::tuple<int, int, int>> combines;         // attention shapes
+  std::set<std::pair<int, int>> passes;                 // query heads, head dim
   std::set<std::pair<int, int>> embeddings;             // hidden, vocabulary
   std::set<std::pair<int, int>> staged;                 // linear inputs: units, floats a unit
   for (const MkTask& d : t.tasks) {
@@ -277,6 +278,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
       if (d.num_chunks > 1) partials.insert({d.num_chunks, d.group, d.head_dim});
       shapes.insert({d.num_chunks, d.group, d.head_dim, d.capacity});
       combines.insert({d.num_chunks, d.group, d.head_dim});
+      passes.insert({d.group, d.head_dim});
     }
   }
   ASSERT_FALSE(counts.empty());
@@ -288,15 +290,16 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_TRUE(cache::is_verified(verification.dump())) << verification.dump();
   const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the linear's sums,
-  // attention's partials and the merge's nest, rows, the combine's nest and the warps' states
-  // per shape, the argmax's nests, the online softmax.
+  // attention's partials and the merge's nest, rows, the combine's nest, the pass's nest and
+  // the warps' states per shape, the argmax's nests, the online softmax.
   ASSERT_EQ(embeddings.size(), 1u);
-  const size_t states = 2 * partials.size() + shapes.size() + combines.size() + dims.size() + 1 + embeddings.size();
+  const size_t states =
+      2 * partials.size() + shapes.size() + combines.size() + passes.size() + dims.size() + 1 + embeddings.size();
   // The linear variant's dot nests: two widths x first round or not, the first round's loads,
   // the unaligned loop; with one row (the tile's last rows): two widths, the unaligned loop.
   const size_t dots = 2 * 2 + 1 + 1 + 2 + 1;
   ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + staged.size() + (max_k_split - 1) + 2 + states);
-  int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0, stagings = 0;
+  int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0, stagings = 0, pass_nests = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -305,6 +308,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool partial = use.find("attention: chunk partials") != std::string::npos;
     const bool warp = use.find("attention: the warps' states") != std::string::npos;
     const bool combine = use.find("attention: its passes and combine") != std::string::npos;
+    const bool pass = use.find("attention: a pass over its chunk's positions") != std::string::npos;
+    pass_nests += pass;
     const bool partials_nest = use.find("argmax: the tiles' partials") != std::string::npos;
     const bool embedding = use.find("argmax: the next token's embedding") != std::string::npos;
     const bool fold = use.find("linear: the split-K fold") != std::string::npos;
@@ -319,7 +324,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool nest = use.find("attention merge: its loop nest") != std::string::npos;
     items += work;
     if (!work) {
-      const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest || stage ? 12 : combine ? 17
+      const size_t expected = softmax || warp ? 4 : partial ? 6 : rows ? 9 : nest || stage ? 12 : combine ? 17 : pass ? 26
                               : partials_nest || fold ? 7 : embedding || scalar ? 8 : dot ? 10 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
@@ -335,6 +340,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(dot_nests, int(dots));
   EXPECT_EQ(last_rows, 3);
   EXPECT_EQ(stagings, int(staged.size()));
+  EXPECT_EQ(pass_nests, int(passes.size()));
 }
 
 // What the kernel touches lies inside what the scheduler declared (the events and the

@@ -182,6 +182,25 @@ TEST(LoopNestProofs, TheCombineIsProvedForTheKernelsShapes) {
                             {{"C", C}, {"G", 5}, {"D", 3}, {"HP", 2}, {"nw", 3}, {"threads", 96}}, "h", 3));
 }
 
+// The shapes the pass runs: a query group of 1 to 5 heads, head dimension 64 or 128 under a
+// maximum of 128 (DC 4) or its own (DC 2 for 64), 1 or 4 heads a pass, 16 warps; the KV head,
+// capacity, chunk bounds and first head symbolic.
+TEST(LoopNestProofs, TheAttentionPassIsProvedForTheKernelsShapes) {
+  for (int64_t G : {1, 5})
+    for (auto [D, DC] : {std::pair<int64_t, int64_t>{64, 2}, {64, 4}, {128, 4}})
+      for (int64_t HP : {1, 4}) {
+        const ProofRecord r = prove_loop_nest(ir::attention_pass_nest(), "attention pass",
+                                              {{"G", G}, {"D", D}, {"DC", DC}, {"HP", HP}, {"nw", 16}, {"threads", 512}});
+        ASSERT_EQ(r.obligations.size(), 26u);
+        EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+      }
+  for (int64_t g0 : {0, 2, 4})
+    EXPECT_TRUE(brute_force(ir::attention_pass_nest(),
+                            {{"G", 3}, {"D", 3}, {"DC", 1}, {"HP", 2}, {"nw", 2}, {"threads", 64}, {"kvh", 1},
+                             {"cap", 10}, {"g0", g0}, {"j0", 2}},
+                            "j1", 11));
+}
+
 TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
   for (int64_t ks = 2; ks <= 8; ++ks) {
     const ProofRecord r = prove_loop_nest(ir::linear_fold_nest(), "linear fold",
@@ -330,7 +349,8 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
 
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
-                                &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest()}) {
+                                &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
+                                &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it
@@ -366,6 +386,18 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   const size_t tail = d.find("const int c0 = (F + ((", round);  // the partial round's
   EXPECT_LT(load, use) << d;
   EXPECT_LT(d.rfind("mk_ld_w", tail), use) << "a whole round's load after its first use";
+  // The attention pass: the warp and lane by shift and mask, the warp's positions from its own;
+  // a position's K and V rows loaded before the heads use them; the states after the loop.
+  const std::string ap = ir::print(ir::attention_pass_nest());
+  EXPECT_NE(ap.find("  const int tid = threadIdx.x;\n  const int w = (tid >> 5);\n  const int lane = (tid & 31);\n"),
+            std::string::npos)
+      << ap;
+  const size_t positions = ap.find("for (int j = (j0 + w); j < j1; j += nw) {");
+  ASSERT_NE(positions, std::string::npos) << ap;
+  const size_t k_load = ap.find("kr[c] = pre ? kpre[c] : kc[", positions);
+  const size_t score = ap.find("s += qk[(((g0 + h) * D) + e)] * kr[c];", positions);
+  EXPECT_LT(k_load, score) << ap;
+  EXPECT_LT(score, ap.find("wst[((((w * HP) + h) * (D + 2)) + e)] = acc[h][c];", score)) << ap;
 }
 
 // Nests that look right to a careless model: each is refuted where the C goes wrong.
@@ -550,6 +582,21 @@ TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {
     judge_mutants(ir::attention_combine_nest(),
                   {{"C", C}, {"G", 3}, {"D", 2}, {"HP", 2}, {"nw", 2}, {"threads", 64}}, "h", 3, C == 1 ? 8 : 4, tally);
   }
+}
+
+TEST(LoopNestProofs, MutantsOfTheAttentionPassAgreeWithRunningIt) {
+  Tally tally{"attention pass nest, 3 query heads, dim 3, 2 a pass, 2 warps, first head 0 and 2, chunks from 2 to 2..10"};
+  const std::map<std::string, int64_t> fixed = {{"G", 3}, {"D", 3}, {"DC", 1}, {"HP", 2}, {"nw", 2}, {"threads", 64}};
+  judge_mutants(ir::attention_pass_nest(), fixed, 3,
+                [&](const ir::LoopNest& m) {
+                  for (int64_t g0 : {0, 2}) {
+                    ir::IndexEnv env(fixed.begin(), fixed.end());
+                    env.insert({{"kvh", 1}, {"cap", 10}, {"g0", g0}, {"j0", 2}});
+                    if (!brute_force(m, env, "j1", 11)) return false;
+                  }
+                  return true;
+                },
+                tally);
 }
 
 }  // namespace

@@ -141,59 +141,11 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   mk_sync();
   // The passes over the query heads and their combine: mk_attn_passes, printed from its loop
   // nest (ir::attention_combine_nest: loops, guards, every address of the combine; proved).
-  // A pass: each warp's states of heads g0 .. g0 + HP - 1 over its positions.
-  constexpr int HP = MK_HEADS_PER_PASS;
+  // A pass: each warp's states of heads g0 .. g0 + HP - 1 over its positions (mk_attn_pass,
+  // printed from ir::attention_pass_nest: loops, guards and addresses; proved), the warp's
+  // first position's rows from kpre, vpre in the first pass when they were loaded early.
   mk_attn_passes(t, wst, G, D, kvh, [&](int g0) {
-    float m[HP], l[HP], acc[HP][DC];
-#pragma unroll
-    for (int h = 0; h < HP; ++h) {
-      m[h] = MK_NEG_INF;
-      l[h] = 0.f;
-#pragma unroll
-      for (int c = 0; c < DC; ++c) acc[h][c] = 0.f;
-    }
-    for (int j = j0 + warp; j < j1; j += nw) {
-      const float* kj = kc + mk_kv_elem(kvh, j, 0, cap, D);
-      const float* vj = vc + mk_kv_elem(kvh, j, 0, cap, D);
-      float kr[DC], vr[DC];
-      const bool pre = have_kv && g0 == 0 && j == jpre;
-#pragma unroll
-      for (int c = 0; c < DC; ++c) {
-        const int e = lane + 32 * c;
-        kr[c] = pre ? kpre[c] : e < D ? kj[e] : 0.f;
-        vr[c] = pre ? vpre[c] : e < D ? vj[e] : 0.f;
-      }
-#pragma unroll
-      for (int h = 0; h < HP; ++h) {
-        if (g0 + h >= G) continue;
-        const float* qh = qk + (g0 + h) * D;
-        float s = 0.f;
-#pragma unroll
-        for (int c = 0; c < DC; ++c)
-          if (lane + 32 * c < D) s += qh[lane + 32 * c] * kr[c];
-        s = mk_warp_sum(s) * t.scale;
-        const float mn = fmaxf(m[h], s);
-        // The online-softmax update (ir/online_softmax.h): the state moved to the new max, plus
-        // the score's term (a finite score: its weight needs no empty check).
-        const float corr = mk_rescale(m[h], mn), pj = expf(s - mn);
-        l[h] = mk_os_update(l[h], corr, pj, 1.0f);
-#pragma unroll
-        for (int c = 0; c < DC; ++c) acc[h][c] = mk_os_update(acc[h][c], corr, pj, vr[c]);
-        m[h] = mn;
-      }
-    }
-    // The warp's states for this pass's heads (rows and slots: ir::AttentionStates, printed and
-    // proved); the combine reads them after the nest's barrier.
-    const int hn = G - g0 < HP ? G - g0 : HP;
-#pragma unroll
-    for (int h = 0; h < HP; ++h) {
-      if (h >= hn) continue;
-      float* ws = wst + mk_smem_state(mk_warp_row(warp, h, HP), 0, D);  // a row's slots are consecutive
-#pragma unroll
-      for (int c = 0; c < DC; ++c)
-        if (lane + 32 * c < D) ws[lane + 32 * c] = acc[h][c];
-      if (lane == 0) { ws[D] = m[h]; ws[D + 1] = l[h]; }
-    }
+    mk_attn_pass(t, qk, wst, kc, vc, G, D, kvh, cap, g0, j0, j1, have_kv && g0 == 0, kpre, vpre);
   });
   if (t.flags & MPK_MK_F_MERGE) mk_attn_arrive(t, arrivals);
   return true;

@@ -86,9 +86,11 @@ class Encoder {
         const ir::IndexExpr& k = n.args[1];
         const int64_t c = k.op() == ir::IndexOp::Const ? k.node().value : -1;
         const bool shift = n.op == ir::IndexOp::Shr;
-        MPK_CHECK(shift ? c >= 0 && c <= 62 : c >= 0 && (c & (c + 1)) == 0, InvalidArgument)
+        // A shift of an int by its width or more is undefined in C: below the type's bits.
+        const int64_t max_shift = lo_ == INT32_MIN ? 31 : 62;
+        MPK_CHECK(shift ? c >= 0 && c <= max_shift : c >= 0 && c < INT64_MAX && (c & (c + 1)) == 0, InvalidArgument)
             << (shift ? "a shift by " : "a mask ") << ir::to_string(k) << ": a constant "
-            << (shift ? "in [0, 62]" : "2^k - 1") << " only";
+            << (shift ? "in [0, " + std::to_string(max_shift) + "]" : std::string("2^k - 1")) << " only";
         const ir::IndexExpr m(shift ? int64_t{1} << c : c + 1);
         const Term t = encode(shift ? n.args[0] / m : n.args[0] % m, vars);
         v = t.value;

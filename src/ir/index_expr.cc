@@ -65,7 +65,7 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env) {
       r = a >> b;
       break;
     case IndexOp::And:
-      MPK_CHECK(a >= 0 && b >= 0 && (b & (b + 1)) == 0, InvalidArgument)
+      MPK_CHECK(a >= 0 && b >= 0 && b < INT64_MAX && (b & (b + 1)) == 0, InvalidArgument)
           << "mask out of its domain in " << to_string(e);
       r = a & b;
       break;

@@ -13,10 +13,11 @@
 namespace mpk::ir {
 
 // Xor: bitwise on operands >= 0 only (a shared-memory swizzle); a negative operand is an error
-// on the host and an undefined value to the prover. Shr and And: a >> k and a & m for a >= 0, a
-// constant k in [0, 62] and a constant mask m = 2^k - 1 (a thread's warp and lane: the compiler
-// keeps them as the shift and mask the rest of the kernel computes, where a signed / 32 and % 32
-// cost registers); otherwise an error on the host and refused by the prover.
+// on the host and an undefined value to the prover. Shr and And: a >> k and a & m for a >= 0, k
+// in [0, 62] and a mask m = 2^k - 1 (a thread's warp and lane: the compiler keeps them as the
+// shift and mask the rest of the kernel computes, where a signed / 32 and % 32 cost registers);
+// otherwise an error on the host. The prover takes constant k and m only, k below the width of
+// the C type (at most 31 for int).
 enum class IndexOp { Const, Var, Add, Sub, Mul, Div, Mod, Min, Max, Xor, Shr, And };
 
 class IndexExpr {

@@ -429,7 +429,8 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
   big.accesses[0].once = false;
   EXPECT_FALSE(proved(big));
   // A thread's warp and lane by shift and mask: element 32 w + lane of n = threads is each
-  // thread's own; the lane taken by a shift is not; a mask that is not 2^k - 1 is refused.
+  // thread's own; the lane taken by a shift is not; a mask that is not 2^k - 1 and a shift by
+  // an int's width are refused.
   {
     const IndexExpr tid = IndexExpr::var("tid"), w = IndexExpr::var("w"), lane = IndexExpr::var("lane");
     auto lanes = [&](IndexExpr warp, IndexExpr ln) {
@@ -442,6 +443,7 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
     EXPECT_FALSE(lanes(tid >> 5, tid >> 4).proved());
     EXPECT_FALSE(lanes(tid >> 4, tid & 31).proved());
     EXPECT_THROW(lanes(tid >> 5, tid & 30), Error);
+    EXPECT_THROW(lanes(tid >> 32, tid & 31), Error);  // an int shifted by its width: undefined
   }
   // A loop variable may not hide a parameter.
   EXPECT_THROW(prove_loop_nest(nest({ir::loop("n", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})}, 0),

@@ -39,7 +39,8 @@ const LoopNest& attention_combine_nest();
 // takes its score against the staged query (qk: the group's heads, AttentionRows' head_elem)
 // and updates its online-softmax state; then the warp stores its states in shared-memory rows
 // warp_row(w, h, HP) of wst (AttentionStates), which the combine reads. The warp's first
-// position may come from registers (`pre_`: kpre, vpre, loaded before the task's events).
+// position may come from registers (`pre_`: kpre, vpre, loaded before the task's events by the
+// kernel's own code; the proof counts those elements as reads of the cache they came from).
 // Parameters: G, D, kvh, cap, g0, j0, j1, HP, DC, nw, threads (32 nw). Ranges: the chunk's K
 // and V rows [kv_elem(kvh, j0, 0), kv_elem(kvh, j1, 0)), the staged queries, a state row's D +
 // 2 slots, a row's and the heads' registers. Accesses: K and V (each element of the chunk read

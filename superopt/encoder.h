@@ -88,7 +88,7 @@ class Encoder {
         const bool shift = n.op == ir::IndexOp::Shr;
         // A shift of an int by its width or more is undefined in C: below the type's bits.
         const int64_t max_shift = lo_ == INT32_MIN ? 31 : 62;
-        MPK_CHECK(shift ? c >= 0 && c <= max_shift : c >= 0 && c < INT64_MAX && (c & (c + 1)) == 0, InvalidArgument)
+        MPK_CHECK(shift ? ir::shift_in_domain(c) && c <= max_shift : ir::mask_in_domain(c), InvalidArgument)
             << (shift ? "a shift by " : "a mask ") << ir::to_string(k) << ": a constant "
             << (shift ? "in [0, " + std::to_string(max_shift) + "]" : std::string("2^k - 1")) << " only";
         const ir::IndexExpr m(shift ? int64_t{1} << c : c + 1);
@@ -131,7 +131,7 @@ class Encoder {
         if (auto m = divisor()) return *m;
         return std::nullopt;
       case ir::IndexOp::Shr:
-        if (auto k = divisor(); k && *k <= 62)
+        if (auto k = divisor(); k && ir::shift_in_domain(*k))
           if (auto x = upper_bound(n.args[0])) return *x >> *k;
         return std::nullopt;
       default: return std::nullopt;

@@ -61,11 +61,11 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env) {
       r = a ^ b;
       break;
     case IndexOp::Shr:
-      MPK_CHECK(a >= 0 && b >= 0 && b <= 62, InvalidArgument) << "shift out of its domain in " << to_string(e);
+      MPK_CHECK(a >= 0 && shift_in_domain(b), InvalidArgument) << "shift out of its domain in " << to_string(e);
       r = a >> b;
       break;
     case IndexOp::And:
-      MPK_CHECK(a >= 0 && b >= 0 && b < INT64_MAX && (b & (b + 1)) == 0, InvalidArgument)
+      MPK_CHECK(a >= 0 && mask_in_domain(b), InvalidArgument)
           << "mask out of its domain in " << to_string(e);
       r = a & b;
       break;

@@ -51,6 +51,9 @@ inline IndexExpr max(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexO
 inline IndexExpr operator^(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Xor, a, b); }
 inline IndexExpr operator>>(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::Shr, a, b); }
 inline IndexExpr operator&(IndexExpr a, IndexExpr b) { return IndexExpr::binary(IndexOp::And, a, b); }
+// The domains of Shr's k and And's m, for the host and the prover alike.
+inline bool shift_in_domain(int64_t k) { return k >= 0 && k <= 62; }
+inline bool mask_in_domain(int64_t m) { return m >= 0 && m < INT64_MAX && (m & (m + 1)) == 0; }
 
 using IndexEnv = std::map<std::string, int64_t>;
 

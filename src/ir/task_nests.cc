@@ -170,7 +170,8 @@ const LoopNest& attention_pass_nest() {
                 {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
     m.ranges = {{"chunk", kv_at(j0, 0), kv_at(j1, 0)},
                 {"queries", 0, G * D},
-                {"state", 0, D + 2},
+                // A state row's slots: from one row's first to the next's.
+                {"state", 0, substitute(slot, {{"array", 1}, {"index", 0}}) - substitute(slot, {{"array", 0}, {"index", 0}})},
                 {"dims", 0, DC},
                 {"heads", 0, HP}};
     // Position jj of the chunk, element ee: the thread and loop values that read it.

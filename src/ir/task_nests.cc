@@ -213,7 +213,7 @@ const LoopNest& attention_pass_nest() {
               code("float m[HP], l[HP], acc[HP][DC];"),
               loop("h", LoopKind::Unrolled, HP, 1,
                    {code("{m} = MK_NEG_INF; {l} = 0.f;"), loop("c", LoopKind::Unrolled, DC, 1, {code("{acc} = 0.f;")})}),
-              let("jf", j0 + w),
+              let("jf", attention_first_position()),
               loop_from("j", j0 + w, j1, nw,
                         {code("const bool pre = pre_ && j == jf;"), code("float kr[DC], vr[DC];"),
                          loop("c", LoopKind::Unrolled, DC, 1,

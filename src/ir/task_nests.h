@@ -39,8 +39,8 @@ const LoopNest& attention_combine_nest();
 // takes its score against the staged query (qk: the group's heads, AttentionRows' head_elem)
 // and updates its online-softmax state; then the warp stores its states in shared-memory rows
 // warp_row(w, h, HP) of wst (AttentionStates), which the combine reads. The warp's first
-// position may come from registers (`pre_`: kpre, vpre, loaded before the task's events by the
-// kernel's own code; the proof counts those elements as reads of the cache they came from).
+// position may come from registers (`pre_`: kpre, vpre, loaded before the task's events by
+// attention_kv_first_nest; the proof counts those elements as reads of the cache they came from).
 // Parameters: G, D, kvh, cap, g0, j0, j1, HP, DC, nw, threads (32 nw). Ranges: the chunk's K
 // and V rows [kv_elem(kvh, j0, 0), kv_elem(kvh, j1, 0)), the staged queries, a state row's D +
 // 2 slots, a row's and the heads' registers. Accesses: K and V (each element of the chunk read
@@ -50,6 +50,28 @@ const LoopNest& attention_combine_nest();
 // prove_attention_warp_states'). Printed as mk_attn_pass(t, qk, wst, kc, vc, group, head_dim,
 // kv_head, cap, g0, j0, j1, pre, kpre, vpre).
 const LoopNest& attention_pass_nest();
+
+// The position of a chunk's rows warp w takes first (j0 + w): the pass's first, whose K and V
+// rows attention_kv_first_nest loads before the task's events when they are old enough.
+IndexExpr attention_first_position();
+
+// A head's constants for staging it (kernels/attention.cuh), known before the task's events: a
+// warp's lanes take the head RMSNorm scale's elements lane + 32 c < D (c < DC) and RoPE's
+// rotation (cos, sin of position * inv_freq[i]) for i = lane + 32 c < D / 2 (c < DH); zero or
+// the identity where the head has no norm or no rotation. Parameters: D, DC, DH, threads (32).
+// Accesses: the scale and the frequencies (each element read once, every one), the registers.
+// Printed as mk_head_consts(const MkTask& t, int h, int position, MkHeadConsts& hc).
+const LoopNest& attention_head_consts_nest();
+
+// The K and V rows of the position warp w takes first (attention_first_position), loaded into
+// registers before the task's events when the position is inside the chunk [j0, j1) and at most
+// pos - 2 (history written by an earlier step: visible without the events). Returns whether it
+// loaded them. Parameters: D, kvh, cap, j0, j1, pos, DC, nw, threads. Accesses: K and V inside
+// the chunk's rows of earlier steps (positions below min(j1, pos - 1); each element once; every
+// element of every warp's first row that qualifies),
+// the registers. Printed as mk_attn_first(kc, vc, head_dim, kv_head, cap, j0, j1, position,
+// kpre, vpre).
+const LoopNest& attention_kv_first_nest();
 
 // A linear's input staged in shared memory (kernels/linear.cuh, mk_linear_input): n units of W
 // floats (a 16-byte vector when the operands are aligned, else one float; W a run-time value), in

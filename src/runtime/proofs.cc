@@ -247,6 +247,21 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                                                          {{"G", G}, {"D", D}, {"DC", dc}, {"nw", warps},
                                                           {"HP", hp}, {"threads", 32 * warps}});
                       }});
+  for (int D : head_dims) {
+    const std::string shape = "head dim " + std::to_string(D) + " of at most " + std::to_string(params.max_head_dim);
+    const std::string key = std::to_string(D) + " " + std::to_string(params.max_head_dim);
+    needed.push_back({"attention: a head's norm scale and RoPE rotation, a loop nest (" + shape + ")",
+                      "head consts nest " + key, [D, dc = params.max_head_dim / 32] {
+                        return superopt::prove_loop_nest(ir::attention_head_consts_nest(), "attention head consts",
+                                                         {{"D", D}, {"DC", dc}, {"DH", dc / 2}});
+                      }});
+    needed.push_back({"attention: a warp's first K/V row before the events, a loop nest (" + shape + ", " +
+                          std::to_string(warps) + " warps)",
+                      "kv first nest " + key + " " + std::to_string(warps), [D, warps, dc = params.max_head_dim / 32] {
+                        return superopt::prove_loop_nest(ir::attention_kv_first_nest(), "attention kv first",
+                                                         {{"D", D}, {"DC", dc}, {"nw", warps}, {"threads", 32 * warps}});
+                      }});
+  }
   for (int D : head_dims)
     needed.push_back({"attention: the warps' states in shared memory, " + std::to_string(warps) + " warps, " +
                           std::to_string(params.heads_per_pass) + " heads a pass, head dim " + std::to_string(D),

@@ -201,6 +201,36 @@ TEST(LoopNestProofs, TheAttentionPassIsProvedForTheKernelsShapes) {
                             "j1", 11));
 }
 
+// What attention loads before its events, for the kernels' shapes: head dimension 64 or 128
+// under a maximum of 128 (DC 4, DH 2) or its own (64: DC 2, DH 1), 16 warps; the KV head,
+// capacity, position and chunk bounds symbolic.
+TEST(LoopNestProofs, AttentionsLoadsBeforeItsEventsAreProvedForTheKernelsShapes) {
+  for (auto [D, DC] : {std::pair<int64_t, int64_t>{64, 2}, {64, 4}, {128, 4}}) {
+    const ProofRecord c =
+        prove_loop_nest(ir::attention_head_consts_nest(), "attention head consts", {{"D", D}, {"DC", DC}, {"DH", DC / 2}});
+    ASSERT_EQ(c.obligations.size(), 10u);
+    EXPECT_TRUE(c.proved()) << c.subject << ": " << failed(c);
+    const ProofRecord f = prove_loop_nest(ir::attention_kv_first_nest(), "attention kv first",
+                                          {{"D", D}, {"DC", DC}, {"nw", 16}, {"threads", 512}});
+    ASSERT_EQ(f.obligations.size(), 9u);
+    EXPECT_TRUE(f.proved()) << f.subject << ": " << failed(f);
+  }
+  // Head dims that fit the registers, odd ones included.
+  EXPECT_TRUE(brute_force(ir::attention_head_consts_nest(), {{"DC", 2}, {"DH", 1}, {"threads", 32}}, "D", 65));
+  for (int64_t pos : {0, 2, 5, 9})
+    EXPECT_TRUE(brute_force(ir::attention_kv_first_nest(),
+                            {{"D", 33}, {"kvh", 1}, {"cap", 10}, {"j0", 2}, {"pos", pos}, {"DC", 2}, {"nw", 3},
+                             {"threads", 96}},
+                            "j1", 11));
+  // Without the position's guard a warp loads this step's key row, which no event has released.
+  ir::LoopNest open = ir::attention_kv_first_nest();
+  const ir::Block inner = open.body[5].body[0].body;  // a copy: assigned from within itself, freed first
+  open.body[5].body = inner;
+  const ProofRecord r = prove_loop_nest(open, "attention kv first", {{"D", 128}, {"DC", 4}, {"nw", 16}, {"threads", 512}});
+  EXPECT_FALSE(r.proved());
+  EXPECT_NE(failed(r).find("inside history"), std::string::npos) << failed(r);
+}
+
 TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
   for (int64_t ks = 2; ks <= 8; ++ks) {
     const ProofRecord r = prove_loop_nest(ir::linear_fold_nest(), "linear fold",
@@ -350,7 +380,8 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
-                                &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest()}) {
+                                &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
+                                &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it
@@ -584,6 +615,26 @@ TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {
     judge_mutants(ir::attention_combine_nest(),
                   {{"C", C}, {"G", 3}, {"D", 2}, {"HP", 2}, {"nw", 2}, {"threads", 64}}, "h", 3, C == 1 ? 8 : 4, tally);
   }
+}
+
+TEST(LoopNestProofs, MutantsOfTheAttentionFirstRowAgreeWithRunningIt) {
+  Tally first{"attention kv first nest, dim 33 of at most 64, 3 warps, chunk from 2, positions 2 and 5, ends 0..10"};
+  const std::map<std::string, int64_t> ff = {{"D", 33}, {"DC", 2}, {"nw", 3}, {"threads", 96}};
+  judge_mutants(ir::attention_kv_first_nest(), ff, 4,
+                [&](const ir::LoopNest& m) {
+                  for (int64_t pos : {2, 5}) {
+                    ir::IndexEnv env(ff.begin(), ff.end());
+                    env.insert({{"kvh", 1}, {"cap", 10}, {"j0", 2}, {"pos", pos}});
+                    if (!brute_force(m, env, "j1", 11)) return false;
+                  }
+                  return true;
+                },
+                first);
+}
+
+TEST(LoopNestProofs, MutantsOfTheAttentionHeadConstantsAgreeWithRunningThem) {
+  Tally consts{"attention head consts nest, dims 0..64 of at most 64"};
+  judge_mutants(ir::attention_head_consts_nest(), {{"DC", 2}, {"DH", 1}, {"threads", 32}}, "D", 65, 1, consts);
 }
 
 TEST(LoopNestProofs, MutantsOfTheAttentionPassAgreeWithRunningIt) {

@@ -1,32 +1,9 @@
 // Task kind attention: one KV head's query heads over one chunk of the live KV length, with
 // the head norms, RoPE and the KV append of the step's new row.
 
-// What staging head h needs besides the head itself, all known before the task's events: this
-// lane's elements of the head-norm scale and the RoPE rotation at `position` (lane + 32c).
-struct MkHeadConsts {
-  float w[MK_MAX_HEAD_DIM / 32];
-  float cs[MK_MAX_HEAD_DIM / 64], sn[MK_MAX_HEAD_DIM / 64];
-};
-
-__device__ __forceinline__ void mk_head_consts(const MkTask& t, int h, int position, MkHeadConsts& hc) {
-  const int D = t.head_dim, half = D / 2, lane = threadIdx.x & 31;
-  const bool is_k = h == t.group;
-  const float* w = (const float*)(is_k ? t.k_norm : t.q_norm);
-  const bool norm = (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) != 0;
-#pragma unroll
-  for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c)
-    hc.w[c] = norm && lane + 32 * c < D ? w[lane + 32 * c] : 0.f;
-  const bool rope = (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) != 0;
-  const float* inv_freq = (const float*)t.inv_freq;
-  const float p = (float)position;
-#pragma unroll
-  for (int c = 0; c < MK_MAX_HEAD_DIM / 64; ++c) {
-    const int i = lane + 32 * c;
-    const float angle = rope && i < half ? p * inv_freq[i] : 0.f;
-    hc.cs[c] = cosf(angle);
-    hc.sn[c] = sinf(angle);
-  }
-}
+// A head's constants (mk_head_consts: its norm scale and RoPE rotation) and a warp's first K/V
+// row before the task's events (mk_attn_first) are printed before this file from their loop
+// nests (ir/task_nests.h: loops, guards and every address; proved).
 
 // This lane's elements (lane + 32c) of a row of D floats written by another worker, through L2
 // (never a stale line of this SM's L1); 0 past D. All the loads go out before any is used.
@@ -111,13 +88,8 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   MkHeadConsts first;
   if (warp < nh) mk_head_consts(t, warp, position, first);
   constexpr int DC = MK_MAX_HEAD_DIM / 32;
-  const int jpre = j0 + warp;
-  const bool have_kv = jpre < j1 && jpre <= position - 2;
   float kpre[DC], vpre[DC];
-  if (have_kv) {
-    mk_load_head_row(kc + mk_kv_elem(kvh, jpre, 0, cap, D), D, kpre);
-    mk_load_head_row(vc + mk_kv_elem(kvh, jpre, 0, cap, D), D, vpre);
-  }
+  const bool have_kv = mk_attn_first(kc, vc, D, kvh, cap, j0, j1, position, kpre, vpre);
   if (!wait()) return false;
   for (int h = warp; h < nh; h += nw) {
     if (h == warp) {

@@ -150,3 +150,11 @@ __device__ __forceinline__ void mk_prefetch(u64 p, long long bytes) {
 
 // The max of an empty online-softmax state.
 #define MK_NEG_INF (-__int_as_float(0x7f800000))
+
+// What staging head h of an attention task needs besides the head itself, all known before the
+// task's events: this lane's elements of the head-norm scale and the RoPE rotation at the step's
+// position (lane + 32c; ir::attention_head_consts_nest).
+struct MkHeadConsts {
+  float w[MK_MAX_HEAD_DIM / 32];
+  float cs[MK_MAX_HEAD_DIM / 64], sn[MK_MAX_HEAD_DIM / 64];
+};

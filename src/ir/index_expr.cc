@@ -77,22 +77,22 @@ int64_t eval(const IndexExpr& e, const IndexEnv& env) {
 
 namespace {
 
-// Appends e's text: C source (`c`: long long operands, every operation parenthesised; `wide`
-// false: int operands as they are) or the short form for messages. Built by appending: gcc 12
+// Appends e's text: C source (`c`; `wide`: long long operands, every operation parenthesised;
+// else int operands as they are) or the short form for messages. Built by appending: gcc 12
 // warns falsely on chained operator+.
 void print(const IndexExpr& e, bool c, std::string& out, bool wide = true) {
   const IndexExpr::Node& n = e.node();
-  c = c && wide;
+  const bool cw = c && wide;  // operands cast to long long
   switch (n.op) {
     case IndexOp::Const:
-      if (c) out += '(';
+      if (cw) out += '(';
       out += std::to_string(n.value);
-      if (c) out += "LL)";
+      if (cw) out += "LL)";
       return;
     case IndexOp::Var:
-      if (c) out += "((long long)";
+      if (cw) out += "((long long)";
       out += n.name;
-      if (c) out += ')';
+      if (cw) out += ')';
       return;
     case IndexOp::Min:
     case IndexOp::Max:
@@ -102,6 +102,19 @@ void print(const IndexExpr& e, bool c, std::string& out, bool wide = true) {
       print(n.args[1], c, out, wide);
       out += ')';
       return;
+    case IndexOp::Shr:
+      if (c) {
+        // A shift of a value >= 0 (its domain) in C as an unsigned one: the same value, and the
+        // compiler sees it cannot be negative (a signed warp index cost a kernel 16 bytes of
+        // spill).
+        out += wide ? "((long long)((unsigned long long)" : "((int)((unsigned)";
+        print(n.args[0], c, out, wide);
+        out += " >> ";
+        print(n.args[1], c, out, wide);
+        out += "))";
+        return;
+      }
+      [[fallthrough]];
     default:
       out += '(';
       print(n.args[0], c, out, wide);

@@ -40,7 +40,10 @@ TEST(IndexExpr, PrintsCOverLongLong) {
   EXPECT_EQ(to_c((a + 1) * b / 2), "(((((long long)a) + (1LL)) * ((long long)b)) / (2LL))");
   EXPECT_EQ(to_string((a + 1) * b / 2), "(((a + 1) * b) / 2)");
   EXPECT_EQ(to_c(a ^ (b % 8), CType::Int), "(a ^ (b % 8))");
-  EXPECT_EQ(to_c((a >> 5) + (a & 31), CType::Int), "((a >> 5) + (a & 31))");
+  // A shift (of a value >= 0) printed unsigned.
+  EXPECT_EQ(to_c((a >> 5) + (a & 31), CType::Int), "(((int)((unsigned)a >> 5)) + (a & 31))");
+  EXPECT_EQ(to_c(a >> 5), "((long long)((unsigned long long)((long long)a) >> (5LL)))");
+  EXPECT_EQ(to_string(a >> 5), "(a >> 5)");
 }
 
 TEST(Layouts, EvenSplitIsTheFormulaUsedBefore) {

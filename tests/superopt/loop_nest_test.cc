@@ -420,7 +420,8 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   // The attention pass: the warp and lane by shift and mask, the warp's positions from its own;
   // a position's K and V rows loaded before the heads use them; the states after the loop.
   const std::string ap = ir::print(ir::attention_pass_nest());
-  EXPECT_NE(ap.find("  const int tid = threadIdx.x;\n  const int w = (tid >> 5);\n  const int lane = (tid & 31);\n"),
+  EXPECT_NE(ap.find("  const int tid = threadIdx.x;\n  const int w = ((int)((unsigned)tid >> 5));\n"
+                    "  const int lane = (tid & 31);\n"),
             std::string::npos)
       << ap;
   const size_t positions = ap.find("for (int j = (j0 + w); j < j1; j += nw) {");

@@ -73,6 +73,21 @@ const LoopNest& attention_head_consts_nest();
 // kpre, vpre).
 const LoopNest& attention_kv_first_nest();
 
+// An attention chunk's heads staged in shared memory and the step's new rows appended to the
+// cache (kernels/attention.cuh): warp w takes heads w, w + nw, ... < G + A (the group's query
+// heads, then the new key when the chunk appends: A = 1), each lane its elements lane + 32 c of
+// the head's row (every load before any use, zero past D), applies the head RMSNorm and RoPE
+// (pairs i, i + D / 2, rotated in place; the warp's first head with the constants loaded before
+// the events, `first`, the others with their own), and the key's warp writes the staged key to
+// the cache at `pos`; the last warp of an appending chunk copies the new value row. Parameters:
+// G, D, kvh, cap, pos, A, DC, DH, nw, threads. Ranges: the group's query rows, KV head kvh's new
+// K and V rows, the staged heads (G + 1 rows of D), the cache row at pos, the registers.
+// Accesses: each row read once and every element of it; the staged rows (each element written
+// once, every one; RoPE's pairs each once and every element of a head of even D); the cache rows
+// (each element once, every one, when the chunk appends). Printed as mk_attn_stage(t, qk, kc,
+// vc, group, head_dim, kv_head, cap, position, appends, first).
+const LoopNest& attention_stage_nest();
+
 // A linear's input staged in shared memory (kernels/linear.cuh, mk_linear_input): n units of W
 // floats (a 16-byte vector when the operands are aligned, else one float; W a run-time value), in
 // rounds of U units per thread (a thread's loads of x and b go out before any is used: the input

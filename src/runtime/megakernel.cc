@@ -511,7 +511,7 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                 &ir::linear_fold_nest()}) +
        embedded_kernel("linear.cuh");
   s += printed({&ir::attention_merge_nest(), &ir::attention_combine_nest(), &ir::attention_pass_nest(),
-                &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
+                &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(), &ir::attention_stage_nest(),
                 &ir::argmax_partials_nest(), &ir::embedding_row_nest()});
   for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");

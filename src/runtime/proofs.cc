@@ -247,6 +247,17 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                                                          {{"G", G}, {"D", D}, {"DC", dc}, {"nw", warps},
                                                           {"HP", hp}, {"threads", 32 * warps}});
                       }});
+  for (const auto& [G, D] : groups)
+    needed.push_back({"attention: its heads staged and the new K/V rows appended, a loop nest (" + std::to_string(G) +
+                          " query heads, head dim " + std::to_string(D) + " of at most " +
+                          std::to_string(params.max_head_dim) + ", " + std::to_string(warps) + " warps)",
+                      "stage nest " + std::to_string(G) + " " + std::to_string(D) + " " +
+                          std::to_string(params.max_head_dim) + " " + std::to_string(warps),
+                      [G = G, D = D, warps, dc = params.max_head_dim / 32] {
+                        return superopt::prove_loop_nest(ir::attention_stage_nest(), "attention stage",
+                                                         {{"G", G}, {"D", D}, {"DC", dc}, {"DH", dc / 2},
+                                                          {"nw", warps}, {"threads", 32 * warps}});
+                      }});
   for (int D : head_dims) {
     const std::string shape = "head dim " + std::to_string(D) + " of at most " + std::to_string(params.max_head_dim);
     const std::string key = std::to_string(D) + " " + std::to_string(params.max_head_dim);

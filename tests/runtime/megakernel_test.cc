@@ -291,17 +291,17 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   const auto& records = verification.at("records");
   // The even splits, the default linear variant's work items per part count, the linear's sums,
   // attention's partials and the merge's nest, rows, the combine's nest, the pass's nest and
-  // a head's constants and the first K/V row per head dim, the warps' states per shape, the
-  // argmax's nests, the online softmax.
+  // the heads' staging per (query heads, head dim), a head's constants and the first K/V row per
+  // head dim, the warps' states per shape, the argmax's nests, the online softmax.
   ASSERT_EQ(embeddings.size(), 1u);
-  const size_t states = 2 * partials.size() + shapes.size() + combines.size() + passes.size() + 3 * dims.size() + 1 +
-                        embeddings.size();
+  const size_t states = 2 * partials.size() + shapes.size() + combines.size() + 2 * passes.size() + 3 * dims.size() +
+                        1 + embeddings.size();
   // The linear variant's dot nests: two widths x first round or not, the first round's loads,
   // the unaligned loop; with one row (the tile's last rows): two widths, the unaligned loop.
   const size_t dots = 2 * 2 + 1 + 1 + 2 + 1;
   ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + staged.size() + (max_k_split - 1) + 2 + states);
   int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0, stagings = 0, pass_nests = 0, consts = 0,
-      firsts = 0;
+      firsts = 0, heads = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -312,6 +312,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     const bool combine = use.find("attention: its passes and combine") != std::string::npos;
     const bool pass = use.find("attention: a pass over its chunk's positions") != std::string::npos;
     pass_nests += pass;
+    const bool head_stage = use.find("attention: its heads staged and the new K/V rows appended") != std::string::npos;
+    heads += head_stage;
     const bool head_consts = use.find("attention: a head's norm scale and RoPE rotation") != std::string::npos;
     const bool kv_first = use.find("attention: a warp's first K/V row before the events") != std::string::npos;
     consts += head_consts;
@@ -331,7 +333,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     items += work;
     if (!work) {
       const size_t expected = softmax || warp ? 4 : partial ? 6 : rows || kv_first ? 9 : nest || stage ? 12
-                              : combine ? 17 : pass ? 26 : head_consts ? 10
+                              : combine ? 17 : pass ? 26 : head_stage ? 36 : head_consts ? 10
                               : partials_nest || fold ? 7 : embedding || scalar ? 8 : dot ? 10 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
@@ -350,6 +352,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(pass_nests, int(passes.size()));
   EXPECT_EQ(consts, int(dims.size()));
   EXPECT_EQ(firsts, int(dims.size()));
+  EXPECT_EQ(heads, int(passes.size()));
 }
 
 // What the kernel touches lies inside what the scheduler declared (the events and the

@@ -201,11 +201,18 @@ TEST(LoopNestProofs, TheAttentionPassIsProvedForTheKernelsShapes) {
                             "j1", 11));
 }
 
-// What attention loads before its events, for the kernels' shapes: head dimension 64 or 128
-// under a maximum of 128 (DC 4, DH 2) or its own (64: DC 2, DH 1), 16 warps; the KV head,
-// capacity, position and chunk bounds symbolic.
-TEST(LoopNestProofs, AttentionsLoadsBeforeItsEventsAreProvedForTheKernelsShapes) {
+// Attention's staging for the kernels' shapes: a query group of 1 to 17 heads (17 with 16 warps:
+// a warp stages two), head dimension 64 or 128 under a maximum of 128 (DC 4, DH 2) or its own
+// (64: DC 2, DH 1), 16 warps; the KV head, capacity, position, chunk bounds and the append mode
+// symbolic.
+TEST(LoopNestProofs, AttentionsStagingIsProvedForTheKernelsShapes) {
   for (auto [D, DC] : {std::pair<int64_t, int64_t>{64, 2}, {64, 4}, {128, 4}}) {
+    for (int64_t G : {1, 8, 17}) {
+      const ProofRecord r = prove_loop_nest(ir::attention_stage_nest(), "attention stage",
+                                            {{"G", G}, {"D", D}, {"DC", DC}, {"DH", DC / 2}, {"nw", 16}, {"threads", 512}});
+      ASSERT_EQ(r.obligations.size(), 36u);
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    }
     const ProofRecord c =
         prove_loop_nest(ir::attention_head_consts_nest(), "attention head consts", {{"D", D}, {"DC", DC}, {"DH", DC / 2}});
     ASSERT_EQ(c.obligations.size(), 10u);
@@ -215,7 +222,14 @@ TEST(LoopNestProofs, AttentionsLoadsBeforeItsEventsAreProvedForTheKernelsShapes)
     ASSERT_EQ(f.obligations.size(), 9u);
     EXPECT_TRUE(f.proved()) << f.subject << ": " << failed(f);
   }
-  // Head dims that fit the registers, odd ones included.
+  // Head dims that fit the registers, odd ones included (RoPE's pairs then leave the last
+  // element); a warp with two heads.
+  for (int64_t G : {3, 4})
+    for (int64_t A : {0, 1})
+      EXPECT_TRUE(brute_force(ir::attention_stage_nest(),
+                              {{"G", G}, {"kvh", 1}, {"cap", 6}, {"pos", 4}, {"A", A}, {"DC", 2}, {"DH", 1}, {"nw", 2},
+                               {"threads", 64}},
+                              "D", 65));
   EXPECT_TRUE(brute_force(ir::attention_head_consts_nest(), {{"DC", 2}, {"DH", 1}, {"threads", 32}}, "D", 65));
   for (int64_t pos : {0, 2, 5, 9})
     EXPECT_TRUE(brute_force(ir::attention_kv_first_nest(),
@@ -381,7 +395,8 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
-                                &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest()}) {
+                                &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
+                                &ir::attention_stage_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it
@@ -616,6 +631,21 @@ TEST(LoopNestProofs, MutantsOfTheCombineAgreeWithRunningIt) {
     judge_mutants(ir::attention_combine_nest(),
                   {{"C", C}, {"G", 3}, {"D", 2}, {"HP", 2}, {"nw", 2}, {"threads", 64}}, "h", 3, C == 1 ? 8 : 4, tally);
   }
+}
+
+TEST(LoopNestProofs, MutantsOfTheAttentionStagingAgreeWithRunningIt) {
+  Tally stage{"attention stage nest, 3 query heads, dim 37 of at most 64, 2 warps, KV head 1, positions 0..5, both modes"};
+  const std::map<std::string, int64_t> fixed = {{"G", 3}, {"D", 37}, {"DC", 2}, {"DH", 1}, {"nw", 2}, {"threads", 64}};
+  judge_mutants(ir::attention_stage_nest(), fixed, 10,
+                [&](const ir::LoopNest& m) {
+                  for (int64_t A : {0, 1}) {
+                    ir::IndexEnv env(fixed.begin(), fixed.end());
+                    env.insert({{"kvh", 1}, {"cap", 6}, {"A", A}});
+                    if (!brute_force(m, env, "pos", 6)) return false;
+                  }
+                  return true;
+                },
+                stage);
 }
 
 TEST(LoopNestProofs, MutantsOfTheAttentionFirstRowAgreeWithRunningIt) {

@@ -2,57 +2,9 @@
 // the head norms, RoPE and the KV append of the step's new row.
 
 // A head's constants (mk_head_consts: its norm scale and RoPE rotation) and a warp's first K/V
-// row before the task's events (mk_attn_first) are printed before this file from their loop
-// nests (ir/task_nests.h: loops, guards and every address; proved).
-
-// This lane's elements (lane + 32c) of a row of D floats written by another worker, through L2
-// (never a stale line of this SM's L1); 0 past D. All the loads go out before any is used.
-__device__ __forceinline__ void mk_load_head_row(const float* src, int D, float (&v)[MK_MAX_HEAD_DIM / 32]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int c = 0; c < MK_MAX_HEAD_DIM / 32; ++c) v[c] = lane + 32 * c < D ? __ldcg(src + lane + 32 * c) : 0.f;
-}
-
-// Stages head h of the task in qk + h * D, after its head RMSNorm (Qwen3 q_norm / k_norm) and
-// RoPE (rotate half) with the constants of mk_head_consts: heads 0 .. G-1 are the query heads,
-// head G the new key. One warp per head, so neither the norm nor the rotation needs a block
-// barrier (only __syncwarp).
-__device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h, const MkHeadConsts& hc) {
-  const int D = t.head_dim, G = t.group, half = D / 2, lane = threadIdx.x & 31;
-  const bool is_k = h == G;
-  // Rows of ir::AttentionRows (printed and proved): the new key row, or query head h of the group.
-  const float* src = is_k ? (const float*)t.kx + mk_head_elem(t.kv_head, 0, D)
-                          : (const float*)t.q + mk_head_elem(mk_q_head(t.kv_head, h, G), 0, D);
-  float* xh = qk + h * D;
-  // Every load before any store (a store could alias the next load: one L2 round trip each).
-  constexpr int DC = MK_MAX_HEAD_DIM / 32;
-  float v[DC];
-  mk_load_head_row(src, D, v);
-  float r = 1.0f;
-  const bool norm = t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM);
-  if (norm) {
-    float ss = 0.f;
-#pragma unroll
-    for (int c = 0; c < DC; ++c) ss += v[c] * v[c];
-    ss = mk_warp_sum(ss);
-    r = 1.0f / sqrtf(ss / (float)D + t.norm_eps);
-  }
-#pragma unroll
-  for (int c = 0; c < DC; ++c)
-    if (lane + 32 * c < D) xh[lane + 32 * c] = norm ? hc.w[c] * (v[c] * r) : v[c];
-  __syncwarp();
-  if (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) {
-#pragma unroll
-    for (int c = 0; c < MK_MAX_HEAD_DIM / 64; ++c) {
-      const int i = lane + 32 * c;
-      if (i >= half) continue;
-      const float a = xh[i], b = xh[i + half];
-      xh[i] = a * hc.cs[c] + (-b) * hc.sn[c];
-      xh[i + half] = b * hc.cs[c] + a * hc.sn[c];
-    }
-    __syncwarp();
-  }
-}
+// row before the task's events (mk_attn_first), and the heads' staging with the new rows'
+// append (mk_attn_stage) are printed before this file from their loop nests (ir/task_nests.h:
+// loops, guards and every address; proved).
 
 // One KV head's query heads over one chunk of the live KV length (see MkTask). Each warp runs
 // an online softmax over its positions for up to MK_HEADS_PER_PASS query heads at once, so
@@ -62,7 +14,7 @@ __device__ __forceinline__ void mk_stage_head(const MkTask& t, float* qk, int h,
 template <class Wait>
 __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned* arrivals, Wait wait) {
   const int D = t.head_dim, G = t.group;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5;
+  const int warp = threadIdx.x >> 5;
   const int n = position + 1;
   const int j0 = (int)mk_even_split_begin(t.chunk, n, t.num_chunks);
   const int j1 = (int)mk_even_split_end(t.chunk, n, t.num_chunks);
@@ -73,9 +25,7 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   float* kc = (float*)t.k_cache;
   float* vc = (float*)t.v_cache;
   const int kvh = t.kv_head, cap = (int)t.capacity;  // positions are ints on the device
-  // The appending chunk's last warp copies the new value row; the key is appended by the warp
-  // that stages it. One barrier then publishes the heads and the new rows to the block.
-  const int nh = appends ? G + 1 : G;
+  const int nh = appends ? G + 1 : G;  // the query heads, then the new key when it appends
   // Before the events: the constants of the warp's first head (norm scale, RoPE rotation) and
   // the warp's first K/V row when it is history at least two steps old. A row is written once,
   // by the appending chunk of its step; every task of step s-1 waits (transitively) on step
@@ -91,25 +41,10 @@ __device__ bool mk_attention(const MkTask& t, int position, float* sm, unsigned*
   float kpre[DC], vpre[DC];
   const bool have_kv = mk_attn_first(kc, vc, D, kvh, cap, j0, j1, position, kpre, vpre);
   if (!wait()) return false;
-  for (int h = warp; h < nh; h += nw) {
-    if (h == warp) {
-      mk_stage_head(t, qk, h, first);
-    } else {
-      MkHeadConsts hc;
-      mk_head_consts(t, h, position, hc);
-      mk_stage_head(t, qk, h, hc);
-    }
-    if (h == G)
-      for (int i = lane; i < D; i += 32) kc[mk_kv_elem(kvh, position, i, cap, D)] = qk[G * D + i];
-  }
-  if (appends && warp == nw - 1) {
-    const float* vx = (const float*)t.vx + mk_head_elem(kvh, 0, D);
-    float v[DC];
-    mk_load_head_row(vx, D, v);
-#pragma unroll
-    for (int c = 0; c < DC; ++c)
-      if (lane + 32 * c < D) vc[mk_kv_elem(kvh, position, lane + 32 * c, cap, D)] = v[c];
-  }
+  // Warp w stages heads w, w + nw, ...: its loads, the head norm and RoPE; the key's warp
+  // appends the key row, the appending chunk's last warp the value row. One barrier then
+  // publishes the heads and the new rows to the block.
+  mk_attn_stage(t, qk, kc, vc, G, D, kvh, cap, position, appends, first);
   mk_sync();
   // The passes over the query heads and their combine: mk_attn_passes, printed from its loop
   // nest (ir::attention_combine_nest: loops, guards, every address of the combine; proved).

@@ -41,10 +41,11 @@ const LoopNest& attention_combine_nest();
 // warp_row(w, h, HP) of wst (AttentionStates), which the combine reads. The warp's first
 // position may come from registers (`pre_`: kpre, vpre, loaded before the task's events by
 // attention_kv_first_nest; the proof counts those elements as reads of the cache they came from).
-// Parameters: G, D, kvh, cap, g0, j0, j1, HP, DC, nw, threads (32 nw). Ranges: the chunk's K
-// and V rows [kv_elem(kvh, j0, 0), kv_elem(kvh, j1, 0)), the staged queries, a state row's D +
-// 2 slots, a row's and the heads' registers. Accesses: K and V (each element of the chunk read
-// once a pass, every one), the queries per position (each score term once, every one of the
+// Parameters: G, D, kvh, cap, g0, j0, j1, HP, DC, nw, threads (32 nw). Ranges: a K or V
+// row's D elements (K and V as pairs (position - j0 in [0, j1 - j0), element), printed at
+// their place in the cache: distinct pairs are distinct places by the attention rows' proof),
+// the staged queries, a state row's D + 2 slots, a row's and the heads' registers. Accesses: K
+// and V (each element of the chunk read once a pass, every one), the queries per position (each score term once, every one of the
 // pass's heads), the states as pairs (state row, slot in the row) (each written once, every
 // one; that distinct pairs are distinct slots inside the warps' region is
 // prove_attention_warp_states'). Printed as mk_attn_pass(t, qk, wst, kc, vc, group, head_dim,
@@ -66,9 +67,10 @@ const LoopNest& attention_head_consts_nest();
 // The K and V rows of the position warp w takes first (attention_first_position), loaded into
 // registers before the task's events when the position is inside the chunk [j0, j1) and at most
 // pos - 2 (history written by an earlier step: visible without the events). Returns whether it
-// loaded them. Parameters: D, kvh, cap, j0, j1, pos, DC, nw, threads. Accesses: K and V inside
-// the chunk's rows of earlier steps (positions below min(j1, pos - 1); each element once; every
-// element of every warp's first row that qualifies),
+// loaded them. Parameters: D, kvh, cap, j0, j1, pos, DC, nw, threads. Accesses: K and V as
+// pairs (position - j0, element), the position inside the chunk's rows of earlier steps (below
+// min(j1, pos - 1)), printed at their place in the cache (each element once; every element of
+// every warp's first row that qualifies),
 // the registers. Printed as mk_attn_first(kc, vc, head_dim, kv_head, cap, j0, j1, position,
 // kpre, vpre).
 const LoopNest& attention_kv_first_nest();

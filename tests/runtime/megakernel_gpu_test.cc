@@ -322,6 +322,25 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
 // flight; one load per round without a K split, so that qwen3-f32's rows of 176 (44 vectors)
 // take a full round and then a partial one, in registers and through the ring (the fixtures'
 // other rows fit in one round).
+// A session under `params` (mpk_runtime_config's megakernel parameters) decodes fixture by
+// fixture teacher-forced against the reference.
+void expect_params_match_reference(const char* params, std::initializer_list<const char*> fixtures) {
+  for (const char* fixture : fixtures) {
+    SCOPED_TRACE(std::string(params) + " on " + fixture);
+    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+    const Expected ex = read_expected(dir);
+    RuntimeOptions o = test_options();
+    o.mk_params = params;
+    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    const MegakernelParams want = parse_params(params, m->gpu()->default_params());
+    EXPECT_EQ(to_json(m->gpu()->params()), to_json(want));
+    Session s(m, opts(64));
+    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    ref::Executor r(rm->model(), rm->graph(), 64);
+    expect_teacher_forced(s, r, ex);
+  }
+}
+
 TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   for (const char* params : {"ring_stages=0,rows_per_warp=3", "ring_stages=1,loads_in_flight=1",
@@ -337,23 +356,17 @@ TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
                              "rows_per_warp=3,down_rows_per_warp=1,head_rows_per_warp=4",
                              // The controller warp polls and publishes (15 and 16 compute warps).
                              "controller_warp=1,block_threads=480", "controller_warp=1",
-                             "controller_warp=1,ring_stages=2,loads_in_flight=2"}) {
-    for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
-      SCOPED_TRACE(std::string(params) + " on " + fixture);
-      const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-      const Expected ex = read_expected(dir);
-      RuntimeOptions o = test_options();
-      o.mk_params = params;
-      auto m = LoadedModel::load(o, dir, Backend::Gpu);
-      const MegakernelParams want =
-          parse_params(params, m->gpu()->default_params());
-      EXPECT_EQ(to_json(m->gpu()->params()), to_json(want));
-      Session s(m, opts(64));
-      auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
-      ref::Executor r(rm->model(), rm->graph(), 64);
-      expect_teacher_forced(s, r, ex);
-    }
-  }
+                             "controller_warp=1,ring_stages=2,loads_in_flight=2"})
+    expect_params_match_reference(params, {"qwen3-bf16", "llama-f32", "qwen3-f32"});
+}
+
+// Fewer warps than an attention task's heads: a warp stages more heads with constants of its
+// own (qwen3: 4 query heads and the key on 2 or 4 warps, the key a warp's third or second head;
+// llama: 3 and the key on 2 warps, the key with the value row's warp, or on 4).
+TEST(MegakernelGpuParams, AWarpStagingSeveralHeadsMatchesTheReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  for (const char* params : {"block_threads=64", "block_threads=128"})
+    expect_params_match_reference(params, {"qwen3-bf16", "qwen3-f32", "llama-f32"});
 }
 
 TEST(MegakernelGpuCache, SecondLoadHitsTheCache) {

@@ -121,7 +121,6 @@ const LoopNest& attention_kv_first_nest() {
   return n;
 }
 
-
 const LoopNest& attention_stage_nest() {
   static const LoopNest n = [] {
     const IndexExpr G = v("G"), D = v("D"), kvh = v("kvh"), pos = v("pos"), A = v("A"), DC = v("DC"), DH = v("DH");

@@ -60,7 +60,8 @@ IndexExpr attention_first_position();
 // warp's lanes take the head RMSNorm scale's elements lane + 32 c < D (c < DC) and RoPE's
 // rotation (cos, sin of position * inv_freq[i]) for i = lane + 32 c < D / 2 (c < DH); zero or
 // the identity where the head has no norm or no rotation. Parameters: D, DC, DH, threads (32).
-// Accesses: the scale and the frequencies (each element read once, every one), the registers.
+// Accesses: the scale and the frequencies (each element read once; every one when the head has a
+// norm and a rotation: the flags are the body's code), the registers.
 // Printed as mk_head_consts(const MkTask& t, int h, int position, MkHeadConsts& hc).
 const LoopNest& attention_head_consts_nest();
 

@@ -254,6 +254,26 @@ TEST(LoopNestProofs, AttentionsStagingIsProvedForTheKernelsShapes) {
   }
 }
 
+// The proofs are about K and V as pairs (position - j0, element); the address printed for a
+// pair (its place) is the cache's row formula at that position and element.
+TEST(LoopNestProofs, AttentionsKVPairsArePrintedAtTheirCacheRows) {
+  int checked = 0;
+  for (const ir::LoopNest* n : {&ir::attention_pass_nest(), &ir::attention_kv_first_nest()})
+    for (const ir::Access& a : n->accesses) {
+      if (a.name != "k" && a.name != "v") continue;
+      const IndexExpr at = ir::substitute(a.place, {{"array", a.array}, {"index", a.index}});
+      for (int64_t kvh : {0, 3})
+        for (int64_t j0 : {0, 5})
+          for (int64_t j = j0; j < j0 + 4; ++j)
+            for (int64_t e : {0, 1, 23}) {
+              const ir::IndexEnv env = {{"kvh", kvh}, {"cap", 64}, {"D", 24}, {"j0", j0}, {"j", j}, {"jf", j}, {"e", e}};
+              EXPECT_EQ(ir::eval(at, env), ir::kv_elem(kvh, j, e, 64, 24)) << a.name << " at " << j << ", " << e;
+            }
+      ++checked;
+    }
+  EXPECT_EQ(checked, 4);
+}
+
 TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
   for (int64_t ks = 2; ks <= 8; ++ks) {
     const ProofRecord r = prove_loop_nest(ir::linear_fold_nest(), "linear fold",

@@ -21,12 +21,14 @@ IndexExpr kv_at(const IndexExpr& j, const IndexExpr& e) {
   return substitute(attention_rows_formula().kv_elem, {{"h", v("kvh")}, {"j", j}, {"e", e}, {"cap", v("cap")}, {"D", v("D")}});
 }
 
-// A lane's registers of a row: elements e = lane + 32 c (c < DC) loaded, zero past D (without
-// the zero, and with one loop for a K and a V row, ptxas spilled elsewhere in the kernel).
-Stmt row(const std::string& reg, const std::string& load) {
-  const IndexExpr c = v("c"), e = v("e");
-  return loop("c", LoopKind::Unrolled, v("DC"), 1, {let("e", v("lane") + 32 * c), code(reg + " = 0.f;"), guard(e, v("D"), {code(load)})});
+// A lane's registers of a row: elements e = lane + 32 c (c < DC) set by `load`, zero past D
+// (without the zero, and with one loop for a K and a V row, ptxas spilled elsewhere in the
+// kernel).
+Stmt row(const std::string& reg, Block load) {
+  return loop("c", LoopKind::Unrolled, v("DC"), 1,
+              {let("e", v("lane") + 32 * v("c")), code(reg + " = 0.f;"), guard(v("e"), v("D"), std::move(load))});
 }
+Stmt row(const std::string& reg, const std::string& load) { return row(reg, Block{code(load)}); }
 
 // Element e of head hd of an activation of heads of D elements (AttentionRows).
 IndexExpr head_at(const IndexExpr& hd, const IndexExpr& e) {
@@ -64,8 +66,7 @@ const LoopNest& attention_head_consts_nest() {
               code("const bool is_k = h == t.group;"),
               code("const float* gw = (const float*)(is_k ? t.k_norm : t.q_norm);"),
               code("const bool norm = (t.flags & (is_k ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) != 0;"),
-              loop("c", LoopKind::Unrolled, DC, 1,
-                   {let("e", lane + 32 * c), code("{hw} = 0.f;"), guard(e, D, {code("if (norm) {hw} = {g};")})}),
+              row("{hw}", "if (norm) {hw} = {g};"),
               code("const bool rope = (t.flags & (is_k ? MPK_MK_F_ROPE_K : MPK_MK_F_ROPE_Q)) != 0;"),
               code("const float* inv_freq = (const float*)t.inv_freq;"),
               code("const float p = (float)position;"),
@@ -185,9 +186,7 @@ const LoopNest& attention_stage_nest() {
       const std::string rotate = "if (rope) { const float a = {ra}, b = {rb}; {ra} = a * {" + ccs + "} + (-b) * {" + csn +
                                  "}; {rb} = b * {" + ccs + "} + a * {" + csn + "}; }";
       return {code("float v[DC];"),
-              loop("c", LoopKind::Unrolled, DC, 1,
-                   {let("e", v("lane") + 32 * c), code("{v} = 0.f;"),
-                    guard(e, D, {guard(h, G, {code("{v} = __ldcg(&{q});")}), guard(G, h + 1, {code("{v} = __ldcg(&{kx});")})})}),
+              row("{v}", {guard(h, G, {code("{v} = __ldcg(&{q});")}), guard(G, h + 1, {code("{v} = __ldcg(&{kx});")})}),
               code("const bool norm = (t.flags & (h == G ? MPK_MK_F_K_NORM : MPK_MK_F_Q_NORM)) != 0;"),
               code("float ss = 0.f, r = 1.0f;"),
               loop("c", LoopKind::Unrolled, DC, 1, {code("ss += {v} * {v};")}),

@@ -1,6 +1,6 @@
 // The linear tile's loop nests (ir/task_nests.h): the input staged in shared memory, a warp's dot
 // products over a K part (their first round loaded before the task's events, then used from
-// registers), the unaligned loop, and the split-K fold.
+// registers), the unaligned loop, the split-K fold and the LM head's argmax partial.
 #include <map>
 #include <string>
 
@@ -236,6 +236,34 @@ const LoopNest& linear_fold_nest() {
                                  {code("float v = 0.f;"),
                                   loop("p", LoopKind::Serial, ks, 1, {code("v = mk_dp_add(v, {sums});")}),
                                   code("{row} = mk_dp_scale(v, scale);")})})})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& linear_argmax_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr total = v("total"), o = v("o"), r = v("r"), rr = v("rr");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_lin_argmax(const MkTask& t, int total_, const MkDraw& draw, "
+                  "float& best, int& bi)";
+    m.params = {{"total", "total_", 1, 1 << 20},
+                {"o", "(int)t.out_index0", 0, 1 << 24},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"rows", 0, total}};
+    m.accesses = {{"logit", "rows", "rows", r, true, {{{{"rr", total}}, rr, {{"r", rr}}}}}};
+    // A non-finite logit becomes NaN, which wins every comparison: the step's argmax value then
+    // says whether any logit was non-finite, at no extra pass over the logits. Sampling over
+    // every id: the argmax of z + Gumbel noise draws the token at the next position
+    // (ref/sampling.h).
+    m.body = {code("MkTileRows rows{t};"),
+              loop("r", LoopKind::Threads, total, 1,
+                   {let("id", o + r), code("const float z = {logit};"),
+                    code("float v = isfinite(z) ? z : __int_as_float(0x7fffffff);"),
+                    code("#if MK_DRAWS == MPK_MK_SAMPLE_GUMBEL"),
+                    code("if (draw.gumbel && v == v) v = mk_sample_gumbel(v, draw.temperature, draw.seed, draw.position, id);"),
+                    code("#endif"),
+                    code("mk_better(best, bi, v, id);")})};
     return m;
   }();
   return n;

@@ -135,6 +135,15 @@ const LoopNest& linear_dot_scalar_nest();
 // const float* part_sums, int total, int ks, float scale).
 const LoopNest& linear_fold_nest();
 
+// An LM-head tile's argmax partial (kernels/linear.cuh), after its logits are stored: the block's
+// threads walk the tile's rows (MkTileRows: row r of its concatenated slices), each reading its
+// rows' logits (each once, every one) into its best (value, id): id = o + r (o: the logits'
+// index of the tile's first row), a non-finite logit as NaN, under MPK_MK_SAMPLE_GUMBEL the
+// Gumbel key when the draw asks for it (mk_better's order does not depend on the visit order).
+// Parameters: total, o, threads. Printed as mk_lin_argmax(const MkTask& t, int total, const
+// MkDraw& draw, float& best, int& bi).
+const LoopNest& linear_argmax_nest();
+
 // The argmax's read of the LM-head tiles' partials (kernels/argmax.cuh): the block's threads
 // walk the n partials (value and index), each read once and every one. Parameters: n, threads.
 // Printed as mk_argmax_partials(const MkTask& t, float& best, int& bi) (each thread's best).

@@ -508,7 +508,7 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   };
   for (const char* f : {"stage.cuh", "sample.cuh", "linear_rows.cuh"}) s += embedded_kernel(f);
   s += printed({&ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest(),
-                &ir::linear_fold_nest()}) +
+                &ir::linear_fold_nest(), &ir::linear_argmax_nest()}) +
        embedded_kernel("linear.cuh");
   s += printed({&ir::attention_merge_nest(), &ir::attention_combine_nest(), &ir::attention_pass_nest(),
                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(), &ir::attention_stage_nest(),

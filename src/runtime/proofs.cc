@@ -282,6 +282,12 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                         return superopt::prove_attention_warp_states(ir::attention_states_formula(), warps, hp, D);
                       }});
   if (argmax)
+    needed.push_back({"linear: an LM-head tile's argmax partial, a loop nest (" + std::to_string(warps) + " warps)",
+                      "linear argmax nest " + std::to_string(warps), [warps] {
+                        return superopt::prove_loop_nest(ir::linear_argmax_nest(), "linear argmax",
+                                                         {{"threads", 32 * warps}});
+                      }});
+  if (argmax)
     needed.push_back({"argmax: the tiles' partials, a loop nest (" + std::to_string(warps) + " warps)",
                       "argmax partials nest " + std::to_string(warps), [warps] {
                         return superopt::prove_loop_nest(ir::argmax_partials_nest(), "argmax partials",

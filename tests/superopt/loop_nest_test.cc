@@ -371,6 +371,16 @@ TEST(LoopNestProofs, TheArgmaxNestsAreProvedForEveryTokenId) {
     }
   }
   EXPECT_TRUE(brute_force(ir::argmax_partials_nest(), {{"threads", 4}}, "n", 11));
+  for (int64_t threads : {128, 512}) {
+    const ProofRecord p = prove_loop_nest(ir::linear_argmax_nest(), "linear argmax", {{"threads", threads}});
+    ASSERT_EQ(p.obligations.size(), 4u);
+    EXPECT_TRUE(p.proved()) << p.subject << ": " << failed(p);
+  }
+  // A loop past the tile's rows reads a logit outside it.
+  ir::LoopNest past = ir::linear_argmax_nest();
+  past.body[1].expr = IndexExpr::var("total") + 1;
+  EXPECT_FALSE(prove_loop_nest(past, "linear argmax", {{"threads", 128}}).proved());
+  EXPECT_TRUE(brute_force(ir::linear_argmax_nest(), {{"o", 1000}, {"threads", 4}}, "total", 11));
   for (int64_t feed : {-2, -1, 0, 2, 3, 4})  // the guard lets 0 .. V - 1 through
     EXPECT_TRUE(brute_force(ir::embedding_row_nest(), {{"V", 3}, {"feed", feed}, {"U", 8}, {"threads", 3}}, "H", 30));
   // Without the guard's lower bound a negative token id reads before the table.
@@ -422,6 +432,7 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
 
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
+                                &ir::linear_argmax_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),

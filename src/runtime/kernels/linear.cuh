@@ -522,29 +522,13 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   // Several K parts: their sums folded per row (printed from ir::linear_fold_nest, proved).
   mk_lin_fold(t, part_sums, total, ks, scale);
 
+  // An LM-head tile: its argmax partial over the stored logits (printed from
+  // ir::linear_argmax_nest, proved).
   if (t.flags & MPK_MK_F_ARGMAX) {
     mk_sync();
-    float best = 0.f;
+    float best = MK_NEG_INF;
     int bi = 0x7fffffff;
-    bool have = false;
-    int base = 0;
-    for (int s = 0; s < t.num_slices; ++s) {
-      const float* out = (const float*)t.slices[s].out;
-      for (int i = threadIdx.x; i < t.slices[s].rows; i += MK_COMPUTE_THREADS) {
-        // A non-finite logit becomes NaN, which wins every comparison: the step's argmax value
-        // then says whether any logit was non-finite, at no extra pass over the logits.
-        const int gi = (int)(t.out_index0 + base + i);
-        float v = isfinite(out[i]) ? out[i] : __int_as_float(0x7fffffff);
-        // Sampling over every id: the argmax of z + Gumbel noise draws the token (the draw
-        // of the token at the next position: ref/sampling.h).
-#if MK_DRAWS == MPK_MK_SAMPLE_GUMBEL
-        if (draw.gumbel && v == v) v = mk_sample_gumbel(v, draw.temperature, draw.seed, draw.position, gi);
-#endif
-        if (!have) { best = v; bi = gi; have = true; } else mk_better(best, bi, v, gi);
-      }
-      base += t.slices[s].rows;
-    }
-    if (!have) { best = -__int_as_float(0x7f800000); bi = 0x7fffffff; }
+    mk_lin_argmax(t, total, draw, best, bi);
     mk_block_argmax(best, bi, red, redi);
     if (threadIdx.x == 0) {
       *(float*)t.part_val = best;

@@ -86,8 +86,8 @@ __device__ __forceinline__ void mk_store_row(const MkSlice& sl, int lr, float v)
                sl.res ? ((const float*)sl.res)[lr] : 0.f);
 }
 
-// A tile's output rows as an array a loop nest stores into (rows[r] = v): row r of the tile's
-// concatenated slices, through its epilogue (mk_store_row).
+// A tile's output rows as an array a loop nest stores into (rows[r] = v: row r of the tile's
+// concatenated slices, through its epilogue, mk_store_row) or reads back once stored.
 struct MkTileRow {
   const MkTask& t;
   long long r;
@@ -95,6 +95,11 @@ struct MkTileRow {
     int s, lr;
     mk_row_of(t, (int)r, s, lr);
     mk_store_row(t.slices[s], lr, v);
+  }
+  __device__ __forceinline__ operator float() const {
+    int s, lr;
+    mk_row_of(t, (int)r, s, lr);
+    return ((const float*)t.slices[s].out)[lr];
   }
 };
 struct MkTileRows {

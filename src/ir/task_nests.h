@@ -144,6 +144,28 @@ const LoopNest& linear_fold_nest();
 // MkDraw& draw, float& best, int& bi).
 const LoopNest& linear_argmax_nest();
 
+// The folded down projection (fold_down, kernels/linear.cuh mk_linear_fold), in four nests:
+// - fold_act_nest: a = silu(gate) * up over the tile's `cols` rows (its slices 0 and 1, each
+//   read once and every one; a written once, every element). Printed as mk_fold_act(t, a).
+// - fold_rows_nest: W_down's `rows` rows of the tile's columns, `vpr` 16-byte vectors each (V
+//   elements), by lane groups of vp2 (FoldLanes): warp w's rounds from row group g0 = w, step
+//   nw U; slot j of a round holds lane `lane`'s vector of row n (fold_lanes_formula), copied into
+//   the thread's own shared-memory slots tid + j threads with every copy of the round before any
+//   use; the products with a's elements (registers av), the group's lanes summed, lane 0 of the
+//   group stores acc[n]. Under the kernel's guard vpr <= vp2. W_down as pairs (row, vector),
+//   printed at row LD + vector: each read once, every one; acc each row once, every one.
+//   Printed as mk_fold_rows<DT>(t, a, acc, sl, vpr, vp2).
+// - fold_scalar_nest: the unaligned case: acc zeroed, then the block's threads walk rows x cols,
+//   element (n, c) added into acc[n] atomically (each weight element read once, every one).
+//   Printed as mk_fold_scalar<DT>(t, a, acc).
+// - fold_out_nest: the rows' sums reduced into the output: Q quads of four rows (Q = rows / 4
+//   when the kernel can, else 0; the kernel's guard 4 Q <= rows), then rows 4 Q .. rows - 1
+//   (each once, every one). Printed as mk_fold_out(t, acc).
+const LoopNest& fold_act_nest();
+const LoopNest& fold_rows_nest();
+const LoopNest& fold_scalar_nest();
+const LoopNest& fold_out_nest();
+
 // The argmax's read of the LM-head tiles' partials (kernels/argmax.cuh): the block's threads
 // walk the n partials (value and index), each read once and every one. Parameters: n, threads.
 // Printed as mk_argmax_partials(const MkTask& t, float& best, int& bi) (each thread's best).

@@ -508,8 +508,10 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   };
   for (const char* f : {"stage.cuh", "sample.cuh", "linear_rows.cuh"}) s += embedded_kernel(f);
   s += printed({&ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest(),
-                &ir::linear_fold_nest(), &ir::linear_argmax_nest()}) +
-       embedded_kernel("linear.cuh");
+                &ir::linear_fold_nest(), &ir::linear_argmax_nest()});
+  if (params.fold_down)
+    s += printed({&ir::fold_act_nest(), &ir::fold_rows_nest(), &ir::fold_scalar_nest(), &ir::fold_out_nest()});
+  s += embedded_kernel("linear.cuh");
   s += printed({&ir::attention_merge_nest(), &ir::attention_combine_nest(), &ir::attention_pass_nest(),
                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(), &ir::attention_stage_nest(),
                 &ir::argmax_partials_nest(), &ir::embedding_row_nest()});

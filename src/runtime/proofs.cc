@@ -71,6 +71,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   bool attention = false;
   const std::vector<Variant> variants = kernel_variants(params);
   std::set<int> fold_groups;  // lane group widths of the folded tiles' rows
+  std::set<std::pair<int, int>> folds;  // the folded tiles' down rows and columns
   std::set<std::tuple<int, int, int>> partials;  // attention chunks, query heads, head dim
   std::set<int> head_dims;                       // of the attention tasks
   std::set<std::tuple<int, int, int, int64_t>> rows;  // chunks, query heads, head dim, capacity
@@ -78,6 +79,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   std::set<std::pair<int, int>> embeddings;  // hidden, vocabulary
   std::set<std::pair<int, int>> staged;      // the linears' inputs: units, floats a unit
   for (const MkTask& t : tasks) {
+    if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD)) folds.insert({t.fold_rows, t.slices[0].rows});
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
       for (const int vec : {4, 8}) {  // elements per 16-byte vector: fp32; bf16 and fp16
         const int cols = t.slices[0].rows;
@@ -190,6 +192,42 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                       [vp2, warps, slots] {
                         return superopt::prove_fold_lanes(ir::fold_lanes_formula(), vp2, warps, slots, kMaxTileRows);
                       }});
+  // The fold's loops per shape: the activations, the columns by lane groups (each vector width
+  // the shape allows), the unaligned loop, the rows' reductions.
+  for (const auto& [rows, cols] : folds) {
+    const std::string shape = std::to_string(rows) + " rows x " + std::to_string(cols) + " columns, " +
+                              std::to_string(warps) + " warps";
+    const std::string key = std::to_string(rows) + " " + std::to_string(cols) + " " + std::to_string(warps);
+    needed.push_back({"fold_down: the activations, a loop nest (" + shape + ")", "fold act nest " + key,
+                      [cols = cols, warps] {
+                        return superopt::prove_loop_nest(ir::fold_act_nest(), "fold act",
+                                                         {{"cols", cols}, {"threads", 32 * warps}});
+                      }});
+    for (const int vec : {4, 8}) {
+      int vp2 = 1;
+      while (vp2 < cols / vec) vp2 *= 2;
+      if (cols % vec != 0 || vp2 > 32) continue;
+      needed.push_back({"fold_down: the columns by lane groups, a loop nest (" + shape + ", " + std::to_string(vec) +
+                            " a vector)",
+                        "fold rows nest " + key + " " + std::to_string(vec) + " " + std::to_string(slots),
+                        [rows = rows, cols = cols, vec, vp2, warps, slots] {
+                          return superopt::prove_loop_nest(ir::fold_rows_nest(), "fold rows",
+                                                           {{"rows", rows}, {"vpr", cols / vec}, {"vp2", vp2},
+                                                            {"V", vec}, {"U", slots}, {"nw", warps},
+                                                            {"threads", 32 * warps}});
+                        }});
+    }
+    needed.push_back({"fold_down: the unaligned columns, a loop nest (" + shape + ")", "fold scalar nest " + key,
+                      [rows = rows, cols = cols, warps] {
+                        return superopt::prove_loop_nest(ir::fold_scalar_nest(), "fold scalar",
+                                                         {{"rows", rows}, {"cols", cols}, {"threads", 32 * warps}});
+                      }});
+    needed.push_back({"fold_down: the rows' reductions, a loop nest (" + shape + ")", "fold out nest " + key,
+                      [rows = rows, warps] {
+                        return superopt::prove_loop_nest(ir::fold_out_nest(), "fold out",
+                                                         {{"rows", rows}, {"threads", 32 * warps}});
+                      }});
+  }
   for (const auto& [C, G, D] : partials)
     needed.push_back({"attention: chunk partials of " + std::to_string(C) + " chunks, " + std::to_string(G) +
                           " query heads, head dim " + std::to_string(D) + " (writes, merge reads)",

@@ -924,14 +924,18 @@ TEST(Megakernel, FoldedDownProjectionTables) {
     EXPECT_EQ(folds, gate_up);
     EXPECT_GT(copies, 0);
     ASSERT_GE(fold, 0);
-    // The plan's proofs include the folded tiles' lanes, proved.
-    int fold_proofs = 0;
+    // The plan's proofs include the folded tiles' lanes and their loop nests, proved.
+    std::map<std::string, int> fold_proofs;  // by the use's first words
     for (const PlanProof& p : plan_proofs(t.device_tasks(), parse_params("fold_down=1")))
       if (p.use.starts_with("fold_down:")) {
-        ++fold_proofs;
+        ++fold_proofs[p.use.substr(0, p.use.find_first_of(",(0123456789"))];
         EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.to_json();
       }
-    EXPECT_GE(fold_proofs, 1);
+    for (const char* use : {"fold_down: the down columns' lanes in groups of ", "fold_down: the activations",
+                            "fold_down: the unaligned columns", "fold_down: the rows' reductions"})
+      EXPECT_GE(fold_proofs[use], 1) << use;
+    // The columns by lane groups where a vector width divides them.
+    EXPECT_GE(fold_proofs["fold_down: the columns by lane groups"], 1);
     rt::MegakernelTables bad = t;
     bad.tasks[size_t(fold)].fold_rows += 1;
     try {

@@ -430,9 +430,46 @@ TEST(LoopNestProofs, ThePrintedCombineIsTheNest) {
   }
 }
 
+TEST(LoopNestProofs, TheFoldedDownProjectionsNestsAreProved) {
+  auto proved = [](const ir::LoopNest& n, const char* what, const std::map<std::string, int64_t>& fixed,
+                   size_t obligations) {
+    const ProofRecord r = prove_loop_nest(n, what, fixed);
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_EQ(r.obligations.size(), obligations) << r.subject;
+  };
+  proved(ir::fold_act_nest(), "fold act", {{"threads", 512}}, 10);
+  for (int64_t threads : {128, 512})
+    for (int64_t vp2 : {1, 2, 4, 8, 16, 32})
+      for (int64_t V : {4, 8})
+        proved(ir::fold_rows_nest(), "fold rows", {{"vp2", vp2}, {"V", V}, {"U", 4}, {"nw", threads / 32}, {"threads", threads}},
+               11);
+  // The scalar loop walks rows x cols in int: proved for the plan's shapes.
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{1024, 96}, {4096, 200}, {5, 3}})
+    proved(ir::fold_scalar_nest(), "fold scalar", {{"rows", rows}, {"cols", cols}, {"threads", 512}}, 9);
+  proved(ir::fold_out_nest(), "fold out", {{"threads", 512}}, 13);
+  EXPECT_TRUE(brute_force(ir::fold_act_nest(), {{"threads", 3}}, "cols", 9));
+  for (int64_t vp2 : {1, 2, 4, 8})
+    for (int64_t vpr = vp2 / 2 + 1; vpr <= vp2; ++vpr)
+      EXPECT_TRUE(brute_force(ir::fold_rows_nest(),
+                              {{"vpr", vpr}, {"vp2", vp2}, {"LD", 9}, {"V", 4}, {"U", 2}, {"nw", 2}, {"threads", 64}},
+                              "rows", 70))
+          << vp2 << " " << vpr;
+  EXPECT_TRUE(brute_force(ir::fold_scalar_nest(), {{"cols", 3}, {"LD", 5}, {"threads", 4}}, "rows", 9));
+  for (int64_t Q : {0, 1, 2})
+    EXPECT_TRUE(brute_force(ir::fold_out_nest(), {{"Q", Q}, {"threads", 3}}, "rows", 4 * Q + 7));
+  // Rounds that forget the warp: every warp reads the same rows.
+  ir::LoopNest same = ir::fold_rows_nest();
+  ir::Stmt& g0 = same.body[0].body[7].body[0];
+  ASSERT_EQ(g0.var, "g0");
+  g0.expr = IndexExpr::var("k") * (IndexExpr::var("nw") * IndexExpr::var("U"));
+  const ProofRecord r = prove_loop_nest(same, "fold rows", {{"vp2", 8}, {"V", 8}, {"U", 4}, {"nw", 16}, {"threads", 512}});
+  EXPECT_NE(failed(r).find("w once"), std::string::npos) << failed(r);
+}
+
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
-                                &ir::linear_argmax_nest(),
+                                &ir::linear_argmax_nest(), &ir::fold_act_nest(), &ir::fold_rows_nest(),
+                                &ir::fold_scalar_nest(), &ir::fold_out_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),

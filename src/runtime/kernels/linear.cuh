@@ -331,81 +331,27 @@ __device__ __forceinline__ void mk_fold_prefetch(const MkTask& t) {
 // registers here made ptxas schedule the whole kernel's weight loops with fewer loads in
 // flight) and reads back only its own slots, so its wait_group is the only synchronisation.
 // Then one red.global.add per row (four rows per reduction where aligned). xs holds acc, a,
-// then the slots (megakernel.cc sizes it).
+// then the slots (megakernel.cc sizes it). The loops are printed from ir::fold_act_nest,
+// fold_rows_nest, fold_scalar_nest and fold_out_nest (proved).
 template <int DT>
 __device__ void mk_linear_fold(const MkTask& t, float* xs) {
-  constexpr int V = MkW<DT>::kVec, U = MK_LOADS_IN_FLIGHT;
-  const int T = (int)MK_COMPUTE_THREADS;
+  constexpr int V = MkW<DT>::kVec;
   const int cols = t.slices[0].rows, rows = t.fold_rows;
   float* acc = xs;
   float* a = xs + MPK_MK_FOLD_A(rows);
   mk_sync();  // the outputs stored (block-visible) and xs free
-  const float* g = (const float*)t.slices[0].out;
-  const float* u = (const float*)t.slices[1].out;
-  for (int i = threadIdx.x; i < cols; i += T) a[i] = mk_silu_mul(__ldcg(g + i), __ldcg(u + i));
-  const char* w = (const char*)t.fold_w;
-  const long long ld = (long long)t.fold_ld * MkW<DT>::kSize;  // row stride, bytes
+  mk_fold_act(t, a);
   const int vpr = cols / V;
   int vp2 = 1;
   while (vp2 < vpr) vp2 *= 2;
   if (cols % V == 0 && t.fold_ld % V == 0 && (t.fold_w & 15) == 0 && vp2 <= 32) {
     mk_sync();  // a
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = T >> 5;
-    // Lanes, rows and vectors by the printed formula (ir::FoldLanes, proved for the plan).
-    const int rpw = 32 / vp2, v = mk_fold_vec(lane, vp2), groups = (rows + rpw - 1) / rpw;
-    const unsigned slot = (unsigned)__cvta_generic_to_shared(xs + MPK_MK_FOLD_SLOTS(rows, cols)) + threadIdx.x * 16u;
-    float av[V];
-#pragma unroll
-    for (int e = 0; e < V; ++e) av[e] = v < vpr ? a[v * V + e] : 0.f;
-    for (int g0 = warp; g0 < groups; g0 += nw * U) {
-#pragma unroll
-      for (int j = 0; j < U; ++j) {
-        const int n = mk_fold_row(g0, j, lane, nw, vp2);
-        if (g0 + j * nw < groups && n < rows && v < vpr)
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(slot + j * T * 16u),
-                       "l"(w + n * ld + v * 16) : "memory");
-      }
-      asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
-#pragma unroll
-      for (int j = 0; j < U; ++j) {
-        if (g0 + j * nw >= groups) break;  // warp-uniform
-        const int n = mk_fold_row(g0, j, lane, nw, vp2);
-        float sum = 0.f;
-        if (n < rows && v < vpr) {
-          uint4 q;
-          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(q.x), "=r"(q.y), "=r"(q.z), "=r"(q.w) : "r"(slot + j * T * 16u));
-          float f[V];
-          MkW<DT>::unpack(q, f);
-#pragma unroll
-          for (int e = 0; e < V; ++e) sum = mk_dp_step(sum, f[e], av[e]);
-        }
-        for (int o = vp2 / 2; o > 0; o /= 2) sum = mk_dp_add(sum, __shfl_xor_sync(0xffffffffu, sum, o));
-        if (v == 0 && n < rows) acc[n] = sum;
-      }
-    }
+    mk_fold_rows<DT>(t, a, acc, (uint4*)(xs + MPK_MK_FOLD_SLOTS(rows, cols)), vpr, vp2);
   } else {
-    for (int n = threadIdx.x; n < rows; n += T) acc[n] = 0.f;
-    mk_sync();  // a, acc
-    for (int i = threadIdx.x; i < rows * cols; i += T)
-      atomicAdd(acc + i / cols, MkW<DT>::load(w + (i / cols) * ld, i % cols) * a[i % cols]);
+    mk_fold_scalar<DT>(t, a, acc);
   }
   mk_sync();
-  // Four rows per reduction where aligned: a quarter of the atomics the L2 must serialise (every
-  // tile of the stage adds into the same rows).
-  float* out = (float*)t.fold_out;
-#if __CUDA_ARCH__ >= 900
-  const int quads = rows % 4 == 0 && (t.fold_out & 15) == 0 ? rows / 4 : 0;
-  for (int q = threadIdx.x; q < quads; q += T) {
-    const float4 s4 = *(const float4*)(acc + 4 * q);
-    asm volatile("red.global.add.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(out + 4 * q), "f"(s4.x), "f"(s4.y),
-                 "f"(s4.z), "f"(s4.w) : "memory");
-  }
-#else
-  const int quads = 0;  // vector reductions need sm_90
-#endif
-  for (int n = 4 * quads + threadIdx.x; n < rows; n += T)
-    asm volatile("red.global.add.f32 [%0], %1;" ::"l"(out + n), "f"(acc[n]) : "memory");
+  mk_fold_out(t, acc);
 }
 #endif
 

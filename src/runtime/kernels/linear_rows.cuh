@@ -106,3 +106,35 @@ struct MkTileRows {
   const MkTask& t;
   __device__ __forceinline__ MkTileRow operator[](long long r) const { return MkTileRow{t, r}; }
 };
+
+#if MK_FOLD_DOWN
+// The folded down projection's primitives (its loops: ir/task_nests.h fold_*_nest).
+#if __CUDA_ARCH__ >= 900
+#define MK_RED_V4 1  // vector reductions need sm_90
+#else
+#define MK_RED_V4 0
+#endif
+// 16 bytes from global memory into this thread's shared-memory slot (L2 only), and the wait for
+// all of this thread's copies: its own slots, so no other synchronisation.
+__device__ __forceinline__ void mk_cp_async16(uint4* slot, const uint4* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(slot)),
+               "l"(src) : "memory");
+}
+__device__ __forceinline__ void mk_cp_async_wait_all() {
+  asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+}
+// The sum of a row's vp2 lanes (a power of two, aligned groups), by a shuffle butterfly.
+__device__ __forceinline__ float mk_fold_lanes_sum(float sum, int vp2) {
+  for (int o = vp2 / 2; o > 0; o /= 2) sum = mk_dp_add(sum, __shfl_xor_sync(0xffffffffu, sum, o));
+  return sum;
+}
+__device__ __forceinline__ void mk_red_add(float* p, float v) {
+  asm volatile("red.global.add.f32 [%0], %1;" ::"l"(p), "f"(v) : "memory");
+}
+__device__ __forceinline__ void mk_red_add4(float4* p, float4 v) {
+#if MK_RED_V4
+  asm volatile("red.global.add.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
+               : "memory");
+#endif
+}
+#endif

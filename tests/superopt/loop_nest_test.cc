@@ -673,6 +673,14 @@ TEST(LoopNestProofs, MutantsOfTheSplitKFoldAgreeWithRunningIt) {
   judge_mutants(ir::linear_fold_nest(), {{"ks", 3}, {"S", 16}, {"threads", 3}}, "total", 9, 1, tally);
 }
 
+TEST(LoopNestProofs, MutantsOfTheFoldsColumnsAgreeWithRunningThem) {
+  const std::map<std::string, int64_t> fixed = {{"vpr", 3}, {"vp2", 4}, {"LD", 5}, {"V", 4},
+                                                {"U", 2},   {"nw", 2},  {"threads", 64}};
+  EXPECT_TRUE(prove_loop_nest(ir::fold_rows_nest(), "fold rows", fixed, 300).proved());
+  Tally tally{"fold rows nest, 3 vectors in groups of 4 lanes, 2 a round, 2 warps, 0..39 rows (every third)"};
+  judge_mutants(ir::fold_rows_nest(), fixed, "rows", 40, 3, tally);
+}
+
 TEST(LoopNestProofs, MutantsOfTheLinearInputStagingAgreeWithRunningIt) {
   for (int64_t W : {1, 4}) {
     // The nest itself proves in the mutants' setting (any length, the mutants' time limit), so a

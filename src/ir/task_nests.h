@@ -166,6 +166,15 @@ const LoopNest& fold_rows_nest();
 const LoopNest& fold_scalar_nest();
 const LoopNest& fold_out_nest();
 
+// The top-k draw's pass over the step's n logits (kernels/sample.cuh): f(i, logits[i], true) for
+// every i < n, in rounds that whole warps take together (f may use warp collectives; a lane past
+// the end calls f with false): the n / 4 whole 16-byte vectors in rounds of U per thread (every
+// load of a round before any use; f called per element through mk_sample_visit4), then the
+// last n % 4 logits one per thread. Parameters: n, U, threads. Accesses: the vectors and the
+// tail (each read once, every one), a round's registers. Printed as mk_sample_scan<F>(logits,
+// n, f).
+const LoopNest& sample_scan_nest();
+
 // The argmax's read of the LM-head tiles' partials (kernels/argmax.cuh): the block's threads
 // walk the n partials (value and index), each read once and every one. Parameters: n, threads.
 // Printed as mk_argmax_partials(const MkTask& t, float& best, int& bi) (each thread's best).

@@ -506,7 +506,9 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
     for (const ir::LoopNest* n : nests) out += ir::print(*n);
     return out;
   };
-  for (const char* f : {"stage.cuh", "sample.cuh", "linear_rows.cuh"}) s += embedded_kernel(f);
+  s += embedded_kernel("stage.cuh") + embedded_kernel("sample.cuh");
+  if (draws == MPK_MK_SAMPLE_TOPK) s += printed({&ir::sample_scan_nest()});
+  s += embedded_kernel("sample_topk.cuh") + embedded_kernel("linear_rows.cuh");
   s += printed({&ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest(),
                 &ir::linear_fold_nest(), &ir::linear_argmax_nest()});
   if (params.fold_down)

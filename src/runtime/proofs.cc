@@ -464,11 +464,16 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   return out;
 }
 
-std::vector<PlanProof> draw_proofs() {
+std::vector<PlanProof> draw_proofs(const MegakernelParams& params) {
   std::vector<Needed> needed;
   for (int64_t s = 1; 2 * s <= MPK_MK_SAMPLE_GROUP; s *= 2)
     needed.push_back({"top-k draw: sort stage of distance " + std::to_string(s), "bitonic " + std::to_string(s),
                       [s] { return superopt::prove_bitonic_stage(ir::bitonic_pair_formula(), s, MPK_MK_SAMPLE_GROUP); }});
+  const int threads = params.block_threads;
+  needed.push_back({"top-k draw: its passes over the logits, a loop nest (" + std::to_string(threads / 32) + " warps)",
+                    "sample scan nest " + std::to_string(threads), [threads] {
+                      return superopt::prove_loop_nest(ir::sample_scan_nest(), "sample scan", {{"threads", threads}});
+                    }});
   const std::vector<superopt::ProofRecord> records = proved(needed);
   std::vector<PlanProof> out;
   for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});

@@ -70,11 +70,12 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
 // kPrefillChunk rows and its padded head dimension.
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 
-// The proofs the top-k draw rests on (kernels/sample.cuh): its bitonic sort's compare pairs,
-// for every stage distance up to MPK_MK_SAMPLE_GROUP / 2 and key count up to
-// MPK_MK_SAMPLE_GROUP, memoised as above. Not covered: the gathering pass's slots (a counter
+// The proofs the top-k draw rests on (kernels/sample.cuh, sample_topk.cuh): its bitonic sort's
+// compare pairs, for every stage distance up to MPK_MK_SAMPLE_GROUP / 2 and key count up to
+// MPK_MK_SAMPLE_GROUP, and its passes over the logits (ir::sample_scan_nest, for the
+// params' block size), memoised as above. Not covered: the gathering pass's slots (a counter
 // and a guard) and the strided sample's positions.
-std::vector<PlanProof> draw_proofs();
+std::vector<PlanProof> draw_proofs(const MegakernelParams& params);
 
 // The cache entry's verification record of `proofs`: {"passed": true, "method": ...,
 // "records": [{the record's fields, "use": ...}, ...]} (cache/entry.h: a verified entry).

@@ -466,10 +466,25 @@ TEST(LoopNestProofs, TheFoldedDownProjectionsNestsAreProved) {
   EXPECT_NE(failed(r).find("w once"), std::string::npos) << failed(r);
 }
 
+TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
+  for (int64_t threads : {128, 480, 512}) {
+    const ProofRecord r = prove_loop_nest(ir::sample_scan_nest(), "sample scan", {{"threads", threads}});
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_EQ(r.obligations.size(), 8u);
+  }
+  for (int64_t threads : {1, 3})
+    EXPECT_TRUE(brute_force(ir::sample_scan_nest(), {{"U", 8}, {"threads", threads}}, "n", 70));
+  // Whole vectors up to n / 4 + 1 read a vector past the logits.
+  ir::LoopNest past = ir::sample_scan_nest();
+  ASSERT_EQ(past.body[1].var, "n4");
+  past.body[1].expr = IndexExpr::var("n") / 4 + 1;
+  EXPECT_NE(failed(prove_loop_nest(past, "sample scan", {{"threads", 128}})).find("l4 inside"), std::string::npos);
+}
+
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_argmax_nest(), &ir::fold_act_nest(), &ir::fold_rows_nest(),
-                                &ir::fold_scalar_nest(), &ir::fold_out_nest(),
+                                &ir::fold_scalar_nest(), &ir::fold_out_nest(), &ir::sample_scan_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),

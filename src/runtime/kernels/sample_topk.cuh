@@ -1,0 +1,171 @@
+// The top-k draw (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys and the sort): the argmax task's
+// CTA finds the step's top_k keys over the logits (its passes over them printed from
+// ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does.
+#if MK_DRAWS == MPK_MK_SAMPLE_TOPK
+// The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
+// top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
+// shared memory, where they are sorted; then a pass gathers the keys at or above it.
+__device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
+  const int lane = threadIdx.x & 31;
+  u64 prefix = 0;  // the top_k-th key's bits above `shift`
+  int shift = 64, need = k, group = n;  // need: keys of the group (those agreeing with prefix) to take
+  while (group > MPK_MK_SAMPLE_GROUP) {
+    shift -= 8;
+    for (int b = threadIdx.x; b < 256; b += MK_COMPUTE_THREADS) hist[b] = 0;
+    mk_sync();
+    // Lanes of one bin add once (__match_any_sync).
+    mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+      int bin = -1;
+      if (in) {
+        const u64 key = mk_sample_key(v, j);
+        if (mk_sample_in(key, prefix, shift + 8)) bin = (int)((key >> shift) & 255);
+      }
+      const unsigned same = __match_any_sync(0xffffffffu, bin);
+      if (bin >= 0 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], (unsigned)__popc(same));
+    });
+    mk_sync();
+    if (threadIdx.x == 0) {
+      int b = 255, above = 0;
+      while (above + (int)hist[b] < need) above += (int)hist[b--];
+      sc[0] = prefix | ((u64)b << shift);
+      sc[1] = (u64)(need - above);
+      sc[2] = hist[b];
+    }
+    mk_sync();
+    prefix = sc[0];
+    need = (int)sc[1];
+    group = (int)sc[2];
+    mk_sync();
+  }
+  // The group in shared memory, sorted: its need-th key is the top_k-th.
+  if (threadIdx.x == 0) sc[3] = 0;
+  mk_sync();
+  mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+    const u64 key = mk_sample_key(v, j);
+    if (in && mk_sample_in(key, prefix, shift)) keys[atomicAdd((unsigned*)&sc[3], 1u)] = key;
+  });
+  mk_sync();
+  mk_sample_sort(keys, group);
+  const u64 kth = keys[need - 1];
+  mk_sync();
+  if (threadIdx.x == 0) sc[3] = 0;
+  mk_sync();
+  mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+    const u64 key = mk_sample_key(v, j);
+    if (in && key >= kth) keys[atomicAdd((unsigned*)&sc[3], 1u)] = key;
+  });
+  mk_sync();
+  mk_sample_sort(keys, k);
+}
+
+// The top_k largest keys as above, from a guess first: the key of rank r of a strided sample
+// of the logits, r chosen so that about 4 top_k + 256 logits rank at or above it, and one
+// pass gathers those. Exact whatever the guess: when it gathers at least top_k keys they
+// include the top_k largest; when it gathers fewer, or more than the buffer holds, the radix
+// select runs instead. Not inlined: inlined, it cost the kernel a register spill.
+__device__ __noinline__ void mk_sample_find_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
+  if (n > MPK_MK_SAMPLE_GROUP) {
+    const int lane = threadIdx.x & 31;
+    constexpr int S = MPK_MK_SAMPLE_GROUP / 2, U = 8;
+    for (int j0 = threadIdx.x; j0 < S; j0 += MK_COMPUTE_THREADS * U) {  // all loads, then the keys
+      float v[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
+        v[u] = j < S ? __ldcg(logits + (int)((long long)j * n / S)) : 0.f;
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
+        if (j < S) keys[j] = mk_sample_key(v[u], (int)((long long)j * n / S));
+      }
+    }
+    mk_sync();
+    mk_sample_sort(keys, S);
+    const int want = min(4 * k + 256, MPK_MK_SAMPLE_GROUP * 3 / 4);
+    const u64 guess = keys[max(0, (int)((long long)want * S / n) - 1)];
+    mk_sync();
+    if (threadIdx.x == 0) sc[3] = 0;
+    mk_sync();
+    // One counter add per warp and round.
+    mk_sample_scan(logits, n, [&](int j, float v, bool in) {
+      const u64 key = mk_sample_key(v, j);
+      const bool take = in && key >= guess;
+      const unsigned m = __ballot_sync(0xffffffffu, take);
+      unsigned base = 0;
+      if (lane == 0 && m) base = atomicAdd((unsigned*)&sc[3], (unsigned)__popc(m));
+      base = __shfl_sync(0xffffffffu, base, 0);
+      const unsigned slot = base + (unsigned)__popc(m & ((1u << lane) - 1u));
+      if (take && slot < MPK_MK_SAMPLE_GROUP) keys[slot] = key;
+    });
+    mk_sync();
+    const int got = (int)(unsigned)sc[3];
+    if (got >= k && got <= MPK_MK_SAMPLE_GROUP) {
+      mk_sample_sort(keys, got);
+      return;
+    }
+  }
+  mk_sample_radix_topk(logits, n, k, keys, hist, sc);
+}
+
+// The sampled token of logits[0, n) (all finite; 0 < top_k <= MPK_MK_SAMPLE_KMAX, top_k < n)
+// for `position`; every compute thread returns it.
+__device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position,
+                              float* smem, float* redv, int* redi) {
+  u64* keys = (u64*)smem;
+  float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
+  unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
+  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need, group, count
+  const int k = prm.top_k;
+  mk_sample_find_topk(logits, n, k, keys, hist, sc);
+  // The nucleus: the shortest prefix whose weights e^(z - z_max), summed in order, reach
+  // top_p times their total.
+  int cut = k;
+  if (prm.top_p < 1.f) {
+    const float zmax = __fdiv_rn(mk_sample_logit(keys[0]), prm.temperature);
+    for (int j = threadIdx.x; j < k; j += MK_COMPUTE_THREADS)
+      w[j] = mpk_det_exp(__fsub_rn(__fdiv_rn(mk_sample_logit(keys[j]), prm.temperature), zmax));
+    mk_sync();
+    if (threadIdx.x == 0) {
+      // Eight weights loaded at a time (the adds stay in order).
+      float total = 0.f;
+      for (int j0 = 0; j0 < k; j0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = j0 + u < k ? w[j0 + u] : 0.f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u)
+          if (j0 + u < k) total = __fadd_rn(total, v[u]);
+      }
+      const float target = __fmul_rn(prm.top_p, total);
+      float run = 0.f;
+      int c = k;
+      for (int j0 = 0; j0 < k && c == k; j0 += 8) {
+        float v[8];
+#pragma unroll
+        for (int u = 0; u < 8; ++u) v[u] = j0 + u < k ? w[j0 + u] : 0.f;
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+          if (c == k && j0 + u < k) {
+            run = __fadd_rn(run, v[u]);
+            if (run >= target) c = j0 + u + 1;
+          }
+        }
+      }
+      sc[3] = (u64)c;
+    }
+    mk_sync();
+    cut = (int)sc[3];
+  }
+  // The argmax of z + Gumbel noise over the nucleus (ties: the lower id).
+  float best = MK_NEG_INF;
+  int bi = 0x7fffffff;
+  for (int j = threadIdx.x; j < cut; j += MK_COMPUTE_THREADS) {
+    const int id = mk_sample_id(keys[j]);
+    const float v = mk_sample_gumbel(mk_sample_logit(keys[j]), prm.temperature, prm.seed, position, id);
+    mk_better(best, bi, v, id);
+  }
+  mk_block_argmax(best, bi, redv, redi);
+  return bi;
+}
+#endif  // MK_DRAWS == MPK_MK_SAMPLE_TOPK

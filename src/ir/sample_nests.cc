@@ -1,5 +1,5 @@
-// The top-k draw's loop nest (ir/task_nests.h; kernels/sample.cuh): one CTA's pass over the
-// step's logits.
+// The top-k draw's loop nests (ir/task_nests.h; kernels/sample_topk.cuh): one CTA's pass over
+// the step's logits, and its loops over the sorted candidates.
 #include <map>
 #include <string>
 
@@ -44,6 +44,46 @@ const LoopNest& sample_scan_nest() {
                          guard(j, N, {code("x = __ldcg(&{x});"), code("in = true;")}), code("f(j, x, in);")})};
     return m;
   }();
+  return n;
+}
+
+namespace {
+
+// A block-strided loop over the first n sorted candidate keys, `body` naming {key}: each read
+// once, every one.
+LoopNest candidates_nest(std::string signature, std::string body) {
+  const IndexExpr N = IndexExpr::var("n"), j = IndexExpr::var("j"), jj = IndexExpr::var("jj");
+  LoopNest m;
+  m.signature = std::move(signature);
+  m.params = {{"n", "n_", 1, 1 << 16}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+  m.ranges = {{"candidates", 0, N}};
+  m.accesses = {{"key", "keys", "candidates", j, true, {{{{"jj", N}}, jj, {{"j", jj}}}}, CType::Int}};
+  m.body = {loop("j", LoopKind::Threads, N, 1, {code(std::move(body))})};
+  return m;
+}
+
+}  // namespace
+
+const LoopNest& sample_weights_nest() {
+  static const LoopNest n = [] {
+    LoopNest m = candidates_nest(
+        "__device__ __forceinline__ void mk_sample_weights(const u64* keys, float* w, int n_, float temperature, "
+        "float zmax)",
+        "{weight} = mpk_det_exp(__fsub_rn(__fdiv_rn(mk_sample_logit({key}), temperature), zmax));");
+    const IndexExpr j = IndexExpr::var("j"), jj = IndexExpr::var("jj");
+    m.accesses.push_back({"weight", "w", "candidates", j, true, {{{{"jj", IndexExpr::var("n")}}, jj, {{"j", jj}}}},
+                          CType::Int});
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_nucleus_draw_nest() {
+  static const LoopNest n = candidates_nest(
+      "__device__ __forceinline__ void mk_sample_nucleus_draw(const u64* keys, int n_, const MkParams& prm, "
+      "u64 position, float& best, int& bi)",
+      "const u64 key = {key}; const int id = mk_sample_id(key); "
+      "mk_better(best, bi, mk_sample_gumbel(mk_sample_logit(key), prm.temperature, prm.seed, position, id), id);");
   return n;
 }
 

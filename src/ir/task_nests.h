@@ -175,6 +175,16 @@ const LoopNest& fold_out_nest();
 // n, f).
 const LoopNest& sample_scan_nest();
 
+// The top-k draw's loops over its n sorted candidate keys (kernels/sample_topk.cuh), the block's
+// threads each taking keys j, j + threads, ...: their nucleus weights e^(z / T - z_max) into w
+// (sample_weights_nest: each key read once and each weight written once, every one; printed as
+// mk_sample_weights(keys, w, n, temperature, zmax)), and the argmax of the Gumbel keys over the
+// nucleus's n candidates (sample_nucleus_draw_nest: each key read once, every one; printed as
+// mk_sample_nucleus_draw(keys, n, prm, position, best, bi), each thread's best). Parameters: n,
+// threads.
+const LoopNest& sample_weights_nest();
+const LoopNest& sample_nucleus_draw_nest();
+
 // The argmax's read of the LM-head tiles' partials (kernels/argmax.cuh): the block's threads
 // walk the n partials (value and index), each read once and every one. Parameters: n, threads.
 // Printed as mk_argmax_partials(const MkTask& t, float& best, int& bi) (each thread's best).

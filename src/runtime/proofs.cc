@@ -474,6 +474,12 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params) {
                     "sample scan nest " + std::to_string(threads), [threads] {
                       return superopt::prove_loop_nest(ir::sample_scan_nest(), "sample scan", {{"threads", threads}});
                     }});
+  for (const auto& [nest, what] : {std::pair{&ir::sample_weights_nest(), "the nucleus weights"},
+                                   std::pair{&ir::sample_nucleus_draw_nest(), "the draw over the nucleus"}})
+    needed.push_back({std::string("top-k draw: ") + what + ", a loop nest (" + std::to_string(threads / 32) + " warps)",
+                      std::string("sample ") + what + " " + std::to_string(threads), [nest, threads] {
+                        return superopt::prove_loop_nest(*nest, "sample candidates", {{"threads", threads}});
+                      }});
   const std::vector<superopt::ProofRecord> records = proved(needed);
   std::vector<PlanProof> out;
   for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});

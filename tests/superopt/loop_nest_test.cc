@@ -474,6 +474,12 @@ TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
   }
   for (int64_t threads : {1, 3})
     EXPECT_TRUE(brute_force(ir::sample_scan_nest(), {{"U", 8}, {"threads", threads}}, "n", 70));
+  for (const ir::LoopNest* n : {&ir::sample_weights_nest(), &ir::sample_nucleus_draw_nest()}) {
+    const ProofRecord r = prove_loop_nest(*n, "sample candidates", {{"threads", 512}});
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    EXPECT_EQ(r.obligations.size(), n == &ir::sample_weights_nest() ? 7u : 4u);
+    EXPECT_TRUE(brute_force(*n, {{"threads", 3}}, "n", 20));
+  }
   // Whole vectors up to n / 4 + 1 read a vector past the logits.
   ir::LoopNest past = ir::sample_scan_nest();
   ASSERT_EQ(past.body[1].var, "n4");
@@ -485,6 +491,7 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_argmax_nest(), &ir::fold_act_nest(), &ir::fold_rows_nest(),
                                 &ir::fold_scalar_nest(), &ir::fold_out_nest(), &ir::sample_scan_nest(),
+                                &ir::sample_weights_nest(), &ir::sample_nucleus_draw_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),

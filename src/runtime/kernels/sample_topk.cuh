@@ -1,6 +1,7 @@
 // The top-k draw (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys and the sort): the argmax task's
 // CTA finds the step's top_k keys over the logits (its passes over them printed from
-// ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does.
+// ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does (the loops
+// over the sorted candidates from ir::sample_weights_nest and sample_nucleus_draw_nest).
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
 // The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
 // top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
@@ -123,8 +124,7 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
   int cut = k;
   if (prm.top_p < 1.f) {
     const float zmax = __fdiv_rn(mk_sample_logit(keys[0]), prm.temperature);
-    for (int j = threadIdx.x; j < k; j += MK_COMPUTE_THREADS)
-      w[j] = mpk_det_exp(__fsub_rn(__fdiv_rn(mk_sample_logit(keys[j]), prm.temperature), zmax));
+    mk_sample_weights(keys, w, k, prm.temperature, zmax);  // printed from ir::sample_weights_nest
     mk_sync();
     if (threadIdx.x == 0) {
       // Eight weights loaded at a time (the adds stay in order).
@@ -160,11 +160,7 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
   // The argmax of z + Gumbel noise over the nucleus (ties: the lower id).
   float best = MK_NEG_INF;
   int bi = 0x7fffffff;
-  for (int j = threadIdx.x; j < cut; j += MK_COMPUTE_THREADS) {
-    const int id = mk_sample_id(keys[j]);
-    const float v = mk_sample_gumbel(mk_sample_logit(keys[j]), prm.temperature, prm.seed, position, id);
-    mk_better(best, bi, v, id);
-  }
+  mk_sample_nucleus_draw(keys, cut, prm, position, best, bi);  // ir::sample_nucleus_draw_nest
   mk_block_argmax(best, bi, redv, redi);
   return bi;
 }

@@ -47,6 +47,45 @@ const LoopNest& sample_scan_nest() {
   return n;
 }
 
+const LoopNest& sample_stride_nest() {
+  static const LoopNest n = [] {
+    auto v = [](const char* name) { return IndexExpr::var(name); };
+    const IndexExpr N = v("n"), S = v("S"), U = v("U"), threads = v("threads"), tid = v("tid");
+    const IndexExpr j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_sample_stride(const float* logits, int n_, u64* keys)";
+    m.params = {{"n", "n_", 1, 1 << 24}, {"S", "MPK_MK_SAMPLE_GROUP / 2", 1, 1 << 11}, {"U", "8", 8, 8},
+                {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"logits", 0, N}, {"sample", 0, S}, {"round", 0, U}};
+    // floor(j n / S) without the product j n (past int for large vocabularies): with n = q S + r,
+    // j n / S = j q + j r / S, and j r < S^2.
+    const IndexExpr pos = j * (N / S) + j * (N % S) / S;
+    const std::map<std::string, IndexExpr> at = {{"tid", jj % threads},
+                                                 {"j0", jj % threads + jj / (threads * U) * (threads * U)},
+                                                 {"u", jj % (threads * U) / threads}};
+    m.accesses = {
+        // Sample j: logit j n / S, inside the logits (that distinct samples read distinct logits
+        // when n > S is not proved: Z3 went past 10 s on the product j n at 128 threads).
+        {"x", "logits", "logits", pos, false, {}},
+        {"v", "v", "round", u, false, {}, CType::Int},
+        {"key", "keys", "sample", j, true, {{{{"jj", S}}, jj, at, {{S, N}}}}, CType::Int},
+    };
+    // Every load of a thread's round before any key is made.
+    m.body = {guard(S, N,  // the caller's: more logits than the sort holds
+                    {thread("tid"),
+                     loop_from("j0", tid, S, threads * U,
+                               {code("float v[U];"),
+                                loop("u", LoopKind::Unrolled, U, 1,
+                                     {let("j", j0 + u * threads), code("{v} = 0.f;"),
+                                      guard(j, S, {code("{v} = __ldcg(&{x});")})}),
+                                loop("u", LoopKind::Unrolled, U, 1,
+                                     {let("j", j0 + u * threads),
+                                      guard(j, S, {let("at", pos), code("{key} = mk_sample_key({v}, at);")})})})})};
+    return m;
+  }();
+  return n;
+}
+
 namespace {
 
 // A block-strided loop over the first n sorted candidate keys, `body` naming {key}: each read

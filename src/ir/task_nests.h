@@ -182,6 +182,14 @@ const LoopNest& sample_scan_nest();
 // nucleus's n candidates (sample_nucleus_draw_nest: each key read once, every one; printed as
 // mk_sample_nucleus_draw(keys, n, prm, position, best, bi), each thread's best). Parameters: n,
 // threads.
+// The top-k draw's strided sample (kernels/sample_topk.cuh), when n > S logits: S = half the
+// sort's capacity; sample j is logit floor(j n / S) (computed as j (n / S) + j (n % S) / S, inside
+// int for any n), loaded in rounds of U per thread (all loads of a
+// round first), its key written to keys[j]. Parameters: n, S, U, threads. Accesses:
+// the logits (inside), each key written once, every one. Printed as
+// mk_sample_stride(logits, n, keys).
+const LoopNest& sample_stride_nest();
+
 const LoopNest& sample_weights_nest();
 const LoopNest& sample_nucleus_draw_nest();
 

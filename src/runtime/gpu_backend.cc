@@ -298,7 +298,7 @@ const cuda::Function& GpuModel::draw_function(int mode, int dynamic_smem) const 
     // The plan's proofs and, for the top-k draw, its sort's: a failed one throws here.
     std::vector<PlanProof> proofs = plan_proved_;
     if (mode == MPK_MK_SAMPLE_TOPK)
-      for (PlanProof& p : draw_proofs(params_)) proofs.push_back(std::move(p));
+      for (PlanProof& p : draw_proofs(params_, graph_.config.vocab_size)) proofs.push_back(std::move(p));
     bool built = false;
     double compile_ms = 0;
     const cache::Entry e = megakernel_through_cache(options_, graph_, dtype_, num_workers_, arch_, params_, mode,

@@ -464,7 +464,7 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   return out;
 }
 
-std::vector<PlanProof> draw_proofs(const MegakernelParams& params) {
+std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_logits) {
   std::vector<Needed> needed;
   for (int64_t s = 1; 2 * s <= MPK_MK_SAMPLE_GROUP; s *= 2)
     needed.push_back({"top-k draw: sort stage of distance " + std::to_string(s), "bitonic " + std::to_string(s),
@@ -474,6 +474,15 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params) {
                     "sample scan nest " + std::to_string(threads), [threads] {
                       return superopt::prove_loop_nest(ir::sample_scan_nest(), "sample scan", {{"threads", threads}});
                     }});
+  if (num_logits > MPK_MK_SAMPLE_GROUP)  // else the draw sorts every logit, no sample
+    needed.push_back({"top-k draw: its strided sample of " + std::to_string(num_logits) + " logits, a loop nest (" +
+                          std::to_string(threads / 32) + " warps)",
+                      "sample stride nest " + std::to_string(num_logits) + " " + std::to_string(threads),
+                      [num_logits, threads] {
+                        return superopt::prove_loop_nest(ir::sample_stride_nest(), "sample stride",
+                                                         {{"n", num_logits}, {"S", MPK_MK_SAMPLE_GROUP / 2},
+                                                          {"threads", threads}});
+                      }});
   for (const auto& [nest, what] : {std::pair{&ir::sample_weights_nest(), "the nucleus weights"},
                                    std::pair{&ir::sample_nucleus_draw_nest(), "the draw over the nucleus"}})
     needed.push_back({std::string("top-k draw: ") + what + ", a loop nest (" + std::to_string(threads / 32) + " warps)",

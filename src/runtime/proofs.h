@@ -72,10 +72,11 @@ std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 
 // The proofs the top-k draw rests on (kernels/sample.cuh, sample_topk.cuh): its bitonic sort's
 // compare pairs, for every stage distance up to MPK_MK_SAMPLE_GROUP / 2 and key count up to
-// MPK_MK_SAMPLE_GROUP, and its passes over the logits (ir::sample_scan_nest, for the
-// params' block size), memoised as above. Not covered: the gathering pass's slots (a counter
-// and a guard) and the strided sample's positions.
-std::vector<PlanProof> draw_proofs(const MegakernelParams& params);
+// MPK_MK_SAMPLE_GROUP, and its loop nests for the params' block size: the passes over the
+// num_logits logits, their strided sample, the loops over the candidates (ir/task_nests.h
+// sample_*), memoised as above. Not covered: the gathering pass's slots (a counter and a
+// guard), that distinct samples read distinct logits, thread 0's in-order sums.
+std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_logits);
 
 // The cache entry's verification record of `proofs`: {"passed": true, "method": ...,
 // "records": [{the record's fields, "use": ...}, ...]} (cache/entry.h: a verified entry).

@@ -474,6 +474,14 @@ TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
   }
   for (int64_t threads : {1, 3})
     EXPECT_TRUE(brute_force(ir::sample_scan_nest(), {{"U", 8}, {"threads", threads}}, "n", 70));
+  for (int64_t threads : {128, 512})
+    for (int64_t n : {151936, 128256, 4097, 1 << 24}) {
+      const ProofRecord r =
+          prove_loop_nest(ir::sample_stride_nest(), "sample stride", {{"n", n}, {"S", 2048}, {"threads", threads}});
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+      EXPECT_EQ(r.obligations.size(), 6u);
+    }
+  EXPECT_TRUE(brute_force(ir::sample_stride_nest(), {{"S", 8}, {"U", 8}, {"threads", 3}}, "n", 40));
   for (const ir::LoopNest* n : {&ir::sample_weights_nest(), &ir::sample_nucleus_draw_nest()}) {
     const ProofRecord r = prove_loop_nest(*n, "sample candidates", {{"threads", 512}});
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
@@ -491,7 +499,7 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_argmax_nest(), &ir::fold_act_nest(), &ir::fold_rows_nest(),
                                 &ir::fold_scalar_nest(), &ir::fold_out_nest(), &ir::sample_scan_nest(),
-                                &ir::sample_weights_nest(), &ir::sample_nucleus_draw_nest(),
+                                &ir::sample_weights_nest(), &ir::sample_nucleus_draw_nest(), &ir::sample_stride_nest(),
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),

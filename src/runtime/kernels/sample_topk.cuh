@@ -67,20 +67,8 @@ __device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* key
 __device__ __noinline__ void mk_sample_find_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
   if (n > MPK_MK_SAMPLE_GROUP) {
     const int lane = threadIdx.x & 31;
-    constexpr int S = MPK_MK_SAMPLE_GROUP / 2, U = 8;
-    for (int j0 = threadIdx.x; j0 < S; j0 += MK_COMPUTE_THREADS * U) {  // all loads, then the keys
-      float v[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
-        v[u] = j < S ? __ldcg(logits + (int)((long long)j * n / S)) : 0.f;
-      }
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int j = j0 + u * (int)MK_COMPUTE_THREADS;
-        if (j < S) keys[j] = mk_sample_key(v[u], (int)((long long)j * n / S));
-      }
-    }
+    constexpr int S = MPK_MK_SAMPLE_GROUP / 2;
+    mk_sample_stride(logits, n, keys);  // printed from ir::sample_stride_nest
     mk_sync();
     mk_sample_sort(keys, S);
     const int want = min(4 * k + 256, MPK_MK_SAMPLE_GROUP * 3 / 4);

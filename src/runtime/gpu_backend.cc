@@ -106,9 +106,13 @@ sched::Plan load_plan(const ir::Graph& graph, int workers, int64_t cap, bool fol
 }
 
 // The proofs of the formulas `plan`'s descriptors use under `params`; a failed one throws.
+// num_logits: the logits the argmax task reads (what a top-k draw's proofs are for).
 std::vector<PlanProof> prove_load_plan(const ir::Graph& graph, const sched::Plan& plan, const MemoryPlan& mem,
-                                       const MegakernelParams& params) {
-  return plan_proofs(build_tables(graph, plan, mem, SegmentBases{}, params).device_tasks(), params);
+                                       const MegakernelParams& params, int64_t& num_logits) {
+  const std::vector<MkTask> tasks = build_tables(graph, plan, mem, SegmentBases{}, params).device_tasks();
+  for (const MkTask& t : tasks)
+    if (t.kind == MPK_MK_ARGMAX) num_logits = t.num_logits;
+  return plan_proofs(tasks, params);
 }
 
 cache::CacheKey prefill_key(const std::string& arch) {
@@ -131,7 +135,8 @@ void precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph
   const int64_t cap = load_capacity(graph);
   const sched::Plan plan = load_plan(graph, workers, cap, params.fold_down != 0);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype, cap);
-  const std::string record = verification_record(prove_load_plan(graph, plan, mem, params));
+  int64_t num_logits = 0;
+  const std::string record = verification_record(prove_load_plan(graph, plan, mem, params, num_logits));
   bool built = false;
   double compile_ms = 0;
   megakernel_through_cache(options, graph, dtype, workers, arch, params, MPK_MK_SAMPLE_GREEDY, record, built,
@@ -188,7 +193,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   t = Clock::now();
   report(options, "prove", 0, 0);
   // The plan's layout proofs, before anything is compiled or run.
-  const std::vector<PlanProof> plan_proved = prove_load_plan(graph, plan, mem, params_);
+  const std::vector<PlanProof> plan_proved = prove_load_plan(graph, plan, mem, params_, num_logits_);
   const std::string proofs = verification_record(plan_proved);
   for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
@@ -298,7 +303,7 @@ const cuda::Function& GpuModel::draw_function(int mode, int dynamic_smem) const 
     // The plan's proofs and, for the top-k draw, its sort's: a failed one throws here.
     std::vector<PlanProof> proofs = plan_proved_;
     if (mode == MPK_MK_SAMPLE_TOPK)
-      for (PlanProof& p : draw_proofs(params_, graph_.config.vocab_size)) proofs.push_back(std::move(p));
+      for (PlanProof& p : draw_proofs(params_, num_logits_)) proofs.push_back(std::move(p));
     bool built = false;
     double compile_ms = 0;
     const cache::Entry e = megakernel_through_cache(options_, graph_, dtype_, num_workers_, arch_, params_, mode,

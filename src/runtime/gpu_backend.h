@@ -86,6 +86,7 @@ class GpuModel {
   std::unique_ptr<cuda::Function> fn_;
   std::string arch_;
   std::vector<PlanProof> plan_proved_;  // the plan's proofs, recorded with each kernel
+  int64_t num_logits_ = 0;               // the argmax task's logits (the top-k draw's proofs)
   struct DrawKernel {
     std::once_flag once;
     std::unique_ptr<cuda::Module> module;

@@ -75,7 +75,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   std::set<std::tuple<int, int, int>> partials;  // attention chunks, query heads, head dim
   std::set<int> head_dims;                       // of the attention tasks
   std::set<std::tuple<int, int, int, int64_t>> rows;  // chunks, query heads, head dim, capacity
-  bool argmax = false;
+  bool argmax = false, lm_head = false;  // an argmax task; a linear tile with an argmax partial
   std::set<std::pair<int, int>> embeddings;  // hidden, vocabulary
   std::set<std::pair<int, int>> staged;      // the linears' inputs: units, floats a unit
   for (const MkTask& t : tasks) {
@@ -106,6 +106,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
       if (t.k % 4 == 0) staged.insert({t.k / 4, 4});
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
       rows_per_warp.insert(variants.at(size_t(t.variant)).rows_per_warp);
+      lm_head = lm_head || (t.flags & MPK_MK_F_ARGMAX) != 0;
     }
   }
   std::vector<Needed> needed;
@@ -319,7 +320,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                       [warps, hp = params.heads_per_pass, D] {
                         return superopt::prove_attention_warp_states(ir::attention_states_formula(), warps, hp, D);
                       }});
-  if (argmax)
+  if (lm_head)
     needed.push_back({"linear: an LM-head tile's argmax partial, a loop nest (" + std::to_string(warps) + " warps)",
                       "linear argmax nest " + std::to_string(warps), [warps] {
                         return superopt::prove_loop_nest(ir::linear_argmax_nest(), "linear argmax",

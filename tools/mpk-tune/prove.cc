@@ -20,7 +20,10 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   const int64_t cap = p.kv_capacity;
   const auto tasks = rt::build_tables(p.graph, p.plan, p.mem, rt::SegmentBases{}, p.params).device_tasks();
   std::vector<rt::PlanProof> records = rt::plan_proofs(tasks, p.params);
-  const auto draws = rt::draw_proofs(p.params, p.graph.config.vocab_size);  // the kernel a top-k sampling session runs
+  int64_t num_logits = 0;
+  for (const MkTask& t : tasks)
+    if (t.kind == MPK_MK_ARGMAX) num_logits = t.num_logits;
+  const auto draws = rt::draw_proofs(p.params, num_logits);  // the kernel a top-k sampling session runs
   records.insert(records.end(), draws.begin(), draws.end());
   // The tensor-core prefill's formulas, when the model takes it (bf16 weights).
   const std::string prefill_why = rt::prefill_unsupported(p.graph, p.graph.weight_dtype);

@@ -255,11 +255,6 @@ std::string layout_device_functions() {
   const BitonicPair& bp = bitonic_pair_formula();
   s += "__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return " + to_c(bp.lo, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_bitonic_hi(int j, int s) { return " + to_c(bp.hi, CType::Int) + "; }\n";
-  const FoldLanes& fl = fold_lanes_formula();
-  s += "__device__ __forceinline__ int mk_fold_row(int g0, int j, int lane, int nw, int vp2) { return " +
-       to_c(fl.row, CType::Int) + "; }\n";
-  s += "__device__ __forceinline__ int mk_fold_vec(int lane, int vp2) { return " + to_c(fl.vec, CType::Int) +
-       "; }\n";
   const AttentionStates& as = attention_states_formula();
   s += "__device__ __forceinline__ long long mk_state_slot(long long row, long long e, long long D) { return " +
        to_c(as.slot) + "; }\n";

@@ -212,8 +212,8 @@ int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D);
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
 // mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int;
-// mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), mk_fold_row(g0, j, lane, nw, vp2) and
-// mk_fold_vec(lane, vp2), int; attention's states: mk_state_slot(row, e, D) and
+// mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), int (the fold's lanes are printed in its loop
+// nest, ir/task_nests.h); attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
 // mk_warp_row(w, i, hp), int (shared memory); attention's rows: mk_head_elem(hd, e, D),
 // mk_q_head(h, g, G) and mk_kv_elem(h, j, e, cap, D), long long.

@@ -135,6 +135,8 @@ __device__ __forceinline__ void mk_red_add4(float4* p, float4 v) {
 #if MK_RED_V4
   asm volatile("red.global.add.v4.f32 [%0], {%1,%2,%3,%4};" ::"l"(p), "f"(v.x), "f"(v.y), "f"(v.z), "f"(v.w)
                : "memory");
+#else
+  __trap();  // never called: mk_fold_out takes no quads without MK_RED_V4
 #endif
 }
 #endif

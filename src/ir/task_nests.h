@@ -150,8 +150,9 @@ const LoopNest& linear_argmax_nest();
 // - fold_rows_nest: W_down's `rows` rows of the tile's columns, `vpr` 16-byte vectors each (V
 //   elements), by lane groups of vp2 (FoldLanes): warp w's rounds from row group g0 = w, step
 //   nw U; slot j of a round holds lane `lane`'s vector of row n (fold_lanes_formula), copied into
-//   the thread's own shared-memory slots tid + j threads with every copy of the round before any
-//   use; the products with a's elements (registers av), the group's lanes summed, lane 0 of the
+//   the thread's shared-memory slots tid + j threads with every copy of the round before any
+//   use (the slots inside the buffer; that no thread touches another's, which lets its own
+//   cp.async wait stand for a barrier, is the index's form, not proved); the products with a's elements (registers av), the group's lanes summed, lane 0 of the
 //   group stores acc[n]. Under the kernel's guard vpr <= vp2. W_down as pairs (row, vector),
 //   printed at row LD + vector: each read once, every one; acc each row once, every one.
 //   Printed as mk_fold_rows<DT>(t, a, acc, sl, vpr, vp2).
@@ -160,13 +161,15 @@ const LoopNest& linear_argmax_nest();
 //   Printed as mk_fold_scalar<DT>(t, a, acc).
 // - fold_out_nest: the rows' sums reduced into the output: Q quads of four rows (Q = rows / 4
 //   when the kernel can, else 0; the kernel's guard 4 Q <= rows), then rows 4 Q .. rows - 1
-//   (each once, every one). Printed as mk_fold_out(t, acc).
+//   (each once, every one; quad q is rows 4 q .. 4 q + 3, so the two loops meet at row 4 Q:
+//   the nest proves each loop, the pairing of a quad with its rows is the code's). Printed as
+//   mk_fold_out(t, acc).
 const LoopNest& fold_act_nest();
 const LoopNest& fold_rows_nest();
 const LoopNest& fold_scalar_nest();
 const LoopNest& fold_out_nest();
 
-// The top-k draw's pass over the step's n logits (kernels/sample.cuh): f(i, logits[i], true) for
+// The top-k draw's pass over the step's n logits (kernels/sample_topk.cuh): f(i, logits[i], true) for
 // every i < n, in rounds that whole warps take together (f may use warp collectives; a lane past
 // the end calls f with false): the n / 4 whole 16-byte vectors in rounds of U per thread (every
 // load of a round before any use; f called per element through mk_sample_visit4), then the
@@ -175,13 +178,6 @@ const LoopNest& fold_out_nest();
 // n, f).
 const LoopNest& sample_scan_nest();
 
-// The top-k draw's loops over its n sorted candidate keys (kernels/sample_topk.cuh), the block's
-// threads each taking keys j, j + threads, ...: their nucleus weights e^(z / T - z_max) into w
-// (sample_weights_nest: each key read once and each weight written once, every one; printed as
-// mk_sample_weights(keys, w, n, temperature, zmax)), and the argmax of the Gumbel keys over the
-// nucleus's n candidates (sample_nucleus_draw_nest: each key read once, every one; printed as
-// mk_sample_nucleus_draw(keys, n, prm, position, best, bi), each thread's best). Parameters: n,
-// threads.
 // The top-k draw's strided sample (kernels/sample_topk.cuh), when n > S logits: S = half the
 // sort's capacity; sample j is logit floor(j n / S) (computed as j (n / S) + j (n % S) / S, inside
 // int for any n), loaded in rounds of U per thread (all loads of a
@@ -190,6 +186,13 @@ const LoopNest& sample_scan_nest();
 // mk_sample_stride(logits, n, keys).
 const LoopNest& sample_stride_nest();
 
+// The top-k draw's loops over its n sorted candidate keys (kernels/sample_topk.cuh), the block's
+// threads each taking keys j, j + threads, ...: their nucleus weights e^(z / T - z_max) into w
+// (sample_weights_nest: each key read once and each weight written once, every one; printed as
+// mk_sample_weights(keys, w, n, temperature, zmax)), and the argmax of the Gumbel keys over the
+// nucleus's n candidates (sample_nucleus_draw_nest: each key read once, every one; printed as
+// mk_sample_nucleus_draw(keys, n, prm, position, best, bi), each thread's best). Parameters: n,
+// threads.
 const LoopNest& sample_weights_nest();
 const LoopNest& sample_nucleus_draw_nest();
 

@@ -43,11 +43,14 @@ struct PlanProof {
 // embedding row for each (hidden, vocabulary), and the online softmax when there is an
 // attention task, whatever their results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
+// An LM-head tile's argmax partial (ir::linear_argmax_nest) when a linear tile has one.
 // With fold_down, the folded tiles' lane map (ir::FoldLanes: each row and vector of the down
 // columns read by one lane, the shuffles within a row's lanes) for each lane group width the
-// tiles need (for both vector widths: the tasks do not name the dtype). Not covered: the fold's
-// adds (each tile adds its rows once with red.add; the scheduler tests that the tiles' columns
-// cover the matrix once, the GPU tests check the sums against the reference).
+// tiles need, and the fold's loop nests (ir/task_nests.h fold_*) for each (down rows, tile
+// columns) (for both vector widths: the tasks do not name the dtype). Not covered: that the
+// tiles' adds together make the down projection (each tile's nest adds each row once; the
+// scheduler tests that the tiles' columns cover the matrix once, the GPU tests check the sums
+// against the reference).
 std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const MegakernelParams& params);
 
 // The proofs the prefill kernels rest on (runtime/prefill.h): the even split for every K-split

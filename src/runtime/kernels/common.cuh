@@ -3,8 +3,10 @@
 // MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ... and the derived MK_RING_BYTES:
 // runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), scalar.cuh (rules
 // shared with the prefill's source), common.cuh, the sampler's arithmetic (ref/sampling_math.h),
-// the online-softmax formulas (ir/online_softmax.h), the draws (sample.cuh), one file per
-// task kind (linear, merge, attention, argmax), the generated dispatch over the linear variants the kernel is built with
+// the online-softmax formulas (ir/online_softmax.h), the weight staging (stage.cuh), the draws
+// (sample.cuh, then for the top-k kernel its printed loop nests and sample_topk.cuh), one file
+// per task kind (linear, merge, attention, argmax) with the loop nests each calls printed
+// before it (ir/task_nests.h), the generated dispatch over the linear variants the kernel is built with
 // (runtime/variants.h), protocol.cuh (the worker loop), and the entry point of the model's
 // weight dtype. No headers: NVRTC needs none.
 //

@@ -487,7 +487,7 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
   for (const auto& [nest, what] : {std::pair{&ir::sample_weights_nest(), "the nucleus weights"},
                                    std::pair{&ir::sample_nucleus_draw_nest(), "the draw over the nucleus"}})
     needed.push_back({std::string("top-k draw: ") + what + ", a loop nest (" + std::to_string(threads / 32) + " warps)",
-                      std::string("sample ") + what + " " + std::to_string(threads), [nest, threads] {
+                      std::string("sample ") + what + " " + std::to_string(threads), [nest = nest, threads] {
                         return superopt::prove_loop_nest(*nest, "sample candidates", {{"threads", threads}});
                       }});
   const std::vector<superopt::ProofRecord> records = proved(needed);

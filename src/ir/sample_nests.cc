@@ -6,10 +6,14 @@
 #include "ir/task_nests.h"
 
 namespace mpk::ir {
+namespace {
+
+IndexExpr v(const char* name) { return IndexExpr::var(name); }
+
+}  // namespace
 
 const LoopNest& sample_scan_nest() {
   static const LoopNest n = [] {
-    auto v = [](const char* name) { return IndexExpr::var(name); };
     // n4: the whole vectors (a let in the body; the ranges and covers are over the parameters).
     const IndexExpr N = v("n"), n4 = v("n4"), vecs = N / 4, U = v("U"), threads = v("threads"), tid = v("tid");
     const IndexExpr j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
@@ -49,7 +53,6 @@ const LoopNest& sample_scan_nest() {
 
 const LoopNest& sample_stride_nest() {
   static const LoopNest n = [] {
-    auto v = [](const char* name) { return IndexExpr::var(name); };
     const IndexExpr N = v("n"), S = v("S"), U = v("U"), threads = v("threads"), tid = v("tid");
     const IndexExpr j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
     LoopNest m;
@@ -91,7 +94,7 @@ namespace {
 // A block-strided loop over the first n sorted candidate keys, `body` naming {key}: each read
 // once, every one.
 LoopNest candidates_nest(std::string signature, std::string body) {
-  const IndexExpr N = IndexExpr::var("n"), j = IndexExpr::var("j"), jj = IndexExpr::var("jj");
+  const IndexExpr N = v("n"), j = v("j"), jj = v("jj");
   LoopNest m;
   m.signature = std::move(signature);
   m.params = {{"n", "n_", 1, 1 << 16}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
@@ -109,9 +112,11 @@ const LoopNest& sample_weights_nest() {
         "__device__ __forceinline__ void mk_sample_weights(const u64* keys, float* w, int n_, float temperature, "
         "float zmax)",
         "{weight} = mpk_det_exp(__fsub_rn(__fdiv_rn(mk_sample_logit({key}), temperature), zmax));");
-    const IndexExpr j = IndexExpr::var("j"), jj = IndexExpr::var("jj");
-    m.accesses.push_back({"weight", "w", "candidates", j, true, {{{{"jj", IndexExpr::var("n")}}, jj, {{"j", jj}}}},
-                          CType::Int});
+    // The weights as the keys: each written once, every one.
+    Access weight = m.accesses.at(0);
+    weight.name = "weight";
+    weight.base = "w";
+    m.accesses.push_back(std::move(weight));
     return m;
   }();
   return n;

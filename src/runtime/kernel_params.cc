@@ -33,7 +33,6 @@ constexpr Field kFields[] = {
     {"prefetch_rounds", "MK_PREFETCH_ROUNDS", &MegakernelParams::prefetch_rounds, 0, 8, 1},
     {"merge_batch", "MK_MERGE_BATCH", &MegakernelParams::merge_batch, 1, 16, 1},
     {"max_head_dim", "MK_MAX_HEAD_DIM", &MegakernelParams::max_head_dim, 64, 256, 64},
-    {"ring_stages", "MK_RING_STAGES", &MegakernelParams::ring_stages, 0, 16, 1},
     {"poll_warp_loads", "MK_POLL_WARP_LOADS", &MegakernelParams::poll_warp_loads, 0, 1, 1},
     {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
@@ -52,9 +51,6 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
-  MPK_CHECK(!(p.stage_weights && p.ring_stages > 0), InvalidArgument)
-      << "megakernel parameters: stage_weights and ring_stages " << p.ring_stages
-      << " both take the linear's shared memory; choose one";
   MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
       << "megakernel parameters: block_threads " << p.block_threads
       << " and the controller warp exceed 1024 threads";
@@ -76,16 +72,11 @@ MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t laye
 
 int launch_threads(const MegakernelParams& p) { return p.block_threads + 32 * p.controller_warp; }
 
-int64_t ring_bytes(const MegakernelParams& p) {
-  const int rows = std::max({p.rows_per_warp, p.down_rows_per_warp, p.head_rows_per_warp});
-  return int64_t(p.ring_stages) * p.block_threads * rows * p.loads_in_flight * 16;
-}
-
 std::string to_defines(const MegakernelParams& p) {
   validate(p);
   std::string out;
   for (const Field& f : kFields) out += fmt::format("#define {} {}\n", f.define, p.*f.member);
-  return out + fmt::format("#define MK_RING_BYTES {}\n", ring_bytes(p));
+  return out;
 }
 
 MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
@@ -156,7 +147,6 @@ const std::vector<ParamAxis>& search_axes() {
       {"heads_per_pass", "attention", {"heads_per_pass=2", "heads_per_pass=4", "heads_per_pass=8"}},
       {"merge_batch", "merge", {"merge_batch=4", "merge_batch=8", "merge_batch=16"}},
       {"prefetch_rounds", "linear", {"prefetch_rounds=0", "prefetch_rounds=1", "prefetch_rounds=2"}},
-      {"ring_stages", "linear", {"ring_stages=0", "ring_stages=2", "ring_stages=3", "ring_stages=4"}},
       {"poll_warp_loads", "worker", {"poll_warp_loads=0", "poll_warp_loads=1"}},
       {"block_threads", "worker",
        {"block_threads=384", "block_threads=448", "block_threads=480", "block_threads=512"}},

@@ -26,9 +26,6 @@ struct MegakernelParams {
   int merge_batch = 8;       // attention merge: chunk partials loaded at once (1..16)
   int max_head_dim = 256;    // attention: largest head_dim it runs (64..256, a multiple of 64;
                              // a head row lives in registers: set it from the model)
-  int ring_stages = 0;       // linear: rounds of loads_in_flight vectors per row and lane in a
-                             // shared-memory ring streamed with cp.async, ring_stages - 1 of them
-                             // in flight (0: the rounds go to registers; up to 16)
   int poll_warp_loads = 1;   // linear: 1, the polling thread's warp loads its first round into
                              // registers before the wait like the others; 0, it prefetches that
                              // round to L2 instead, so the poll does not queue behind its loads
@@ -64,12 +61,9 @@ MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t laye
 // Threads per worker CTA as launched: the compute threads and the controller warp if any.
 int launch_threads(const MegakernelParams& p);
 
-// Bytes of the linear tasks' weight ring in shared memory (0 without the ring), for the widest
-// linear variant.
-int64_t ring_bytes(const MegakernelParams& p);
 // Error(InvalidArgument) naming the first parameter out of its range.
 void validate(const MegakernelParams& p);
-// "#define MK_BLOCK_THREADS 512\n..." for the kernel source: every field, then MK_RING_BYTES.
+// "#define MK_BLOCK_THREADS 512\n..." for the kernel source: every field.
 std::string to_defines(const MegakernelParams& p);
 // Parses "name=value,name=value" (names as the fields, e.g. "rows_per_warp=1,loads_in_flight=8")
 // over `base`; Error(InvalidArgument) on an unknown name, a non-integer or a value out of range.

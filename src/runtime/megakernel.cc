@@ -311,12 +311,12 @@ class TableBuilder {
       d.part_idx = act(s.argmax_index, s.argmax_slot);
       d.out_index0 = t.weights[0].out_begin;
     }
-    // The ring, the input vector; or the fold's sums, its silu(gate) * up and a 16-byte slot
+    // The input vector; or the fold's sums, its silu(gate) * up and a 16-byte slot
     // per thread and load in flight (linear.cuh mk_linear_fold).
     const int64_t fold = s.down_fold ? int64_t(MPK_MK_FOLD_SLOTS(d.fold_rows, d.slices[0].rows)) * 4 +
                                            int64_t(params_.block_threads) * params_.loads_in_flight * 16
                                      : 0;
-    return ring_bytes(params_) + std::max<int64_t>(int64_t(t.k) * 4, fold);
+    return std::max<int64_t>(int64_t(t.k) * 4, fold);
   }
 
   // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (its

@@ -343,20 +343,18 @@ void expect_params_match_reference(const char* params, std::initializer_list<con
 
 TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  for (const char* params : {"ring_stages=0,rows_per_warp=3", "ring_stages=1,loads_in_flight=1",
-                             "ring_stages=3,rows_per_warp=3,loads_in_flight=2",
+  for (const char* params : {"rows_per_warp=3", "loads_in_flight=1", "rows_per_warp=3,loads_in_flight=2",
                              "loads_in_flight=1,max_k_split=1",
-                             "ring_stages=3,loads_in_flight=1,max_k_split=1",
                              "poll_warp_loads=0", "poll_warp_loads=0,rows_per_warp=3",
                              // Two linear variants in one launch: the down projection's own.
                              "down_rows_per_warp=1",
-                             "ring_stages=2,loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
-                             "ring_stages=2,loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1",
+                             "loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
+                             "loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1",
                              // Three: the LM head's too.
                              "rows_per_warp=3,down_rows_per_warp=1,head_rows_per_warp=4",
                              // The controller warp polls and publishes (15 and 16 compute warps).
                              "controller_warp=1,block_threads=480", "controller_warp=1",
-                             "controller_warp=1,ring_stages=2,loads_in_flight=2"})
+                             "controller_warp=1,loads_in_flight=2"})
     expect_params_match_reference(params, {"qwen3-bf16", "llama-f32", "qwen3-f32"});
 }
 
@@ -478,12 +476,12 @@ TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
 
 // The MLP's down projection folded into the gate/up tiles (fold_down): teacher-forced against
 // the reference and greedy to the fixture's tokens, on the default weight path, with the
-// controller warp, the shared-memory ring, staged weights, one load per round (qwen3-f32's 176
+// controller warp, two loads per round, staged weights, one load per round (qwen3-f32's 176
 // columns as a full round and a partial one) and shared activation memory.
 TEST(MegakernelGpuFold, FoldedDownMatchesTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   for (const char* params : {"fold_down=1", "fold_down=1,controller_warp=1,block_threads=480",
-                             "fold_down=1,ring_stages=2,loads_in_flight=2",
+                             "fold_down=1,loads_in_flight=2",
                              "fold_down=1,stage_weights=1", "fold_down=1,loads_in_flight=1,max_k_split=1"}) {
     for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32", "qwen2-bf16"}) {
       SCOPED_TRACE(std::string(params) + " on " + fixture);

@@ -576,7 +576,6 @@ TEST(Megakernel, ParametersShapeTheSource) {
   p.prefetch_rounds = 0;
   p.merge_batch = 4;
   p.max_head_dim = 64;
-  p.ring_stages = 3;
   p.poll_warp_loads = 0;
   p.controller_warp = 1;
   const std::string src = megakernel_source(p, DType::BF16);
@@ -584,13 +583,12 @@ TEST(Megakernel, ParametersShapeTheSource) {
                         "#define MK_LOADS_IN_FLIGHT 2\n", "#define MK_MAX_KSPLIT 4\n",
                         "#define MK_HEADS_PER_PASS 2\n", "#define MK_PREFETCH_ROUNDS 0\n",
                         "#define MK_MERGE_BATCH 4\n", "#define MK_MAX_HEAD_DIM 64\n",
-                        "#define MK_RING_STAGES 3\n", "#define MK_POLL_WARP_LOADS 0\n",
-                        "#define MK_CONTROLLER_WARP 1\n", "#define MK_RING_BYTES 24576\n"})
+                        "#define MK_POLL_WARP_LOADS 0\n", "#define MK_CONTROLLER_WARP 1\n"})
     EXPECT_NE(src.find(d), std::string::npos) << d;
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
-            "\"ring_stages\":3,\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
+            "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
             "\"fold_down\":0,\"phase_timers\":0}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
@@ -598,27 +596,19 @@ TEST(Megakernel, ParametersShapeTheSource) {
   // Attention's shared memory holds one state per warp and head of a pass.
   const auto [model, g, plan] = plan_fixture("qwen3-f32", 8, 16);
   const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
-  MegakernelParams p0 = p;
-  p0.ring_stages = 0;
   const auto a = build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{});
-  const auto b = build_tables(g, plan, mem, SegmentBases{}, p0);
+  const auto b = build_tables(g, plan, mem, SegmentBases{}, p);
   EXPECT_GE(a.dynamic_smem, b.dynamic_smem);
-  // A linear task's shared memory: the weight ring, then its input vector.
-  const auto c = build_tables(g, plan, mem, SegmentBases{}, p);
-  EXPECT_EQ(ring_bytes(p0), 0);
-  EXPECT_EQ(ring_bytes(p), 3 * 256 * 1 * 2 * 16);
-  EXPECT_GE(c.dynamic_smem, ring_bytes(p) + 4 * g.config.intermediate_size);
+  // A linear task's shared memory holds its input vector.
   EXPECT_GE(b.dynamic_smem, 4 * g.config.intermediate_size);
   for (auto bad : {MegakernelParams{.block_threads = 100}, MegakernelParams{.block_threads = 2048},
                    MegakernelParams{.rows_per_warp = 0}, MegakernelParams{.loads_in_flight = 9},
                    MegakernelParams{.max_k_split = 0}, MegakernelParams{.heads_per_pass = 9},
                    MegakernelParams{.prefetch_rounds = 9}, MegakernelParams{.merge_batch = 0},
                    MegakernelParams{.merge_batch = 17}, MegakernelParams{.max_head_dim = 96},
-                   MegakernelParams{.max_head_dim = 512}, MegakernelParams{.ring_stages = -1},
-                   MegakernelParams{.ring_stages = 17}, MegakernelParams{.down_rows_per_warp = -1},
+                   MegakernelParams{.max_head_dim = 512}, MegakernelParams{.down_rows_per_warp = -1},
                    MegakernelParams{.down_rows_per_warp = 5},
                    MegakernelParams{.controller_warp = 2},
-                   MegakernelParams{.ring_stages = 2, .stage_weights = 1},
                    MegakernelParams{.stage_weights = 2},
                    MegakernelParams{.phase_timers = 2},
                    MegakernelParams{.block_threads = 1024, .controller_warp = 1}}) {

@@ -101,7 +101,7 @@ TuneResult sample_result() {
               {"merge_batch", "merge", "merge_batch=4", "not faster", 948, 951, 1e-6, 5000},
               {"heads_per_pass", "attention", "heads_per_pass=8", "not faster", 960, 950, 1e-6, 5000},
               {"fold_down", "MLP", "fold_down=1", "failed test: logits", 0, 0, 1, 3000},
-              {"ring_stages", "linear", "ring_stages=4", "rejected: shared memory", 0, 0, 0, 100}};
+              {"block_threads", "worker", "block_threads=512", "rejected: shared memory", 0, 0, 0, 100}};
   r.timed = 3;
   r.failed = 1;
   r.rejected = 1;

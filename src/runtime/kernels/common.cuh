@@ -1,8 +1,8 @@
 // The megakernel's source is assembled by the code generator (runtime/megakernel.cc) from
 // these files, in this order: the code parameters as #defines (MK_BLOCK_THREADS,
-// MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ... and the derived MK_RING_BYTES:
-// runtime/kernel_params.h), task_desc.h, the layout formulas (ir/layouts.h), scalar.cuh (rules
-// shared with the prefill's source), common.cuh, the sampler's arithmetic (ref/sampling_math.h),
+// MK_LOADS_IN_FLIGHT, MK_MAX_KSPLIT, MK_HEADS_PER_PASS, ...: runtime/kernel_params.h),
+// task_desc.h, the layout formulas (ir/layouts.h), scalar.cuh (rules shared with the prefill's
+// source), common.cuh, the sampler's arithmetic (ref/sampling_math.h),
 // the online-softmax formulas (ir/online_softmax.h), the weight staging (stage.cuh), the draws
 // (sample.cuh, then for the top-k kernel its printed loop nests and sample_topk.cuh), one file
 // per task kind (linear, merge, attention, argmax) with the loop nests each calls printed

@@ -185,125 +185,6 @@ __device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int
   k1 = (int)mk_even_split_end(p, units, ks) * unit;
 }
 
-// The shared-memory weight ring (MK_RING_STAGES > 0): each lane streams its own 16-byte vectors
-// of the warp's rows into its own ring slots with cp.async (L2 only) and reads back only what it
-// copied, so the per-thread cp.async.wait_group is the only synchronisation. A round is
-// MK_LOADS_IN_FLIGHT vectors per row and lane (32 apart), one commit group; MK_RING_STAGES - 1
-// rounds stay in flight while one is consumed (registers bound how many loads a lane keeps in
-// flight, shared memory binds the ring: 2-4x more bytes per SM). The stream runs across the
-// warp's work items, so it drains once per task, and its first rounds go out before the
-// task's events. The ring takes MK_RING_BYTES (generated with the parameters: kernel_params.cc
-// ring_bytes) at the start of dynamic shared memory.
-#if MK_RING_STAGES > 0
-
-// A warp's position in its stream of full row groups: item it (first row mk_lin_row0, K part
-// mk_lin_part: ir/layouts.h), the vectors [v, v1) still to go, the group's rows.
-template <int R>
-struct MkCursor {
-  int it, v, v1;
-  const char* w[R];
-};
-
-// Moves c to item `it` (or past the end: c.it >= items).
-template <int DT, int R>
-__device__ __forceinline__ void mk_cursor_item(const MkTask& t, MkCursor<R>& c, int it, int items,
-                                               int ks, int units) {
-  c.it = it;
-  if (it >= items) return;
-  int k0, k1, slice[R], local[R];
-  mk_kpart(mk_lin_part(it, ks), ks, units, MkW<DT>::kVec, k0, k1);
-  c.v = k0 / MkW<DT>::kVec;
-  c.v1 = k1 / MkW<DT>::kVec;
-  mk_group_rows<DT, R>(t, mk_lin_row0(it, ks, R), c.w, slice, local);
-}
-
-// This lane's slot for (stage, row, load): consecutive lanes take consecutive 16 bytes.
-template <int R>
-__device__ __forceinline__ unsigned mk_ring_slot(unsigned ring, int stage, int r, int l) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  return ring + (unsigned)(((((stage * (MK_BLOCK_THREADS / 32) + warp) * R + r) *
-                             MK_LOADS_IN_FLIGHT + l) * 32 + lane) * 16);
-}
-
-// Issues the round at c into `stage` and commits it (an empty group past the end of the
-// stream keeps the group count of every round equal); moves c on.
-template <int DT, int R>
-__device__ __forceinline__ void mk_ring_issue(const MkTask& t, unsigned ring, int stage,
-                                              MkCursor<R>& c, int items, int ks, int units, int nw) {
-  if (c.it < items) {
-    const int lane = threadIdx.x & 31;
-#pragma unroll
-    for (int r = 0; r < R; ++r)
-#pragma unroll
-      for (int l = 0; l < MK_LOADS_IN_FLIGHT; ++l) {
-        const int vec = c.v + lane + 32 * l;
-        if (vec < c.v1)
-          asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(mk_ring_slot<R>(ring, stage, r, l)),
-                       "l"((const uint4*)c.w[r] + vec) : "memory");
-      }
-    c.v += 32 * MK_LOADS_IN_FLIGHT;
-    if (c.v >= c.v1) mk_cursor_item<DT, R>(t, c, c.it + nw, items, ks, units);
-  }
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-
-// The full row groups of a tile through the ring: `c` is the issue cursor, already
-// MK_RING_STAGES - 1 rounds ahead (issued before the events); the items' results as
-// mk_linear_item writes them.
-template <int DT, int R>
-__device__ __forceinline__ void mk_ring_rows(const MkTask& t, unsigned ring, MkCursor<R>& c,
-                                             const float* xs, float scale, int items, int ks,
-                                             int units, int total, float* part_sums) {
-  const int warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5, lane = threadIdx.x & 31;
-  constexpr int V = MkW<DT>::kVec;
-  MkCursor<R> d;  // the consuming cursor
-  mk_cursor_item<DT, R>(t, d, warp, items, ks, units);
-  int stage = 0;
-  float acc[R];
-  MkGroupOut<R> o;
-  bool fresh = true;
-  while (d.it < items) {
-    if (fresh) {  // the epilogue's operands, loaded while the item streams
-      const char* w[R];
-      mk_group_out<DT, R>(t, mk_lin_row0(d.it, ks, R), ks, w, o);
-#pragma unroll
-      for (int r = 0; r < R; ++r) acc[r] = 0.f;
-      fresh = false;
-    }
-    mk_ring_issue<DT, R>(t, ring, (stage + MK_RING_STAGES - 1) % MK_RING_STAGES, c, items, ks,
-                         units, nw);
-    asm volatile("cp.async.wait_group %0;" ::"n"(MK_RING_STAGES - 1) : "memory");
-#pragma unroll
-    for (int l = 0; l < MK_LOADS_IN_FLIGHT; ++l) {
-      const int vec = d.v + lane + 32 * l;
-      if (vec < d.v1) {
-        const float* xv = xs + vec * V;
-#pragma unroll
-        for (int r = 0; r < R; ++r) {
-          uint4 u;
-          asm volatile("ld.shared.v4.u32 {%0,%1,%2,%3}, [%4];"
-                       : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w) : "r"(mk_ring_slot<R>(ring, stage, r, l)));
-          float f[V];
-          MkW<DT>::unpack(u, f);
-#pragma unroll
-          for (int e = 0; e < V; ++e) acc[r] = mk_dp_step(acc[r], f[e], xv[e]);
-        }
-      }
-    }
-    stage = stage + 1 == MK_RING_STAGES ? 0 : stage + 1;
-    d.v += 32 * MK_LOADS_IN_FLIGHT;
-    if (d.v < d.v1) continue;
-    // The item's last round: its sums, as mk_linear_item.
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] = mk_warp_sum(acc[r]);
-    mk_group_store<R>(t, o, acc, scale, mk_lin_row0(d.it, ks, R), mk_lin_part(d.it, ks), ks, total,
-                      part_sums);
-    mk_cursor_item<DT, R>(t, d, d.it + nw, items, ks, units);
-    fresh = true;
-  }
-}
-#endif
-
 #if MK_FOLD_DOWN
 // The fold's first rows into L2 before the task's events (its columns are a short piece of
 // each row, 16-byte pieces of rows far apart): up to MK_FOLD_PREFETCH bytes of rows.
@@ -356,10 +237,8 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
 #endif
 
 // A linear tile, variant kRows (output rows a warp streams together). Before `wait` (the task's
-// events): each warp issues the first rounds of its
-// weight stream (MK_RING_STAGES - 1 rounds into the shared-memory ring, or without the ring the
-// first round of its first work item into registers), then the L2 prefetch of the tile's
-// start. With its weights staged (stage.cuh) it issues nothing: after the wait and its input,
+// events): each warp loads the first round of its first work item into registers, then the
+// L2 prefetch of the tile's start. With its weights staged (stage.cuh) it issues nothing: after the wait and its input,
 // it waits for their copy and reads them from shared memory. Profile sessions: records its
 // phases (mk_time). Returns false when the wait aborted the launch.
 template <int DT, int kRows, class Wait>
@@ -376,7 +255,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   const int ks = mk_ksplit(groups, total, nw, units);
   const int full_items = (total / kRows) * ks;  // the items of full row groups
   float scale = 1.0f;
-  const char* ws = nullptr;  // the tile's rows in the weight ring
+  const char* ws = nullptr;  // the tile's rows in the staging ring (stage.cuh)
 #if MK_STAGE
   if (st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {  // then aligned
     if (!wait()) return false;
@@ -393,24 +272,6 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
       mk_linear_item<DT, kRows, true>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, true,
                                       mk_lin_part(it, ks), ks, total, part_sums, false, none, ws);
     }
-  } else
-#endif
-#if MK_RING_STAGES > 0
-  if (aligned) {
-    const unsigned ring = (unsigned)__cvta_generic_to_shared(xs);
-    xs += MK_RING_BYTES / 4;
-    MkCursor<kRows> c;
-    mk_cursor_item<DT, kRows>(t, c, warp, full_items, ks, units);
-    for (int s = 0; s < MK_RING_STAGES - 1; ++s)
-      mk_ring_issue<DT, kRows>(t, ring, s, c, full_items, ks, units, nw);
-    mk_prefetch_weights<DT>(t, prefetch_bytes);
-#if MK_FOLD_DOWN
-    mk_fold_prefetch<DT>(t);
-#endif
-    if (!wait()) return false;
-    scale = mk_linear_input(t, xs, red);
-    mk_time(MPK_MK_T_INPUT);
-    mk_ring_rows<DT, kRows>(t, ring, c, xs, scale, full_items, ks, units, total, part_sums);
   } else
 #endif
   {

@@ -241,6 +241,83 @@ const LoopNest& linear_fold_nest() {
   return n;
 }
 
+const LoopNest& linear_items_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr total = v("total"), ks = v("ks"), R = v("R"), nw = v("nw"), S = v("S");
+    const IndexExpr warp = v("warp"), it = v("it"), r0 = v("r0");
+    const IndexExpr j = v("j"), r = v("r"), full = v("full"), G = v("G"), rr = v("rr"), pp = v("pp");
+    const LinearItems& li = linear_items_formula();
+    auto slot = [&](IndexExpr part, IndexExpr row) {
+      return substitute(li.slot, {{"p", part}, {"total", total}, {"r", row}});
+    };
+    // Item it's row group's first row and K part (LinearItems). Written out again where a sum is
+    // stored: a value kept across the dot products costs the kernel a register (it spilled).
+    const IndexExpr row0 = substitute(li.row0, {{"it", it}, {"ks", ks}, {"rows", R}});
+    const IndexExpr part = substitute(li.part, {{"it", it}, {"ks", ks}});
+    LoopNest m;
+    m.signature = "template <int DT, int R_, bool Smem>\n__device__ __forceinline__ void mk_lin_items("
+                  "const MkTask& t, const float* xs, float scale, int total_, int ks_, int units, int unit, "
+                  "bool aligned, float* part_sums, bool first_, const uint4 (&pre)[R_][MK_LOADS_IN_FLIGHT], "
+                  "const char* ws)";
+    m.params = {{"total", "total_", 1, 1 << 20},
+                {"ks", "ks_", 1, 64},
+                rows_param(),
+                {"S", "MPK_MK_KSPLIT_SLOTS", 1, 1 << 16},
+                {"nw", "(MK_COMPUTE_THREADS >> 5)", 1, 32}};
+    m.threads = "nw";
+    m.ranges = {{"rows", 0, total}, {"slots", 0, S}, {"group", 0, R}};
+    // Item `it`: the part's elements [k0, k1) (the even split, proved on its own: mk_kpart), its
+    // first row (in this order: the other one spilled a register).
+    auto item = [&](Block rest) {
+      Block b = {let("p", part), code("int k0, k1;"), code("mk_kpart(p, ks, units, unit, k0, k1);"), let("r0", row0)};
+      b.insert(b.end(), rest.begin(), rest.end());
+      return b;
+    };
+    // Row r's sum of part p (register j of the group): lane 0 stores it scaled through the
+    // epilogue (one part) or into its slot (several: mk_lin_fold adds them).
+    auto store = [&](const char* acc) {
+      return Block{guard(ks, 2, {code(std::string("if ((threadIdx.x & 31) == 0) {out} = mk_dp_scale(") + acc +
+                                      ", scale);")}),
+                   guard(1, ks, {guard(ks * total, S + 1,
+                                       {code(std::string("if ((threadIdx.x & 31) == 0) {sums} = ") + acc + ";")})})};
+    };
+    Block group = {code("MkGroupOut<R> o;"), code("float acc[R];"),
+                   code("mk_lin_dots<DT, R, Smem>(t, xs, r0, k0, k1, aligned, ks, first_ && it == warp, pre, ws, o, acc);")};
+    Block rows = store("{acc}");
+    group.push_back(loop("j", LoopKind::Unrolled, R, 1, [&] {
+      Block b = {let("r", row0 + j)};
+      b.insert(b.end(), rows.begin(), rows.end());
+      return b;
+    }()));
+    Block one = {let("j", 0), code("MkGroupOut<1> o;"), code("float acc[1];"),
+                 code("const uint4 none[1][MK_LOADS_IN_FLIGHT] = {};  // no first round: never read"),
+                 code("mk_lin_dots<DT, 1, Smem>(t, xs, r, k0, k1, aligned, ks, false, none, ws, o, acc);")};
+    Block last = store("acc[0]");
+    one.insert(one.end(), last.begin(), last.end());
+    // The inverse: row rr's part pp is item (rr / R) ks + pp (the last group's too), dealt to warp
+    // it % nw.
+    auto inverse = [&](IndexExpr part) -> std::map<std::string, IndexExpr> {
+      const IndexExpr i = rr / R * ks + part;
+      return {{"warp", i % nw}, {"it", i}, {"j", rr % R}, {"r", rr}};
+    };
+    m.accesses = {
+        {"out", "o", "rows", r, true, {{{{"rr", total}}, rr, inverse(0), {{ks, 2}}}}, CType::Int, 0, 1, j},
+        {"sums", "part_sums", "slots", slot(part, r), true,
+         {{{{"rr", total}, {"pp", ks}}, slot(pp, rr), inverse(pp), {{1, ks}, {ks * total, S + 1}}}}, CType::Int},
+        {"acc", "acc", "group", j, false, {}, CType::Int},
+    };
+    m.body = {thread("warp", "(threadIdx.x >> 5)"),
+              // The full row groups' items: warp, warp + nw, ...
+              let("full", total / R * ks), loop_from("it", warp, full, nw, item(group)),
+              // The last row group when R does not divide the rows: its items one row at a time,
+              // dealt on round-robin like the others (the warp's first is the q-th item of the group).
+              let("G", (total + R - 1) / R * ks),
+              loop_from("it", full + (warp - full % nw + nw) % nw, G, nw, item({loop_from("r", r0, total, 1, one)}))};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& linear_argmax_nest() {
   static const LoopNest n = [] {
     const IndexExpr total = v("total"), o = v("o"), r = v("r"), rr = v("rr");

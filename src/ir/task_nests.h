@@ -125,6 +125,19 @@ const LoopNest& linear_dot_first_nest();
 // read once, every one). Printed as mk_dot_scalar<DT, R_>(w, xs, k0, n, acc).
 const LoopNest& linear_dot_scalar_nest();
 
+// A linear tile's work items (kernels/linear.cuh): the (row group, K part) pairs of
+// LinearItems dealt to the block's nw warps on round-robin (item it to warp it % nw, in its
+// round it / nw), the full groups of R rows first, each a call of mk_lin_dots (the group's dot
+// products over the part's elements, mk_kpart); then, when R does not divide the tile's rows,
+// the last group's items one row at a time. Lane 0 stores each row's sum: scaled through the
+// epilogue (one part: o[j], the group's rows with their slices, bias and residual) or into its
+// part slot (several; the kernel's guard ks * total <= S, as the fold's). Parameters: total, ks,
+// R, S, nw (the threads: warps). Accesses: the rows (one part) and the slots (several), each
+// stored once and every one. Printed as mk_lin_items<DT, R_, Smem>(t, xs, scale, total, ks,
+// units, unit, aligned, part_sums, first, pre, ws): `first`, the first item's first round is in
+// `pre`; Smem, the rows are staged at ws.
+const LoopNest& linear_items_nest();
+
 // A linear tile's split-K fold (kernels/linear.cuh): with ks > 1 K parts, after a barrier, the
 // block's threads walk the tile's rows, each adding its row's ks part sums from the shared
 // slots (LinearItems' slot) in part order and storing the scaled sum through the tile's

@@ -513,6 +513,7 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   s += embedded_kernel("sample_topk.cuh") + embedded_kernel("linear_rows.cuh");
   s += printed({&ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest(),
                 &ir::linear_fold_nest(), &ir::linear_argmax_nest()});
+  s += embedded_kernel("linear_group.cuh") + printed({&ir::linear_items_nest()});
   if (params.fold_down)
     s += printed({&ir::fold_act_nest(), &ir::fold_rows_nest(), &ir::fold_scalar_nest(), &ir::fold_out_nest()});
   s += embedded_kernel("linear.cuh");

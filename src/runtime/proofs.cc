@@ -78,6 +78,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   bool argmax = false, lm_head = false;  // an argmax task; a linear tile with an argmax partial
   std::set<std::pair<int, int>> embeddings;  // hidden, vocabulary
   std::set<std::pair<int, int>> staged;      // the linears' inputs: units, floats a unit
+  std::set<std::pair<int, int>> tiles;       // the linear tiles: rows per warp, rows
   for (const MkTask& t : tasks) {
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD)) folds.insert({t.fold_rows, t.slices[0].rows});
     if (t.kind == MPK_MK_LINEAR && (t.flags & MPK_MK_F_FOLD))
@@ -106,6 +107,9 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
       if (t.k % 4 == 0) staged.insert({t.k / 4, 4});
       for (int ks = 1; ks <= max_k_split; ++ks) uses[ks].second = true;
       rows_per_warp.insert(variants.at(size_t(t.variant)).rows_per_warp);
+      int total = 0;
+      for (int i = 0; i < t.num_slices; ++i) total += t.slices[i].rows;
+      tiles.insert({variants.at(size_t(t.variant)).rows_per_warp, total});
       lm_head = lm_head || (t.flags & MPK_MK_F_ARGMAX) != 0;
     }
   }
@@ -182,6 +186,21 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
                           return superopt::prove_loop_nest(ir::linear_fold_nest(), "linear fold",
                                                            {{"ks", ks}, {"S", MPK_MK_KSPLIT_SLOTS},
                                                             {"threads", 32 * warps}});
+                        }});
+  // The items' loops per tile shape (a symbolic row count made the slots p * total + r a
+  // product Z3 did not decide in seconds), for each part count the slots take (mk_ksplit picks
+  // no other; the nest's guard stores nothing past them).
+  for (const auto& [r, total] : tiles)
+    for (int ks = 1; ks <= max_k_split && (ks == 1 || ks * total <= MPK_MK_KSPLIT_SLOTS); ++ks)
+      needed.push_back({"linear.r" + std::to_string(r) + ": a tile's work items over the warps, a loop nest (" +
+                            std::to_string(total) + " rows, " + std::to_string(ks) + " K part" +
+                            (ks == 1 ? "" : "s") + ", " + std::to_string(warps) + " warps)",
+                        "linear items nest " + std::to_string(r) + " " + std::to_string(total) + " " +
+                            std::to_string(ks) + " " + std::to_string(warps),
+                        [r = r, total = total, ks, warps] {
+                          return superopt::prove_loop_nest(ir::linear_items_nest(), "linear items",
+                                                           {{"R", r}, {"total", total}, {"ks", ks},
+                                                            {"S", MPK_MK_KSPLIT_SLOTS}, {"nw", warps}});
                         }});
   if (!rows_per_warp.empty())
     needed.push_back({"linear: the sums' algebra (RMSNorm factor after the dot product, split-K fold, bias and "

@@ -34,7 +34,8 @@ struct PlanProof {
 // tasks use (kernel_variants(params)) for every part count, each variant's dot-product nests
 // (ir::linear_dot_nest with and without a first round in registers, for 4- and 8-element
 // vectors; ir::linear_dot_first_nest; ir::linear_dot_scalar_nest) with params.loads_in_flight,
-// the split-K fold's nest, the linear's sums, then
+// the split-K fold's nest, each tile shape's work items over the warps (ir::linear_items_nest,
+// per variant, row count and part count the slots hold), the linear's sums, then
 // attention's chunk partials and the merge's loop nest (ir::attention_merge_nest, with
 // params.merge_batch) for each (chunks > 1, query heads, head dim), its rows for each
 // (chunks, query heads, head dim, capacity), its passes' combine nest

@@ -266,8 +266,12 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   std::set<std::pair<int, int>> passes;                 // query heads, head dim
   std::set<std::pair<int, int>> embeddings;             // hidden, vocabulary
   std::set<std::pair<int, int>> staged;                 // linear inputs: units, floats a unit
+  std::set<int> tiles;                                  // linear tiles' rows
   for (const MkTask& d : t.tasks) {
     if (d.kind == MPK_MK_LINEAR) {
+      int total = 0;
+      for (int i = 0; i < d.num_slices; ++i) total += d.slices[i].rows;
+      tiles.insert(total);
       staged.insert({d.k, 1});
       if (d.k % 4 == 0) staged.insert({d.k / 4, 4});
     }
@@ -299,9 +303,15 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   // The linear variant's dot nests: two widths x first round or not, the first round's loads,
   // the unaligned loop; with one row (the tile's last rows): two widths, the unaligned loop.
   const size_t dots = 2 * 2 + 1 + 1 + 2 + 1;
-  ASSERT_EQ(records.size(), counts.size() + max_k_split + dots + staged.size() + (max_k_split - 1) + 2 + states);
+  // The items' loops per tile shape and part count the slots hold.
+  size_t tile_nests = 0;
+  for (int total : tiles)
+    for (int ks = 1; ks <= max_k_split; ++ks) tile_nests += ks == 1 || ks * total <= MPK_MK_KSPLIT_SLOTS;
+  ASSERT_GT(tiles.size(), 1u);
+  ASSERT_EQ(records.size(),
+            counts.size() + max_k_split + dots + staged.size() + tile_nests + (max_k_split - 1) + 2 + states);
   int linear = 0, items = 0, folds = 0, dot_nests = 0, last_rows = 0, stagings = 0, pass_nests = 0, consts = 0,
-      firsts = 0, heads = 0, lin_argmaxes = 0;
+      firsts = 0, heads = 0, lin_argmaxes = 0, item_nests = 0;
   for (const auto& r : records) {
     EXPECT_TRUE(r.at("proved").get<bool>()) << r.dump();
     const std::string use = r.at("use");
@@ -323,6 +333,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     lin_argmaxes += lin_argmax;
     const bool embedding = use.find("argmax: the next token's embedding") != std::string::npos;
     const bool fold = use.find("linear: the split-K fold") != std::string::npos;
+    const bool item_nest = use.find("linear.r2: a tile's work items over the warps") != std::string::npos;
+    item_nests += item_nest;
     const bool dot = use.find("a warp's dot products over a K part") != std::string::npos;
     const bool scalar = use.find("a warp's dot products over unaligned rows") != std::string::npos;
     dot_nests += dot || scalar || use.find("linear.r2: the dot products' first round") != std::string::npos;
@@ -336,7 +348,8 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
     if (!work) {
       const size_t expected = softmax || warp ? 4 : partial ? 6 : rows || kv_first ? 9 : nest || stage ? 12
                               : combine ? 17 : pass ? 26 : head_stage ? 36 : head_consts ? 10
-                              : lin_argmax ? 4 : partials_nest || fold ? 7 : embedding || scalar ? 8 : dot ? 10 : 5;
+                              : lin_argmax ? 4 : partials_nest || fold ? 7
+                              : embedding || scalar || item_nest ? 8 : dot ? 10 : 5;
       EXPECT_EQ(r.at("obligations").size(), expected) << use;
     }
     for (const auto& o : r.at("obligations")) EXPECT_EQ(o.at("result"), "proved") << r.dump();
@@ -351,6 +364,7 @@ TEST(Megakernel, PlanProofsCoverEveryPartCount) {
   EXPECT_EQ(dot_nests, int(dots));
   EXPECT_EQ(last_rows, 3);
   EXPECT_EQ(lin_argmaxes, 1);
+  EXPECT_EQ(item_nests, int(tile_nests));
   EXPECT_EQ(stagings, int(staged.size()));
   EXPECT_EQ(pass_nests, int(passes.size()));
   EXPECT_EQ(consts, int(dims.size()));

@@ -290,6 +290,32 @@ TEST(LoopNestProofs, TheSplitKFoldIsProvedForEveryPartCount) {
   EXPECT_FALSE(prove_loop_nest(open, "linear fold", {{"ks", 3}, {"S", 256}, {"threads", 512}}).proved());
 }
 
+// A linear tile's work items over the warps: every row's sum (one part) or every (part, row)
+// slot (several) stored once and every one, the last row group's rows one at a time included.
+TEST(LoopNestProofs, TheLinearItemsAreProvedPerTileShape) {
+  for (const auto& [R, total, nw] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+           {1, 32, 16}, {2, 7, 16}, {3, 31, 16}, {3, 100, 15}, {4, 30, 16}})
+    for (int64_t ks : {1, 2, 3, 8}) {
+      const ProofRecord r = prove_loop_nest(ir::linear_items_nest(), "linear items",
+                                            {{"R", R}, {"total", total}, {"ks", ks}, {"S", 256}, {"nw", nw}});
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    }
+  for (int64_t ks : {1, 2, 3})
+    EXPECT_TRUE(brute_force(ir::linear_items_nest(), {{"R", 3}, {"ks", ks}, {"S", 64}, {"nw", 4}}, "total", 20));
+  // Without the last group's loop its rows are never stored; starting its items one later
+  // stores the wrong warp's ones twice or skips them.
+  ir::LoopNest no_last = ir::linear_items_nest();
+  ASSERT_EQ(no_last.body.back().var, "it");
+  no_last.body.pop_back();
+  const std::map<std::string, int64_t> at = {{"R", 3}, {"total", 31}, {"ks", 2}, {"S", 256}, {"nw", 16}};
+  EXPECT_NE(failed(prove_loop_nest(no_last, "linear items", at)).find("cover"), std::string::npos);
+  EXPECT_FALSE(brute_force(no_last, {{"R", 3}, {"ks", 2}, {"S", 64}, {"nw", 4}}, "total", 20));
+  ir::LoopNest shifted = ir::linear_items_nest();
+  shifted.body.back().start = shifted.body.back().start + 1;
+  EXPECT_FALSE(prove_loop_nest(shifted, "linear items", at).proved());
+  EXPECT_FALSE(brute_force(shifted, {{"R", 3}, {"ks", 2}, {"S", 64}, {"nw", 4}}, "total", 20));
+}
+
 // A warp's dot products over a K part: every row's vectors read once, every one, whole rounds
 // and the lane's last partial one; the first round from registers loaded before the events.
 TEST(LoopNestProofs, TheLinearDotProductsAreProvedForEveryPart) {
@@ -503,7 +529,7 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
-                                &ir::attention_stage_nest()}) {
+                                &ir::attention_stage_nest(), &ir::linear_items_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it

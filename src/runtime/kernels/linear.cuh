@@ -1,33 +1,9 @@
 // Task kind linear: a tile of output rows of one or more weight matrices over one input vector
 // (staged in shared memory after its prologue: plain, RMSNorm, or silu(gate) * up), with its
 // epilogues (bias, residual, a per-tile argmax partial for the LM head). Rows are dealt to warps
-// in groups of kRows, each group's K cut into up to MK_MAX_KSPLIT parts (mk_ksplit), the items'
-// rows, K parts and split-K slots from the proved formulas of ir/layouts.h; the entry
+// in groups of kRows, each group's K cut into up to MK_MAX_KSPLIT parts (mk_ksplit); the items
+// are dealt to the warps by mk_lin_items, printed from ir::linear_items_nest (proved). The entry
 // point mk_linear<DT, kRows> is instantiated once per linear variant of the kernel.
-
-// x . w_r over the elements [k0, k1) for R rows by one warp; the results in every lane. `aligned`:
-// the rows are 16-byte aligned and k0, k1 are multiples of the vector width: 16-byte vectors in
-// rounds (mk_dot_vecs), else one element per lane (mk_dot_scalar), printed from their loop nests
-// (ir/task_nests.h, proved). `first`: `pre` holds the lane's first round, loaded by the caller
-// before the task's events (mk_dot_first; an array, never a pointer that may be null: such an
-// array stayed in local memory). Smem: the rows are in shared memory.
-template <int DT, int R, bool Smem = false>
-__device__ __forceinline__ void mk_dot_rows(const char* const (&w)[R], const float* xs, int k0,
-                                            int k1, bool aligned, bool first,
-                                            const uint4 (&pre)[R][MK_LOADS_IN_FLIGHT],
-                                            float (&out)[R]) {
-  constexpr int V = MkW<DT>::kVec;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.f;
-  if (aligned)
-    mk_dot_vecs<DT, R, Smem>(w, xs, k0 / V, k1 / V - k0 / V, first, pre, acc);
-  else
-    mk_dot_scalar<DT, R>(w, xs, k0, k1 - k0, acc);
-#pragma unroll
-  for (int r = 0; r < R; ++r) out[r] = mk_warp_sum(acc[r]);
-}
-
 
 // K parts per row group: a tile's work items are (row group, K part) pairs dealt to the warps
 // round-robin; their sums go through shared memory. A small tile is latency-bound: the K split
@@ -52,76 +28,6 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw, int units
     }
   }
   return best;
-}
-
-// The rows of a tile's row group r0 .. r0 + R - 1: their weight rows, slices and rows within
-// them. Staged: the tile's rows are in shared memory at ws (the slices' rows one after another;
-// a compile-time choice, so that the compiler keeps the addresses in the shared space).
-template <int DT, int R, bool Staged = false>
-__device__ __forceinline__ void mk_group_rows(const MkTask& t, int r0, const char* (&w)[R],
-                                              int (&slice)[R], int (&local)[R], const char* ws = nullptr) {
-  const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    mk_row_of(t, r0 + j, slice[j], local[j]);
-    w[j] = Staged ? ws + (long long)(r0 + j) * row_bytes
-                  : (const char*)t.slices[slice[j]].w + (long long)local[j] * row_bytes;
-  }
-}
-
-// Where a row group's sums go: its rows' slices and rows within them, and the epilogue's bias
-// and residual, loaded by lane 0 before the dot products (not after them) when K is not split.
-template <int R>
-struct MkGroupOut {
-  int slice[R], local[R];
-  float bias[R], res[R];
-};
-
-template <int DT, int R, bool Staged = false>
-__device__ __forceinline__ void mk_group_out(const MkTask& t, int r0, int ks, const char* (&w)[R],
-                                             MkGroupOut<R>& o, const char* ws = nullptr) {
-  mk_group_rows<DT, R, Staged>(t, r0, w, o.slice, o.local, ws);
-  const bool lead = (threadIdx.x & 31) == 0 && ks == 1;
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    const MkSlice& sl = t.slices[o.slice[j]];
-    o.bias[j] = lead && sl.bias ? ((const float*)sl.bias)[o.local[j]] : 0.f;
-    o.res[j] = lead && sl.res ? ((const float*)sl.res)[o.local[j]] : 0.f;
-  }
-}
-
-// Lane 0 writes a row group's sums of K part p: scaled to the output with its epilogue (one
-// part), or to part_sums (several: added in part order afterwards, then scaled).
-template <int R>
-__device__ __forceinline__ void mk_group_store(const MkTask& t, const MkGroupOut<R>& o,
-                                               const float (&acc)[R], float scale, int r0, int p,
-                                               int ks, int total, float* part_sums) {
-  if ((threadIdx.x & 31) != 0) return;
-#pragma unroll
-  for (int j = 0; j < R; ++j) {
-    if (ks == 1)
-      mk_store_out(t.slices[o.slice[j]], o.local[j], mk_dp_scale(acc[j], scale), o.bias[j], o.res[j]);
-    else
-      part_sums[mk_lin_slot(p, total, r0 + j)] = acc[j];
-  }
-}
-
-// Output rows of a tile: rows r of the tile take scale * (x . w_r) over K part p, written
-// straight to the output (one part) or to part_sums (several: added in part order afterwards,
-// then scaled). `first`: `pre` holds the lane's first round of loads, issued before the events.
-// Smem: the rows are staged at ws (mk_group_rows).
-template <int DT, int R, bool Smem = false>
-__device__ __forceinline__ void mk_linear_item(const MkTask& t, const float* xs, float scale,
-                                               int r0, int k0, int k1, bool aligned, int p,
-                                               int ks, int total, float* part_sums, bool first,
-                                               const uint4 (&pre)[R][MK_LOADS_IN_FLIGHT],
-                                               const char* ws = nullptr) {
-  const char* w[R];
-  MkGroupOut<R> o;
-  mk_group_out<DT, R, Smem>(t, r0, ks, w, o, ws);
-  float acc[R];
-  mk_dot_rows<DT, R, Smem>(w, xs, k0, k1, aligned, first, pre, acc);
-  mk_group_store<R>(t, o, acc, scale, r0, p, ks, total, part_sums);
 }
 
 // The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
@@ -175,14 +81,6 @@ __device__ void mk_prefetch_weights(const MkTask& t, long long bytes) {
     mk_prefetch(t.slices[s].w, b < bytes ? b : bytes);
     bytes -= b;
   }
-}
-
-// K part p of ks of a row of `units` vector units (unit elements each): elements [k0, k1). The
-// even split (ir/layouts.h), proved to cover every unit exactly once for each ks up to
-// MK_MAX_KSPLIT (runtime/proofs.h).
-__device__ __forceinline__ void mk_kpart(int p, int ks, int units, int unit, int& k0, int& k1) {
-  k0 = (int)mk_even_split_begin(p, units, ks) * unit;
-  k1 = (int)mk_even_split_end(p, units, ks) * unit;
 }
 
 #if MK_FOLD_DOWN
@@ -255,23 +153,17 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   const int ks = mk_ksplit(groups, total, nw, units);
   const int full_items = (total / kRows) * ks;  // the items of full row groups
   float scale = 1.0f;
-  const char* ws = nullptr;  // the tile's rows in the staging ring (stage.cuh)
 #if MK_STAGE
   if (st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {  // then aligned
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
     mk_time(MPK_MK_T_INPUT);
     const MkStageRec rec = *st.rec;
-    ws = st.ring + rec.off;
+    const char* ws = st.ring + rec.off;  // the tile's rows in the staging ring
     mk_mbar_wait((unsigned)rec.bar, (unsigned)rec.parity);
     mk_time(MPK_MK_T_WEIGHTS);
     const uint4 none[kRows][MK_LOADS_IN_FLIGHT] = {};  // no first round: never read
-    for (int it = warp; it < full_items; it += nw) {
-      int k0, k1;
-      mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
-      mk_linear_item<DT, kRows, true>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, true,
-                                      mk_lin_part(it, ks), ks, total, part_sums, false, none, ws);
-    }
+    mk_lin_items<DT, kRows, true>(t, xs, scale, total, ks, units, unit, true, part_sums, false, none, ws);
   } else
 #endif
   {
@@ -300,27 +192,8 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
     mk_time(MPK_MK_T_INPUT);
-    for (int it = warp; it < full_items; it += nw) {
-      int k0, k1;
-      mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
-      mk_linear_item<DT, kRows>(t, xs, scale, mk_lin_row0(it, ks, kRows), k0, k1, aligned,
-                                mk_lin_part(it, ks), ks, total, part_sums, have_pre && it == warp, pre);
-    }
-  }
-  // The last row group when kRows does not divide the rows, one row at a time; its items dealt
-  // on round-robin like the others (item it to warp it % nw).
-  for (int it = full_items + ((warp - full_items) % nw + nw) % nw; it < groups * ks; it += nw) {
-    int k0, k1;
-    mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
-    const uint4 none[1][MK_LOADS_IN_FLIGHT] = {};  // no first round: never read
-    for (int r = mk_lin_row0(it, ks, kRows); r < total; ++r) {
-      if (ws)
-        mk_linear_item<DT, 1, true>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks,
-                                    total, part_sums, false, none, ws);
-      else
-        mk_linear_item<DT, 1>(t, xs, scale, r, k0, k1, aligned, mk_lin_part(it, ks), ks, total,
-                              part_sums, false, none);
-    }
+    mk_lin_items<DT, kRows, false>(t, xs, scale, total, ks, units, unit, aligned, part_sums, have_pre, pre,
+                                   nullptr);
   }
   if (mk_timers()) {  // profile sessions only: one more barrier, so that the timer sees every warp
     mk_sync();

@@ -1,5 +1,5 @@
 // The top-k draw's loop nests (ir/task_nests.h; kernels/sample_topk.cuh): one CTA's pass over
-// the step's logits, and its loops over the sorted candidates.
+// the step's logits, its radix histogram's reset, and its loops over the sorted candidates.
 #include <map>
 #include <string>
 
@@ -84,6 +84,56 @@ const LoopNest& sample_stride_nest() {
                                 loop("u", LoopKind::Unrolled, U, 1,
                                      {let("j", j0 + u * threads),
                                       guard(j, S, {let("at", pos), code("{key} = mk_sample_key({v}, at);")})})})})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_hist_clear_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr B = v("B"), b = v("b"), bb = v("bb");
+    LoopNest m;
+    // Not inlined: inlined, the loop's step bound in a register (blockDim.x without the
+    // controller warp) cost the top-k kernel a spill. Once per radix pass, the draw's fallback.
+    m.signature = "__device__ __noinline__ void mk_sample_hist_clear(unsigned* hist)";
+    m.params = {{"B", "256", 256, 256}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"bins", 0, B}};
+    m.accesses = {{"bin", "hist", "bins", b, true, {{{{"bb", B}}, bb, {{"b", bb}}}}, CType::Int}};
+    m.body = {loop("b", LoopKind::Threads, B, 1, {code("{bin} = 0u;")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_cut_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr K = v("k"), U = v("U"), j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ int mk_sample_cut(const float* w, int k_, float top_p)";
+    m.params = {{"k", "k_", 1, 1 << 16}, {"U", "8", 8, 8}, {"threads", "1", 1, 1}};
+    m.ranges = {{"weights", 0, K}, {"round", 0, U}};
+    // U weights loaded at a time, then added in order (one thread: the order is the sum's).
+    auto rounds = [&](const char* w, Block use) {
+      return Block{code("float x[U];"),
+                   loop("u", LoopKind::Unrolled, U, 1,
+                        {let("j", j0 + u), code("{x} = 0.f;"), guard(j, K, {code(std::string("{x} = {") + w + "};")})}),
+                   loop("u", LoopKind::Unrolled, U, 1, {let("j", j0 + u), guard(j, K, std::move(use))})};
+    };
+    m.accesses = {
+        {"w", "w", "weights", j, true, {{{{"jj", K}}, jj, {{"tid", 0}, {"j0", jj / U * U}, {"u", jj % U}}}}, CType::Int},
+        // The second pass stops at the cut (break): its reads are a prefix, no cover.
+        {"w2", "w", "weights", j, true, {}, CType::Int},
+        {"x", "x", "round", u, false, {}, CType::Int},
+    };
+    Block second = {code("if (c < k) break;  // the cut found")};
+    for (Stmt& st : rounds("w2", {code("if (c == k) {"), code("  run = __fadd_rn(run, {x});"),
+                                  code("  if (run >= target) c = j + 1;"), code("}")}))
+      second.push_back(std::move(st));
+    // The nest's one thread (thread 0 of the block calls it).
+    m.body = {thread("tid", "0"), code("float total = 0.f;"),
+              loop("j0", LoopKind::Serial, K, U, rounds("w", {code("total = __fadd_rn(total, {x});")})),
+              code("const float target = __fmul_rn(top_p, total);"), code("float run = 0.f;"), code("int c = k;"),
+              loop("j0", LoopKind::Serial, K, U, std::move(second)), code("return c;")};
     return m;
   }();
   return n;

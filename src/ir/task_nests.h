@@ -199,6 +199,18 @@ const LoopNest& sample_scan_nest();
 // mk_sample_stride(logits, n, keys).
 const LoopNest& sample_stride_nest();
 
+// The top-k draw's radix histogram cleared before a pass (kernels/sample_topk.cuh): the block's
+// threads walk its B = 256 bins, each written once, every one. Printed as
+// mk_sample_hist_clear(hist).
+const LoopNest& sample_hist_clear_nest();
+
+// The nucleus's cut (kernels/sample_topk.cuh), by one thread: the k weights summed in order,
+// loaded U = 8 at a time (each read once, every one), then summed again in order until the
+// running sum reaches top_p times the total (a prefix, each read at most once; the loop stops
+// at the cut). Returns the cut: the candidates the draw keeps. Parameters: k, U, threads (1).
+// Printed as mk_sample_cut(w, k, top_p).
+const LoopNest& sample_cut_nest();
+
 // The top-k draw's loops over its n sorted candidate keys (kernels/sample_topk.cuh), the block's
 // threads each taking keys j, j + threads, ...: their nucleus weights e^(z / T - z_max) into w
 // (sample_weights_nest: each key read once and each weight written once, every one; printed as

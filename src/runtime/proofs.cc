@@ -503,6 +503,13 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
                                                          {{"n", num_logits}, {"S", MPK_MK_SAMPLE_GROUP / 2},
                                                           {"threads", threads}});
                       }});
+  needed.push_back({"top-k draw: its radix histogram cleared, a loop nest (" + std::to_string(threads / 32) + " warps)",
+                    "sample hist clear nest " + std::to_string(threads), [threads] {
+                      return superopt::prove_loop_nest(ir::sample_hist_clear_nest(), "sample hist clear",
+                                                       {{"threads", threads}});
+                    }});
+  needed.push_back({"top-k draw: the nucleus's cut, summed in order by one thread, a loop nest", "sample cut nest",
+                    [] { return superopt::prove_loop_nest(ir::sample_cut_nest(), "sample cut", {}); }});
   for (const auto& [nest, what] : {std::pair{&ir::sample_weights_nest(), "the nucleus weights"},
                                    std::pair{&ir::sample_nucleus_draw_nest(), "the draw over the nucleus"}})
     needed.push_back({std::string("top-k draw: ") + what + ", a loop nest (" + std::to_string(threads / 32) + " warps)",

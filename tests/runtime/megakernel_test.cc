@@ -749,15 +749,17 @@ TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
 // the formula the proofs are about, proved for every stage distance it uses.
 TEST(Megakernel, TheTopKDrawsSortIsProved) {
   const std::vector<PlanProof> proofs = draw_proofs(MegakernelParams{}, 151936);
-  ASSERT_EQ(proofs.size(), 16u);  // distances 1 .. MPK_MK_SAMPLE_GROUP / 2, four loop nests
+  ASSERT_EQ(proofs.size(), 18u);  // distances 1 .. MPK_MK_SAMPLE_GROUP / 2, six loop nests
   for (const PlanProof& p : proofs) EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
   EXPECT_NE(verification_record(proofs).find("top-k draw: sort stage of distance 2048"), std::string::npos);
   EXPECT_EQ(proofs[12].record.obligations.size(), 8u) << proofs[12].use;
   EXPECT_EQ(proofs[13].record.obligations.size(), 6u) << proofs[13].use;
-  EXPECT_EQ(proofs[14].record.obligations.size(), 7u) << proofs[14].use;
-  EXPECT_EQ(proofs[15].record.obligations.size(), 4u) << proofs[15].use;
+  EXPECT_EQ(proofs[14].record.obligations.size(), 4u) << proofs[14].use;  // the histogram
+  EXPECT_EQ(proofs[15].record.obligations.size(), 7u) << proofs[15].use;  // the cut
+  EXPECT_EQ(proofs[16].record.obligations.size(), 7u) << proofs[16].use;
+  EXPECT_EQ(proofs[17].record.obligations.size(), 4u) << proofs[17].use;
   // A vocabulary the sort holds whole takes no sample.
-  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 15u);
+  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 17u);
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
   EXPECT_NE(src.find("__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return "), std::string::npos);
   EXPECT_NE(src.find("const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);"), std::string::npos);

@@ -521,6 +521,30 @@ TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
   EXPECT_NE(failed(prove_loop_nest(past, "sample scan", {{"threads", 128}})).find("l4 inside"), std::string::npos);
 }
 
+// The top-k draw's histogram reset (every bin once) and the nucleus's cut by one thread (each
+// weight read once in the total, at most once up to the cut).
+TEST(LoopNestProofs, TheDrawsHistogramAndCutAreProved) {
+  for (int64_t threads : {128, 480, 512}) {
+    const ProofRecord r = prove_loop_nest(ir::sample_hist_clear_nest(), "sample hist clear", {{"threads", threads}});
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  const ProofRecord c = prove_loop_nest(ir::sample_cut_nest(), "sample cut", {});
+  ASSERT_EQ(c.obligations.size(), 7u);
+  EXPECT_TRUE(c.proved()) << c.subject << ": " << failed(c);
+  EXPECT_TRUE(brute_force(ir::sample_cut_nest(), {{"U", 8}, {"threads", 1}}, "k", 40));
+  // A round that loads one weight past the last: outside the weights.
+  ir::LoopNest past = ir::sample_cut_nest();
+  ir::Stmt& load = past.body[2].body[1].body[2];  // the first rounds' guard j < k
+  ASSERT_EQ(load.kind, ir::Stmt::If);
+  load.step = load.step + 1;
+  EXPECT_NE(failed(prove_loop_nest(past, "sample cut", {})).find("w inside"), std::string::npos);
+  EXPECT_FALSE(brute_force(past, {{"U", 8}, {"threads", 1}}, "k", 40));
+  // Rounds of 7 weights loaded 8 at a time: each round's last weight read twice.
+  ir::LoopNest overlap = ir::sample_cut_nest();
+  overlap.body[2].step = 7;
+  EXPECT_NE(failed(prove_loop_nest(overlap, "sample cut", {})).find("w once"), std::string::npos);
+}
+
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_argmax_nest(), &ir::fold_act_nest(), &ir::fold_rows_nest(),
@@ -529,7 +553,8 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
                                 &ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(),
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
-                                &ir::attention_stage_nest(), &ir::linear_items_nest()}) {
+                                &ir::attention_stage_nest(), &ir::linear_items_nest(),
+                                &ir::sample_hist_clear_nest(), &ir::sample_cut_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it

@@ -1,7 +1,8 @@
 // The top-k draw (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys and the sort): the argmax task's
 // CTA finds the step's top_k keys over the logits (its passes over them printed from
 // ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does (the loops
-// over the sorted candidates from ir::sample_weights_nest and sample_nucleus_draw_nest).
+// over the sorted candidates from ir::sample_weights_nest, sample_cut_nest and
+// sample_nucleus_draw_nest).
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
 // The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
 // top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
@@ -12,7 +13,7 @@ __device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* key
   int shift = 64, need = k, group = n;  // need: keys of the group (those agreeing with prefix) to take
   while (group > MPK_MK_SAMPLE_GROUP) {
     shift -= 8;
-    for (int b = threadIdx.x; b < 256; b += MK_COMPUTE_THREADS) hist[b] = 0;
+    mk_sample_hist_clear(hist);  // printed from ir::sample_hist_clear_nest
     mk_sync();
     // Lanes of one bin add once (__match_any_sync).
     mk_sample_scan(logits, n, [&](int j, float v, bool in) {
@@ -114,34 +115,8 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
     const float zmax = __fdiv_rn(mk_sample_logit(keys[0]), prm.temperature);
     mk_sample_weights(keys, w, k, prm.temperature, zmax);  // printed from ir::sample_weights_nest
     mk_sync();
-    if (threadIdx.x == 0) {
-      // Eight weights loaded at a time (the adds stay in order).
-      float total = 0.f;
-      for (int j0 = 0; j0 < k; j0 += 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = j0 + u < k ? w[j0 + u] : 0.f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u)
-          if (j0 + u < k) total = __fadd_rn(total, v[u]);
-      }
-      const float target = __fmul_rn(prm.top_p, total);
-      float run = 0.f;
-      int c = k;
-      for (int j0 = 0; j0 < k && c == k; j0 += 8) {
-        float v[8];
-#pragma unroll
-        for (int u = 0; u < 8; ++u) v[u] = j0 + u < k ? w[j0 + u] : 0.f;
-#pragma unroll
-        for (int u = 0; u < 8; ++u) {
-          if (c == k && j0 + u < k) {
-            run = __fadd_rn(run, v[u]);
-            if (run >= target) c = j0 + u + 1;
-          }
-        }
-      }
-      sc[3] = (u64)c;
-    }
+    // Eight weights loaded at a time, the adds in order (printed from ir::sample_cut_nest).
+    if (threadIdx.x == 0) sc[3] = (u64)mk_sample_cut(w, k, prm.top_p);
     mk_sync();
     cut = (int)sc[3];
   }

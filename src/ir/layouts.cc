@@ -250,8 +250,6 @@ std::string layout_device_functions() {
        to_c(li.row0, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_lin_part(int it, int ks) { return " +
        to_c(li.part, CType::Int) + "; }\n";
-  s += "__device__ __forceinline__ int mk_lin_slot(int p, int total, int r) { return " +
-       to_c(li.slot, CType::Int) + "; }\n";
   const BitonicPair& bp = bitonic_pair_formula();
   s += "__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return " + to_c(bp.lo, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_bitonic_hi(int j, int s) { return " + to_c(bp.hi, CType::Int) + "; }\n";

@@ -211,7 +211,8 @@ int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D);
 
 // Device functions printed from the formulas, for the megakernel's source:
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
-// mk_lin_row0(it, ks, rows), mk_lin_part(it, ks) and mk_lin_slot(p, total, r), int;
+// mk_lin_row0(it, ks, rows) and mk_lin_part(it, ks), int (the split-K slot is printed in the
+// linear's loop nests, ir/task_nests.h);
 // mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), int (the fold's lanes are printed in its loop
 // nest, ir/task_nests.h); attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and

@@ -310,7 +310,8 @@ const LoopNest& linear_items_nest() {
               // The full row groups' items: warp, warp + nw, ...
               let("full", total / R * ks), loop_from("it", warp, full, nw, item(group)),
               // The last row group when R does not divide the rows: its items one row at a time,
-              // dealt on round-robin like the others (the warp's first is the q-th item of the group).
+              // dealt on round-robin like the others (the warp's first: the group's first item that
+              // is its own, item it to warp it % nw).
               let("G", (total + R - 1) / R * ks),
               loop_from("it", full + (warp - full % nw + nw) % nw, G, nw, item({loop_from("r", r0, total, 1, one)}))};
     return m;

@@ -318,10 +318,9 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
 // The linear tiles' weight paths under other code parameters (RuntimeOptions::mk_params), each
 // teacher-forced against the reference on three fixtures (bf16 and f32 weights): three rows per
 // warp (tiles whose rows do not divide by three end in a two-row group, computed one row at a
-// time); the shared-memory ring with nothing in flight (one stage) and with two rounds in
-// flight; one load per round without a K split, so that qwen3-f32's rows of 176 (44 vectors)
-// take a full round and then a partial one, in registers and through the ring (the fixtures'
-// other rows fit in one round).
+// time); one and two loads per round; one load per round without a K split, so that
+// qwen3-f32's rows of 176 (44 vectors) take a full round and then a partial one (the
+// fixtures' other rows fit in one round).
 // A session under `params` (mpk_runtime_config's megakernel parameters) decodes fixture by
 // fixture teacher-forced against the reference.
 void expect_params_match_reference(const char* params, std::initializer_list<const char*> fixtures) {

@@ -136,9 +136,9 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
 
 // A linear tile, variant kRows (output rows a warp streams together). Before `wait` (the task's
 // events): each warp loads the first round of its first work item into registers, then the
-// L2 prefetch of the tile's start. With its weights staged (stage.cuh) it issues nothing: after the wait and its input,
-// it waits for their copy and reads them from shared memory. Profile sessions: records its
-// phases (mk_time). Returns false when the wait aborted the launch.
+// L2 prefetch of the tile's start. With its weights staged (stage.cuh) it issues nothing: after
+// the wait and its input, it waits for their copy and reads them from shared memory. Profile
+// sessions: records its phases (mk_time). Returns false when the wait aborted the launch.
 template <int DT, int kRows, class Wait>
 __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, float* part_sums,
                           long long prefetch_bytes, MkDraw draw, MkStaged st, Wait wait) {

@@ -152,6 +152,16 @@ ProofRecord prove_tile_order(const ir::TileOrder& f, int64_t g, int64_t max_m, i
 //   the items of a stage touch disjoint slots, so they run concurrently without a race).
 ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max_m, unsigned timeout_ms = 10000);
 
+// The weight ring's placement (ir::StageRing, or a mutant) for every ring of size bytes, a
+// multiple of 128 up to max_size, every copy number c < 2^32 and copy of 16 <= bytes <= size
+// bytes (a multiple of 16), all symbolic, in long long arithmetic: defined; bounds (0 <= at,
+// at + bytes <= size, at a multiple of 128: the bulk copy's destination is 16-byte aligned);
+// the host's sizes (for copies of 16 <= a, b <= max_size bytes, multiples of 16: alone and
+// need are multiples of 128, alone holds a, and in a ring of need bytes an odd copy of either
+// lies above an even copy of the other: two consecutive copies never overlap, so every copy is
+// issued ahead).
+ProofRecord prove_stage_ring(const ir::StageRing& f, int64_t max_size, unsigned timeout_ms = 10000);
+
 // The folded down projection's lanes (ir::FoldLanes, or a mutant) for a lane group width vp2
 // (1..32, a power of two), nw compute warps and u load slots per round (constants: one proof
 // per task class), every tile of 1 <= rows <= max_rows rows of vpr vectors (vp2 the smallest

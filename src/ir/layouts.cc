@@ -125,6 +125,15 @@ const BitonicPair& bitonic_pair_formula() {
   return f;
 }
 
+const StageRing& stage_ring_formula() {
+  static const StageRing f = [] {
+    const IndexExpr c = IndexExpr::var("c"), size = IndexExpr::var("size"), bytes = IndexExpr::var("bytes");
+    const IndexExpr a = IndexExpr::var("a"), b = IndexExpr::var("b");
+    return StageRing{c % 2 * ((size - bytes) / 128 * 128), (a + b + 254) / 128 * 128, (a + 127) / 128 * 128};
+  }();
+  return f;
+}
+
 const AttentionStates& attention_states_formula() {
   static const AttentionStates f = [] {
     auto v = [](const char* n) { return IndexExpr::var(n); };
@@ -253,6 +262,8 @@ std::string layout_device_functions() {
   const BitonicPair& bp = bitonic_pair_formula();
   s += "__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return " + to_c(bp.lo, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_bitonic_hi(int j, int s) { return " + to_c(bp.hi, CType::Int) + "; }\n";
+  s += "__device__ __forceinline__ long long mk_stage_at(long long c, long long size, long long bytes) { return " +
+       to_c(stage_ring_formula().at) + "; }\n";
   const AttentionStates& as = attention_states_formula();
   s += "__device__ __forceinline__ long long mk_state_slot(long long row, long long e, long long D) { return " +
        to_c(as.slot) + "; }\n";

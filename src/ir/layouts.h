@@ -122,6 +122,17 @@ struct BitonicPair {
 };
 const BitonicPair& bitonic_pair_formula();
 
+// The weight ring of staged linear tasks (kernels/stage.cuh): copy c of `bytes` bytes (a
+// multiple of 16, at most the ring's `size`, a multiple of 128) goes to ring offset at: the
+// even copies at the start, the odd ones as far up as 128-byte alignment allows, so that a copy
+// and the one before it (the running task's) are apart when they fit together. The host sizes
+// the ring for two consecutive copies of a and b bytes as need, for one of a bytes as alone
+// (runtime/megakernel.h stage_ring_need). Variables: c, size, bytes; a, b.
+struct StageRing {
+  IndexExpr at, need, alone;
+};
+const StageRing& stage_ring_formula();
+
 // The lane addresses of ldmatrix.x4 that load mma.sync m16n8k16 bf16 operands (the prefill's
 // GEMM and attention tiles): lane `lane` names (row, col) of a 16 x 16 block of a row-major
 // shared tile, the first of 8 bf16 forming row lane % 8 of matrix lane / 8; register i of each
@@ -214,7 +225,7 @@ int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D);
 // mk_lin_row0(it, ks, rows) and mk_lin_part(it, ks), int (the split-K slot is printed in the
 // linear's loop nests, ir/task_nests.h);
 // mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), int (the fold's lanes are printed in its loop
-// nest, ir/task_nests.h); attention's states: mk_state_slot(row, e, D) and
+// nest, ir/task_nests.h); the weight ring's mk_stage_at(c, size, bytes), long long; attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
 // mk_warp_row(w, i, hp), int (shared memory); attention's rows: mk_head_elem(hd, e, D),
 // mk_q_head(h, g, G) and mk_kv_elem(h, j, e, cap, D), long long.

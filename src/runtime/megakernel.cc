@@ -439,16 +439,19 @@ int64_t staged_weight_bytes(const MkTask& d, DType weight_dtype) {
 
 int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype) {
   auto bytes = [&](int id) { return staged_weight_bytes(tables.tasks[size_t(id)], weight_dtype); };
+  const ir::StageRing& ring = ir::stage_ring_formula();  // proved (superopt::prove_stage_ring)
   int64_t need = 0;
   for (size_t w = 0; w + 1 < tables.queue_begin.size(); ++w) {
     const int q0 = tables.queue_begin[w], n = tables.queue_begin[w + 1] - q0;
     for (int i = 0; i < n; ++i) {
       const int64_t cur = bytes(tables.queue[size_t(q0 + i)]);
       const int64_t next = bytes(tables.queue[size_t(q0 + (i + 1) % n)]);
-      need = std::max(need, cur > 0 && next > 0 ? cur + next + 127 : cur);
+      if (cur > 0)
+        need = std::max(need, next > 0 ? ir::eval(ring.need, {{"a", cur}, {"b", next}})
+                                        : ir::eval(ring.alone, {{"a", cur}}));
     }
   }
-  return (need + 127) / 128 * 128;
+  return need;
 }
 
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,

@@ -94,9 +94,10 @@ int64_t staged_weight_bytes(const MkTask& task, DType weight_dtype);
 
 // The weight ring staging needs (stage_weights, kernels/stage.cuh): copies alternate between the
 // ring's two ends, so a task's copy is issued ahead when it and the running task's fit together
-// with the 128-byte rounding of the top end's offset: the most bytes two consecutive tasks of a
-// worker's queue stage (the queue wraps into the next step) plus 127, or one task alone,
-// rounded up to 128; 0 when no task stages. A larger ring only takes shared memory from the L1.
+// with the 128-byte rounding of the top end's offset: the most that two consecutive tasks of a
+// worker's queue stage (the queue wraps into the next step) or one task alone need
+// (ir::StageRing need and alone, proved); 0 when no task stages. A larger ring only takes
+// shared memory from the L1.
 int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype);
 
 // The tasks of the plan the kernel does not run, each with why (build_tables refuses the

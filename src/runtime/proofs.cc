@@ -29,6 +29,8 @@ constexpr int64_t kMaxLen = int64_t(1) << 31;
 constexpr int64_t kMaxHeads = int64_t(1) << 16;
 // Tiles of up to 2^20 rows (a tile is a slice of one stage's output rows).
 constexpr int64_t kMaxTileRows = int64_t(1) << 20;
+// The weight ring: far above any GPU's shared memory per block.
+constexpr int64_t kMaxStageRing = int64_t(1) << 31;
 
 // A proof the plan needs: what it is for, a key naming it within the process, how to prove it.
 struct Needed {
@@ -76,6 +78,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   std::set<int> head_dims;                       // of the attention tasks
   std::set<std::tuple<int, int, int, int64_t>> rows;  // chunks, query heads, head dim, capacity
   bool argmax = false, lm_head = false;  // an argmax task; a linear tile with an argmax partial
+  bool ring = false;                     // a linear task's weights staged (stage_weights)
   std::set<std::pair<int, int>> embeddings;  // hidden, vocabulary
   std::set<std::pair<int, int>> staged;      // the linears' inputs: units, floats a unit
   std::set<std::pair<int, int>> tiles;       // the linear tiles: rows per warp, rows
@@ -111,6 +114,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
       for (int i = 0; i < t.num_slices; ++i) total += t.slices[i].rows;
       tiles.insert({variants.at(size_t(t.variant)).rows_per_warp, total});
       lm_head = lm_head || (t.flags & MPK_MK_F_ARGMAX) != 0;
+      ring = ring || (t.flags & MPK_MK_F_STAGE) != 0;
     }
   }
   std::vector<Needed> needed;
@@ -206,6 +210,9 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
     needed.push_back({"linear: the sums' algebra (RMSNorm factor after the dot product, split-K fold, bias and "
                       "residual once)",
                       "dot product", [] { return superopt::prove_dot_product(ir::dot_product_formulas()); }});
+  if (ring)
+    needed.push_back({"linear: the weight ring's placement (staged weights)", "stage ring",
+                      [] { return superopt::prove_stage_ring(ir::stage_ring_formula(), kMaxStageRing); }});
   for (int vp2 : fold_groups)
     needed.push_back({"fold_down: the down columns' lanes in groups of " + std::to_string(vp2),
                       "fold lanes " + std::to_string(vp2) + " " + std::to_string(warps) + " " + std::to_string(slots),

@@ -44,7 +44,8 @@ struct PlanProof {
 // embedding row for each (hidden, vocabulary), and the online softmax when there is an
 // attention task, whatever their results (memoised per process: each is proved once, for
 // every length up to 2^31 and every tile up to 2^20 rows).
-// An LM-head tile's argmax partial (ir::linear_argmax_nest) when a linear tile has one.
+// An LM-head tile's argmax partial (ir::linear_argmax_nest) when a linear tile has one; the
+// weight ring's placement (ir::StageRing) when a linear task's weights are staged.
 // With fold_down, the folded tiles' lane map (ir::FoldLanes: each row and vector of the down
 // columns read by one lane, the shuffles within a row's lanes) for each lane group width the
 // tiles need, and the fold's loop nests (ir/task_nests.h fold_*) for each (down rows, tile

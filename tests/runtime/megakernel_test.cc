@@ -889,6 +889,19 @@ TEST(Megakernel, StagingMarksTheLinearTasks) {
   EXPECT_EQ(on.stage_bytes, 0) << "the session sizes the ring";
   EXPECT_EQ(stage_ring_need(off, DType::BF16), 0);
   EXPECT_GT(stage_ring_need(on, DType::BF16), 0);
+  // The ring's placement is printed from its proved formula, and proved where a task stages.
+  const std::string src = megakernel_source(staged, DType::BF16);
+  EXPECT_NE(src.find("__device__ __forceinline__ long long mk_stage_at(long long c, long long size, long long bytes) "
+                     "{ return "),
+            std::string::npos);
+  EXPECT_NE(src.find("const long long at = mk_stage_at(s.copies, s.size, nb);"), std::string::npos);
+  auto ring_proved = [](const std::vector<PlanProof>& proofs) {
+    for (const PlanProof& p : proofs)
+      if (p.use == "linear: the weight ring's placement (staged weights)") return p.record.proved();
+    return false;
+  };
+  EXPECT_TRUE(ring_proved(plan_proofs(on.tasks, staged)));
+  EXPECT_FALSE(ring_proved(plan_proofs(off.tasks, MegakernelParams{})));
   // Rows that are not whole 16-byte units stream: a hidden size of 1,004 bf16 (2,008 bytes)
   // leaves qkv and gate/up unmarked, o_proj (K 2,048) and down (K 3,072) marked.
   model::Config c = mpk::testing::qwen3_0_6b();

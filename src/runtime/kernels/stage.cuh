@@ -8,8 +8,9 @@
 // turn), whose phase parity the readers know from the copy's sequence number.
 //
 // Copies alternate between the ring's two ends (even copies at offset 0, odd ones ending at the
-// ring's end), so that a copy never overlaps the one before it, the running task's, when the
-// two fit together; a copy that does not fit beside it waits for its own task's start.
+// ring's end: mk_stage_at, printed from ir::StageRing and proved), so that a copy never
+// overlaps the one before it, the running task's, when the two fit together; a copy that does
+// not fit beside it waits for its own task's start.
 //
 // Who does what: thread MK_STAGE_PRODUCER (a compute thread, never the poller) places and
 // issues the copies at the start of each task, after the task's first barrier (the previous
@@ -103,11 +104,6 @@ __device__ void mk_stage_issue(MkStager& s, const MkTask& t, long long off, long
   }
 }
 
-// The ring offset of the next copy of `bytes` (its end of the ring).
-__device__ __forceinline__ long long mk_stage_place(const MkStager& s, long long bytes) {
-  return (s.copies & 1) ? (s.size - bytes) / 128 * 128 : 0;
-}
-
 // At the start of task `cur` (its descriptor and the next's in shared memory): issues cur's
 // copy if it was not issued ahead (nothing else is live then), then next's when it does not
 // overlap cur's (otherwise at its own start). `next_runs`: the next task belongs to a step of
@@ -116,12 +112,12 @@ template <int DT>
 __device__ void mk_stage_advance(MkStager& s, const MkTask& cur, const MkTask& next, bool next_runs,
                                  MkStageRec& cur_rec, MkStageRec& next_rec) {
   const long long cb = mk_stage_bytes<DT>(cur, s.size);
-  if (cb > 0 && !s.ahead) mk_stage_issue<DT>(s, cur, mk_stage_place(s, cb), cb, cur_rec);
+  if (cb > 0 && !s.ahead) mk_stage_issue<DT>(s, cur, mk_stage_at(s.copies, s.size, cb), cb, cur_rec);
   if (cb == 0) cur_rec.off = -1;
   const long long nb = next_runs ? mk_stage_bytes<DT>(next, s.size) : 0;
   s.ahead = false;
   if (nb > 0) {
-    const long long at = mk_stage_place(s, nb);
+    const long long at = mk_stage_at(s.copies, s.size, nb);
     if (cb == 0 || at + nb <= s.off || at >= s.end) {
       mk_stage_issue<DT>(s, next, at, nb, next_rec);
       s.ahead = true;

@@ -139,6 +139,26 @@ const LoopNest& sample_cut_nest() {
   return n;
 }
 
+const LoopNest& sample_walk_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr B = v("B"), i = v("i"), b = v("b");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ int mk_sample_walk(const unsigned* hist, int need, int& above)";
+    m.params = {{"B", "256", 256, 256}, {"threads", "1", 1, 1}};
+    m.ranges = {{"bins", 0, B}};
+    // The walk stops at the bin it looks for (break): its reads are a prefix from the top, no
+    // cover.
+    m.accesses = {{"bin", "hist", "bins", b, true, {}, CType::Int}};
+    m.body = {code("int found = 0;"), code("above = 0;"),
+              loop("i", LoopKind::Serial, B, 1,
+                   {let("b", B - 1 - i), code("found = b;"), code("const int h = (int){bin};"),
+                    code("if (above + h >= need) break;"), code("above += h;")}),
+              code("return found;")};
+    return m;
+  }();
+  return n;
+}
+
 namespace {
 
 // A block-strided loop over the first n sorted candidate keys, `body` naming {key}: each read

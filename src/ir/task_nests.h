@@ -211,6 +211,13 @@ const LoopNest& sample_hist_clear_nest();
 // Printed as mk_sample_cut(w, k, top_p).
 const LoopNest& sample_cut_nest();
 
+// The radix select's walk down its histogram (kernels/sample_topk.cuh), by one thread: from the
+// top of the B = 256 bins down to the first whose count brings the counts above it to `need`
+// (each bin read at most once, inside; the loop stops there). Returns that bin and, in `above`,
+// the count of the bins above it; bin 0 and every count when none does (the kernel's counts
+// always reach it). Parameters: B, threads (1). Printed as mk_sample_walk(hist, need, above).
+const LoopNest& sample_walk_nest();
+
 // The top-k draw's loops over its n sorted candidate keys (kernels/sample_topk.cuh), the block's
 // threads each taking keys j, j + threads, ...: their nucleus weights e^(z / T - z_max) into w
 // (sample_weights_nest: each key read once and each weight written once, every one; printed as

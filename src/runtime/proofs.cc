@@ -523,6 +523,9 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
                       std::string("sample ") + what + " " + std::to_string(threads), [nest = nest, threads] {
                         return superopt::prove_loop_nest(*nest, "sample candidates", {{"threads", threads}});
                       }});
+  needed.push_back({"top-k draw: the radix select's walk down its histogram by one thread, a loop nest",
+                    "sample walk nest",
+                    [] { return superopt::prove_loop_nest(ir::sample_walk_nest(), "sample walk", {}); }});
   const std::vector<superopt::ProofRecord> records = proved(needed);
   std::vector<PlanProof> out;
   for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});

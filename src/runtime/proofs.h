@@ -79,10 +79,10 @@ std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 // compare pairs, for every stage distance up to MPK_MK_SAMPLE_GROUP / 2 and key count up to
 // MPK_MK_SAMPLE_GROUP, and its loop nests for the params' block size: the passes over the
 // num_logits logits, their strided sample, the radix histogram's reset, the loops over the
-// candidates and thread 0's in-order sums for the nucleus's cut (ir/task_nests.h sample_*),
-// memoised as above. Not covered: the gathering pass's slots (a counter and a guard), the radix
-// pass's walk down the histogram (data: the bins' counts), that distinct samples read distinct
-// logits.
+// candidates, thread 0's in-order sums for the nucleus's cut and its walk down the radix
+// histogram (ir/task_nests.h sample_*), memoised as above. Not covered: the gathering pass's
+// slots (a counter and a guard), that the walk finds its bin (data: the bins' counts), that
+// distinct samples read distinct logits.
 std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_logits);
 
 // The cache entry's verification record of `proofs`: {"passed": true, "method": ...,

@@ -749,7 +749,7 @@ TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
 // the formula the proofs are about, proved for every stage distance it uses.
 TEST(Megakernel, TheTopKDrawsSortIsProved) {
   const std::vector<PlanProof> proofs = draw_proofs(MegakernelParams{}, 151936);
-  ASSERT_EQ(proofs.size(), 18u);  // distances 1 .. MPK_MK_SAMPLE_GROUP / 2, six loop nests
+  ASSERT_EQ(proofs.size(), 19u);  // distances 1 .. MPK_MK_SAMPLE_GROUP / 2, seven loop nests
   for (const PlanProof& p : proofs) EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
   EXPECT_NE(verification_record(proofs).find("top-k draw: sort stage of distance 2048"), std::string::npos);
   EXPECT_EQ(proofs[12].record.obligations.size(), 8u) << proofs[12].use;
@@ -758,11 +758,14 @@ TEST(Megakernel, TheTopKDrawsSortIsProved) {
   EXPECT_EQ(proofs[15].record.obligations.size(), 7u) << proofs[15].use;  // the cut
   EXPECT_EQ(proofs[16].record.obligations.size(), 7u) << proofs[16].use;
   EXPECT_EQ(proofs[17].record.obligations.size(), 4u) << proofs[17].use;
+  EXPECT_EQ(proofs[18].use, "top-k draw: the radix select's walk down its histogram by one thread, a loop nest");
   // A vocabulary the sort holds whole takes no sample.
-  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 17u);
+  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 18u);
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
   EXPECT_NE(src.find("__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return "), std::string::npos);
   EXPECT_NE(src.find("const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);"), std::string::npos);
+  EXPECT_NE(src.find(ir::print(ir::sample_walk_nest())), std::string::npos);
+  EXPECT_NE(src.find("const int b = mk_sample_walk(hist, need, above);"), std::string::npos);
 }
 
 // The linear runs the sums that were proved: their device functions are printed from

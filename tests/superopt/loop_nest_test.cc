@@ -521,8 +521,9 @@ TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
   EXPECT_NE(failed(prove_loop_nest(past, "sample scan", {{"threads", 128}})).find("l4 inside"), std::string::npos);
 }
 
-// The top-k draw's histogram reset (every bin once) and the nucleus's cut by one thread (each
-// weight read once in the total, at most once up to the cut).
+// The top-k draw's histogram reset (every bin once), the nucleus's cut by one thread (each
+// weight read once in the total, at most once up to the cut) and the radix select's walk down
+// the histogram (each bin at most once, inside).
 TEST(LoopNestProofs, TheDrawsHistogramAndCutAreProved) {
   for (int64_t threads : {128, 480, 512}) {
     const ProofRecord r = prove_loop_nest(ir::sample_hist_clear_nest(), "sample hist clear", {{"threads", threads}});
@@ -543,6 +544,21 @@ TEST(LoopNestProofs, TheDrawsHistogramAndCutAreProved) {
   ir::LoopNest overlap = ir::sample_cut_nest();
   overlap.body[2].step = 7;
   EXPECT_NE(failed(prove_loop_nest(overlap, "sample cut", {})).find("w once"), std::string::npos);
+  const ProofRecord w = prove_loop_nest(ir::sample_walk_nest(), "sample walk", {});
+  EXPECT_TRUE(w.proved()) << w.subject << ": " << failed(w);
+  EXPECT_TRUE(brute_force(ir::sample_walk_nest(), {{"B", 256}, {"threads", 1}}, "x", 1));
+  // The walk from bin B down: its first read past the top bin.
+  ir::LoopNest top = ir::sample_walk_nest();
+  ir::Stmt& bin = top.body[2].body[0];
+  ASSERT_EQ(bin.kind, ir::Stmt::Let);
+  bin.expr = IndexExpr::var("B") - IndexExpr::var("i");
+  EXPECT_NE(failed(prove_loop_nest(top, "sample walk", {})).find("bin inside"), std::string::npos);
+  EXPECT_FALSE(brute_force(top, {{"B", 256}, {"threads", 1}}, "x", 1));
+  // Down by half a bin a step: each bin read twice.
+  ir::LoopNest slow = ir::sample_walk_nest();
+  slow.body[2].body[0].expr = IndexExpr::var("B") - 1 - IndexExpr::var("i") / 2;
+  EXPECT_NE(failed(prove_loop_nest(slow, "sample walk", {})).find("bin once"), std::string::npos);
+  EXPECT_FALSE(brute_force(slow, {{"B", 256}, {"threads", 1}}, "x", 1));
 }
 
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
@@ -554,7 +570,7 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
                                 &ir::attention_stage_nest(), &ir::linear_items_nest(),
-                                &ir::sample_hist_clear_nest(), &ir::sample_cut_nest()}) {
+                                &ir::sample_hist_clear_nest(), &ir::sample_cut_nest(), &ir::sample_walk_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it

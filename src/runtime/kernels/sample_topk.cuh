@@ -2,7 +2,7 @@
 // CTA finds the step's top_k keys over the logits (its passes over them printed from
 // ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does (the loops
 // over the sorted candidates from ir::sample_weights_nest, sample_cut_nest and
-// sample_nucleus_draw_nest).
+// sample_nucleus_draw_nest; the walk down the radix histogram from sample_walk_nest).
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
 // The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
 // top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
@@ -26,9 +26,9 @@ __device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* key
       if (bin >= 0 && lane == __ffs(same) - 1) atomicAdd(&hist[bin], (unsigned)__popc(same));
     });
     mk_sync();
-    if (threadIdx.x == 0) {
-      int b = 255, above = 0;
-      while (above + (int)hist[b] < need) above += (int)hist[b--];
+    if (threadIdx.x == 0) {  // the bin of the top_k-th key (printed from ir::sample_walk_nest)
+      int above;
+      const int b = mk_sample_walk(hist, need, above);
       sc[0] = prefix | ((u64)b << shift);
       sc[1] = (u64)(need - above);
       sc[2] = hist[b];

@@ -259,9 +259,6 @@ std::string layout_device_functions() {
        to_c(li.row0, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ int mk_lin_part(int it, int ks) { return " +
        to_c(li.part, CType::Int) + "; }\n";
-  const BitonicPair& bp = bitonic_pair_formula();
-  s += "__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return " + to_c(bp.lo, CType::Int) + "; }\n";
-  s += "__device__ __forceinline__ int mk_bitonic_hi(int j, int s) { return " + to_c(bp.hi, CType::Int) + "; }\n";
   s += "__device__ __forceinline__ long long mk_stage_at(long long c, long long size, long long bytes) { return " +
        to_c(stage_ring_formula().at) + "; }\n";
   const AttentionStates& as = attention_states_formula();

@@ -112,7 +112,8 @@ struct TileOrder {
 };
 const TileOrder& tile_order_formula();
 
-// One stage of a bitonic sort of m keys in shared memory (the draws' sort, kernels/sample.cuh):
+// One stage of a bitonic sort of m keys in shared memory (the draws' sort, kernels/sample_topk.cuh,
+// printed in ir::sample_sort_stage_nest):
 // with compare distance s (a power of two below m), thread item j < m / 2 compares keys lo =
 // j / s * 2s + j % s and hi = lo + s. Variables: j, s. The inverse (not printed), from a key
 // index x: j_of, side_of (0: lo, 1: hi).
@@ -224,8 +225,8 @@ int64_t kv_elem(int64_t h, int64_t j, int64_t e, int64_t cap, int64_t D);
 // mk_even_split_begin(c, len, parts) and mk_even_split_end(c, len, parts), long long;
 // mk_lin_row0(it, ks, rows) and mk_lin_part(it, ks), int (the split-K slot is printed in the
 // linear's loop nests, ir/task_nests.h);
-// mk_bitonic_lo(j, s) and mk_bitonic_hi(j, s), int (the fold's lanes are printed in its loop
-// nest, ir/task_nests.h); the weight ring's mk_stage_at(c, size, bytes), long long; attention's states: mk_state_slot(row, e, D) and
+// the weight ring's mk_stage_at(c, size, bytes), long long (the bitonic pairs and the fold's
+// lanes are printed in their loop nests, ir/task_nests.h); attention's states: mk_state_slot(row, e, D) and
 // mk_partial_row(h, c, g, C, G), long long (global memory), mk_smem_state(row, e, D) and
 // mk_warp_row(w, i, hp), int (shared memory); attention's rows: mk_head_elem(hd, e, D),
 // mk_q_head(h, g, G) and mk_kv_elem(h, j, e, cap, D), long long.

@@ -3,6 +3,7 @@
 #include <map>
 #include <string>
 
+#include "ir/layouts.h"
 #include "ir/task_nests.h"
 
 namespace mpk::ir {
@@ -154,6 +155,49 @@ const LoopNest& sample_walk_nest() {
                    {let("b", B - 1 - i), code("found = b;"), code("const int h = (int){bin};"),
                     code("if (above + h >= need) break;"), code("above += h;")}),
               code("return found;")};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_sort_pad_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = v("n"), M = v("m"), threads = v("threads"), tid = v("tid"), j = v("j"), jj = v("jj");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_sample_sort_pad(u64* keys, int n_, int m_)";
+    m.params = {{"n", "n_", 1, 4096}, {"m", "m_", 1, 4096}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"padding", N, M}};
+    m.accesses = {{"key", "keys", "padding", j, true, {{{{"jj", M - N}}, N + jj, {{"tid", jj % threads}, {"j", N + jj}}}},
+                   CType::Int}};
+    m.body = {thread("tid"), loop_from("j", N + tid, M, threads, {code("{key} = 0;")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_sort_stage_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr S = v("s"), Q = v("q"), j = v("j"), side = v("side"), a = v("a"), x = v("x"), xx = v("xx");
+    const BitonicPair& f = bitonic_pair_formula();  // over j and s
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void mk_sample_sort_stage(u64* keys, int m_, int s_, int size)";
+    // m = q 2s keys (the sort's m is a power of two, at least 2s).
+    m.params = {{"s", "s_", 1, 2048}, {"q", "m_ / (2 * s_)", 1, 2048}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"keys", 0, Q * S * 2}};
+    // Side 0 of item j is key lo (the formula's), side 1 key hi = lo + s: each key read once,
+    // every one, by the item and side the formula's inverse names; the stores of a swap are
+    // conditional (in the body's C), so only once and inside are claimed for them.
+    const std::map<std::string, IndexExpr> at = {{"j", substitute(f.j_of, {{"x", xx}})},
+                                                 {"side", substitute(f.side_of, {{"x", xx}})}};
+    m.accesses = {{"key", "keys", "keys", x, true, {{{{"xx", Q * S * 2}}, xx, at}}, CType::Int},
+                  {"put", "keys", "keys", x, true, {}, CType::Int}};
+    auto sides = [&](const char* body) {
+      return loop("side", LoopKind::Unrolled, 2, 1, {let("x", a + side * S), code(body)});
+    };
+    m.body = {loop("j", LoopKind::Threads, Q * S, 1,
+                   {let("a", f.lo), code("u64 k[2];"), sides("k[side] = {key};"),
+                    code("const bool swap = (k[0] < k[1]) == ((a & size) == 0);"),
+                    sides("if (swap) {put} = k[1 - side];")})};
     return m;
   }();
   return n;

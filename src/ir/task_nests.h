@@ -218,6 +218,16 @@ const LoopNest& sample_cut_nest();
 // always reach it). Parameters: B, threads (1). Printed as mk_sample_walk(hist, need, above).
 const LoopNest& sample_walk_nest();
 
+// The draw's bitonic sort of n keys (kernels/sample_topk.cuh), over m, the next power of two:
+// the block's threads zero the padding keys [n, m) (each written once, every one; printed as
+// mk_sample_sort_pad(keys, n, m)); a stage of compare distance s over m = q 2s keys: item j < q s
+// compares keys lo and lo + s (lo from ir::BitonicPair) in the direction `size` gives and swaps
+// them (each key read once, every one; each stored at most once), printed as
+// mk_sample_sort_stage(keys, m, s, size). Parameters: n, m, threads; s, q, threads (s fixed per
+// proof).
+const LoopNest& sample_sort_pad_nest();
+const LoopNest& sample_sort_stage_nest();
+
 // The top-k draw's loops over its n sorted candidate keys (kernels/sample_topk.cuh), the block's
 // threads each taking keys j, j + threads, ...: their nucleus weights e^(z / T - z_max) into w
 // (sample_weights_nest: each key read once and each weight written once, every one; printed as

@@ -526,6 +526,18 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
   needed.push_back({"top-k draw: the radix select's walk down its histogram by one thread, a loop nest",
                     "sample walk nest",
                     [] { return superopt::prove_loop_nest(ir::sample_walk_nest(), "sample walk", {}); }});
+  needed.push_back({"top-k draw: its sort's padding, a loop nest (" + std::to_string(threads / 32) + " warps)",
+                    "sample sort pad nest " + std::to_string(threads), [threads] {
+                      return superopt::prove_loop_nest(ir::sample_sort_pad_nest(), "sample sort pad",
+                                                       {{"threads", threads}});
+                    }});
+  for (int64_t s = 1; s <= MPK_MK_SAMPLE_GROUP / 2; s *= 2)
+    needed.push_back({"top-k draw: its sort's stage of distance " + std::to_string(s) + ", a loop nest (" +
+                          std::to_string(threads / 32) + " warps)",
+                      "sample sort stage nest " + std::to_string(s) + " " + std::to_string(threads), [s, threads] {
+                        return superopt::prove_loop_nest(ir::sample_sort_stage_nest(), "sample sort stage",
+                                                         {{"s", s}, {"threads", threads}});
+                      }});
   const std::vector<superopt::ProofRecord> records = proved(needed);
   std::vector<PlanProof> out;
   for (size_t i = 0; i < needed.size(); ++i) out.push_back({needed[i].use, records[i]});

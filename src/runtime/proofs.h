@@ -80,7 +80,8 @@ std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 // MPK_MK_SAMPLE_GROUP, and its loop nests for the params' block size: the passes over the
 // num_logits logits, their strided sample, the radix histogram's reset, the loops over the
 // candidates, thread 0's in-order sums for the nucleus's cut and its walk down the radix
-// histogram (ir/task_nests.h sample_*), memoised as above. Not covered: the gathering pass's
+// histogram, the sort's padding and each of its stages (ir/task_nests.h sample_*), memoised as
+// above. Not covered: the gathering pass's
 // slots (a counter and a guard), that the walk finds its bin (data: the bins' counts), that
 // distinct samples read distinct logits.
 std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_logits);

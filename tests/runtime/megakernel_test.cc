@@ -745,11 +745,14 @@ TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
   EXPECT_NE(megakernel_source(MegakernelParams{}, DType::BF16).find("#define MK_DRAWS 0\n"), std::string::npos);
 }
 
-// What the top-k draw's kernel rests on before it runs: its sort's compare pairs, printed from
-// the formula the proofs are about, proved for every stage distance it uses.
+// What the top-k draw's kernel rests on before it runs: its sort's compare pairs (the formula)
+// and its stages, printed from the loop nest the proofs are about, proved for every stage
+// distance it uses.
 TEST(Megakernel, TheTopKDrawsSortIsProved) {
   const std::vector<PlanProof> proofs = draw_proofs(MegakernelParams{}, 151936);
-  ASSERT_EQ(proofs.size(), 19u);  // distances 1 .. MPK_MK_SAMPLE_GROUP / 2, seven loop nests
+  // Distances 1 .. MPK_MK_SAMPLE_GROUP / 2 (the formula), seven loop nests, the sort's padding and
+  // its stages (loop nests).
+  ASSERT_EQ(proofs.size(), 32u);
   for (const PlanProof& p : proofs) EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
   EXPECT_NE(verification_record(proofs).find("top-k draw: sort stage of distance 2048"), std::string::npos);
   EXPECT_EQ(proofs[12].record.obligations.size(), 8u) << proofs[12].use;
@@ -760,10 +763,12 @@ TEST(Megakernel, TheTopKDrawsSortIsProved) {
   EXPECT_EQ(proofs[17].record.obligations.size(), 4u) << proofs[17].use;
   EXPECT_EQ(proofs[18].use, "top-k draw: the radix select's walk down its histogram by one thread, a loop nest");
   // A vocabulary the sort holds whole takes no sample.
-  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 18u);
+  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 31u);
+  EXPECT_EQ(proofs[31].use, "top-k draw: its sort's stage of distance 2048, a loop nest (16 warps)");
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
-  EXPECT_NE(src.find("__device__ __forceinline__ int mk_bitonic_lo(int j, int s) { return "), std::string::npos);
-  EXPECT_NE(src.find("const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);"), std::string::npos);
+  EXPECT_NE(src.find(ir::print(ir::sample_sort_stage_nest())), std::string::npos);
+  EXPECT_NE(src.find("mk_sample_sort_stage(keys, m, stride, size);"), std::string::npos);
+  EXPECT_NE(src.find("mk_sample_sort_pad(keys, n, m);"), std::string::npos);
   EXPECT_NE(src.find(ir::print(ir::sample_walk_nest())), std::string::npos);
   EXPECT_NE(src.find("const int b = mk_sample_walk(hist, need, above);"), std::string::npos);
 }

@@ -561,6 +561,39 @@ TEST(LoopNestProofs, TheDrawsHistogramAndCutAreProved) {
   EXPECT_FALSE(brute_force(slow, {{"B", 256}, {"threads", 1}}, "x", 1));
 }
 
+// The draw's bitonic sort: its padding (every key of [n, m) zeroed once) and a stage at every
+// compare distance (each key read once, every one, by the item and side the formula's inverse
+// names), for the kernels' block sizes.
+TEST(LoopNestProofs, TheDrawsSortIsProved) {
+  for (int64_t threads : {128, 480, 512}) {
+    const ProofRecord p = prove_loop_nest(ir::sample_sort_pad_nest(), "sample sort pad", {{"threads", threads}});
+    EXPECT_TRUE(p.proved()) << p.subject << ": " << failed(p);
+  }
+  for (int64_t s = 1; s <= 2048; s *= 2) {
+    const ProofRecord r = prove_loop_nest(ir::sample_sort_stage_nest(), "sample sort stage", {{"s", s}, {"threads", 512}});
+    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+  }
+  EXPECT_TRUE(brute_force(ir::sample_sort_pad_nest(), {{"m", 64}, {"threads", 7}}, "n", 65));
+  EXPECT_TRUE(brute_force(ir::sample_sort_stage_nest(), {{"s", 4}, {"threads", 7}}, "q", 9));
+  // Padding from n - 1: the last real key zeroed.
+  ir::LoopNest early = ir::sample_sort_pad_nest();
+  early.body[1].start = IndexExpr::var("n") - 1 + IndexExpr::var("tid");
+  EXPECT_NE(failed(prove_loop_nest(early, "sample sort pad", {{"threads", 128}})).find("key inside"), std::string::npos);
+  EXPECT_FALSE(brute_force(early, {{"m", 64}, {"threads", 7}}, "n", 65));
+  // Side 1 at lo + s + 1: past the keys in the last item, and a key never read.
+  ir::LoopNest wide = ir::sample_sort_stage_nest();
+  ir::Stmt& side = wide.body[0].body[2].body[0];
+  ASSERT_EQ(side.kind, ir::Stmt::Let);
+  side.expr = IndexExpr::var("a") + IndexExpr::var("side") * (IndexExpr::var("s") + 1);
+  EXPECT_FALSE(prove_loop_nest(wide, "sample sort stage", {{"s", 4}, {"threads", 128}}).proved());
+  EXPECT_FALSE(brute_force(wide, {{"s", 4}, {"threads", 7}}, "q", 9));
+  // Items up to m rather than m / 2: the second half reads past the keys.
+  ir::LoopNest twice = ir::sample_sort_stage_nest();
+  twice.body[0].expr = IndexExpr::var("q") * IndexExpr::var("s") * 2;
+  EXPECT_NE(failed(prove_loop_nest(twice, "sample sort stage", {{"s", 4}, {"threads", 128}})).find("key inside"),
+            std::string::npos);
+}
+
 TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   for (const ir::LoopNest* n : {&ir::argmax_partials_nest(), &ir::embedding_row_nest(), &ir::linear_fold_nest(),
                                 &ir::linear_argmax_nest(), &ir::fold_act_nest(), &ir::fold_rows_nest(),
@@ -570,7 +603,8 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
                                 &ir::linear_dot_scalar_nest(), &ir::attention_pass_nest(),
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
                                 &ir::attention_stage_nest(), &ir::linear_items_nest(),
-                                &ir::sample_hist_clear_nest(), &ir::sample_cut_nest(), &ir::sample_walk_nest()}) {
+                                &ir::sample_hist_clear_nest(), &ir::sample_cut_nest(), &ir::sample_walk_nest(),
+                                &ir::sample_sort_pad_nest(), &ir::sample_sort_stage_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;
     for (const ir::Param& p : n->params)  // bound at the top where the body names it

@@ -8,7 +8,7 @@
 // Candidates are ranked by a 64-bit key, larger first: the logit's bits made monotone, then
 // the complement of the id (equal logits: the lower id first; -0 counts as +0, as the
 // reference's comparison does). The top_k candidates are found and sorted in shared memory
-// (mk_sample_find_topk), and the rest is the reference's loop.
+// (sample_topk.cuh), and the rest is the reference's loop.
 
 // What an LM-head tile needs for MPK_MK_SAMPLE_GUMBEL: its partial is then the argmax of the
 // Gumbel keys of the token at `position`.
@@ -39,26 +39,6 @@ __device__ __forceinline__ float mk_sample_logit(u64 key) {
 // Whether `key` agrees with `prefix` above bit `shift` (every key does when shift is 64).
 __device__ __forceinline__ bool mk_sample_in(u64 key, u64 prefix, int shift) {
   return shift >= 64 || ((key ^ prefix) >> shift) == 0;
-}
-
-// Sorts keys[0, n) in descending order (n <= MPK_MK_SAMPLE_GROUP): bitonic over the next power of
-// two, the padding zero keys (below every real key) last.
-__device__ void mk_sample_sort(u64* keys, int n) {
-  int m = 1;
-  while (m < n) m <<= 1;
-  for (int j = n + (int)threadIdx.x; j < m; j += MK_COMPUTE_THREADS) keys[j] = 0;
-  mk_sync();
-  for (int size = 2; size <= m; size <<= 1) {
-    for (int stride = size >> 1; stride > 0; stride >>= 1) {
-      for (int j = threadIdx.x; j < m / 2; j += MK_COMPUTE_THREADS) {
-        const int a = mk_bitonic_lo(j, stride), b = mk_bitonic_hi(j, stride);  // proved disjoint
-        const bool desc = (a & size) == 0;
-        const u64 ka = keys[a], kb = keys[b];
-        if ((ka < kb) == desc) { keys[a] = kb; keys[b] = ka; }
-      }
-      mk_sync();
-    }
-  }
 }
 
 // f for the four logits of vector j of the step's logits (mk_sample_scan, printed from

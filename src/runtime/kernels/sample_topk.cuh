@@ -2,8 +2,25 @@
 // CTA finds the step's top_k keys over the logits (its passes over them printed from
 // ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does (the loops
 // over the sorted candidates from ir::sample_weights_nest, sample_cut_nest and
-// sample_nucleus_draw_nest; the walk down the radix histogram from sample_walk_nest).
+// sample_nucleus_draw_nest; the walk down the radix histogram from sample_walk_nest; the sort
+// from sample_sort_pad_nest and sample_sort_stage_nest).
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
+// Sorts keys[0, n) in descending order (n <= MPK_MK_SAMPLE_GROUP): bitonic over the next power of
+// two, the padding zero keys (below every real key) last; the padding and each stage printed
+// from ir::sample_sort_pad_nest and sample_sort_stage_nest (a stage's items on disjoint keys).
+__device__ void mk_sample_sort(u64* keys, int n) {
+  int m = 1;
+  while (m < n) m <<= 1;
+  mk_sample_sort_pad(keys, n, m);
+  mk_sync();
+  for (int size = 2; size <= m; size <<= 1) {
+    for (int stride = size >> 1; stride > 0; stride >>= 1) {
+      mk_sample_sort_stage(keys, m, stride, size);
+      mk_sync();
+    }
+  }
+}
+
 // The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
 // top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
 // shared memory, where they are sorted; then a pass gathers the keys at or above it.

@@ -157,9 +157,10 @@ ProofRecord prove_bitonic_stage(const ir::BitonicPair& f, int64_t s, int64_t max
 // bytes (a multiple of 16), all symbolic, in long long arithmetic: defined; bounds (0 <= at,
 // at + bytes <= size, at a multiple of 128: the bulk copy's destination is 16-byte aligned);
 // the host's sizes (for copies of 16 <= a, b <= max_size bytes, multiples of 16: alone and
-// need are multiples of 128, alone holds a, and in a ring of need bytes an odd copy of either
-// lies above an even copy of the other: two consecutive copies never overlap, so every copy is
-// issued ahead).
+// need are multiples of 128, alone holds a, the placement reads c's parity alone, and in any
+// ring of at least need bytes (a multiple of 128) copies c and c + 1 of a and b bytes are apart: when the host's ring is that large,
+// every copy is issued ahead; when the shared memory left caps it lower, the kernel's own
+// overlap test makes a copy wait for its task).
 ProofRecord prove_stage_ring(const ir::StageRing& f, int64_t max_size, unsigned timeout_ms = 10000);
 
 // The folded down projection's lanes (ir::FoldLanes, or a mutant) for a lane group width vp2

@@ -812,12 +812,12 @@ TEST(Megakernel, TheWeightRingHoldsTwoConsecutiveStagedTasks) {
   // Worker 0: 1,000 bytes staged, one not staged, 3,000, 500 (bf16).
   t.queue = {task(5, 100, true), task(64, 100, false), task(15, 100, true), task(5, 50, true)};
   t.queue_begin = {0, 4};
-  EXPECT_EQ(stage_ring_need(t, DType::BF16), 3712);  // 3,000 + 500 + 127 -> 3,627, rounded up
-  EXPECT_EQ(stage_ring_need(t, DType::F32), 7168);   // 6,000 + 1,000 + 127 -> 7,127, rounded up
+  EXPECT_EQ(stage_ring_need(t, DType::BF16), 3712);  // (3,000 + 500 + 254) / 128 * 128
+  EXPECT_EQ(stage_ring_need(t, DType::F32), 7168);   // (6,000 + 1,000 + 254) / 128 * 128
   // Worker 1 runs one task of 8,000 bytes: its next step's copy is issued beside it.
   t.queue.push_back(task(40, 100, true));
   t.queue_begin.push_back(5);
-  EXPECT_EQ(stage_ring_need(t, DType::BF16), 16128);  // 16,000 + 127
+  EXPECT_EQ(stage_ring_need(t, DType::BF16), 16128);  // (8,000 + 8,000 + 254) / 128 * 128
   t.tasks.back().flags = 0;
   EXPECT_EQ(stage_ring_need(t, DType::BF16), 3712);
 }

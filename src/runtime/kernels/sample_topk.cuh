@@ -1,5 +1,5 @@
-// The top-k draw (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys and the sort): the argmax task's
-// CTA finds the step's top_k keys over the logits (its passes over them printed from
+// The top-k draw (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys, the sort is below): the argmax
+// task's CTA finds the step's top_k keys over the logits (its passes over them printed from
 // ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does (the loops
 // over the sorted candidates from ir::sample_weights_nest, sample_cut_nest and
 // sample_nucleus_draw_nest; the walk down the radix histogram from sample_walk_nest; the sort

@@ -493,9 +493,6 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
 
 std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_logits) {
   std::vector<Needed> needed;
-  for (int64_t s = 1; 2 * s <= MPK_MK_SAMPLE_GROUP; s *= 2)
-    needed.push_back({"top-k draw: sort stage of distance " + std::to_string(s), "bitonic " + std::to_string(s),
-                      [s] { return superopt::prove_bitonic_stage(ir::bitonic_pair_formula(), s, MPK_MK_SAMPLE_GROUP); }});
   const int threads = params.block_threads;
   needed.push_back({"top-k draw: its passes over the logits, a loop nest (" + std::to_string(threads / 32) + " warps)",
                     "sample scan nest " + std::to_string(threads), [threads] {

@@ -75,9 +75,8 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
 // kPrefillChunk rows and its padded head dimension.
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 
-// The proofs the top-k draw rests on (kernels/sample.cuh, sample_topk.cuh): its bitonic sort's
-// compare pairs, for every stage distance up to MPK_MK_SAMPLE_GROUP / 2 and key count up to
-// MPK_MK_SAMPLE_GROUP, and its loop nests for the params' block size: the passes over the
+// The proofs the top-k draw rests on (kernels/sample.cuh, sample_topk.cuh): its loop nests for
+// the params' block size: the passes over the
 // num_logits logits, their strided sample, the radix histogram's reset, the loops over the
 // candidates, thread 0's in-order sums for the nucleus's cut and its walk down the radix
 // histogram, the sort's padding and each of its stages (ir/task_nests.h sample_*), memoised as

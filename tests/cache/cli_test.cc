@@ -389,7 +389,7 @@ TEST_F(CliTest, ProveAFixturesPlan) {
     const std::string use = rec.at("use");
     attention |= use.find("attention: KV length over") != std::string::npos;
     linear |= use.find("linear: K over") != std::string::npos;
-    draw |= use.find("top-k draw: sort stage of distance") != std::string::npos;
+    draw |= use.find("top-k draw: its sort's stage of distance") != std::string::npos;
   }
   EXPECT_TRUE(attention && linear && draw) << r.out;
   Outcome table = tune({"prove", "--model", std::string(MPK_TEST_DATA) + "/llama-f32", "--workers", "8"});

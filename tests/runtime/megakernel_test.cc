@@ -745,26 +745,25 @@ TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
   EXPECT_NE(megakernel_source(MegakernelParams{}, DType::BF16).find("#define MK_DRAWS 0\n"), std::string::npos);
 }
 
-// What the top-k draw's kernel rests on before it runs: its sort's compare pairs (the formula)
-// and its stages, printed from the loop nest the proofs are about, proved for every stage
-// distance it uses.
+// What the top-k draw's kernel rests on before it runs: its loop nests, the sort's stages among
+// them (printed from the nest over the compare-pair formula), proved for every stage distance
+// it uses.
 TEST(Megakernel, TheTopKDrawsSortIsProved) {
   const std::vector<PlanProof> proofs = draw_proofs(MegakernelParams{}, 151936);
-  // Distances 1 .. MPK_MK_SAMPLE_GROUP / 2 (the formula), seven loop nests, the sort's padding and
-  // its stages (loop nests).
-  ASSERT_EQ(proofs.size(), 32u);
+  // Seven loop nests, the sort's padding and its stages of distance 1 .. MPK_MK_SAMPLE_GROUP / 2.
+  ASSERT_EQ(proofs.size(), 20u);
   for (const PlanProof& p : proofs) EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
-  EXPECT_NE(verification_record(proofs).find("top-k draw: sort stage of distance 2048"), std::string::npos);
-  EXPECT_EQ(proofs[12].record.obligations.size(), 8u) << proofs[12].use;
-  EXPECT_EQ(proofs[13].record.obligations.size(), 6u) << proofs[13].use;
-  EXPECT_EQ(proofs[14].record.obligations.size(), 4u) << proofs[14].use;  // the histogram
-  EXPECT_EQ(proofs[15].record.obligations.size(), 7u) << proofs[15].use;  // the cut
-  EXPECT_EQ(proofs[16].record.obligations.size(), 7u) << proofs[16].use;
-  EXPECT_EQ(proofs[17].record.obligations.size(), 4u) << proofs[17].use;
-  EXPECT_EQ(proofs[18].use, "top-k draw: the radix select's walk down its histogram by one thread, a loop nest");
+  EXPECT_NE(verification_record(proofs).find("top-k draw: its sort's stage of distance 2048"), std::string::npos);
+  EXPECT_EQ(proofs[0].record.obligations.size(), 8u) << proofs[0].use;
+  EXPECT_EQ(proofs[1].record.obligations.size(), 6u) << proofs[1].use;
+  EXPECT_EQ(proofs[2].record.obligations.size(), 4u) << proofs[2].use;  // the histogram
+  EXPECT_EQ(proofs[3].record.obligations.size(), 7u) << proofs[3].use;  // the cut
+  EXPECT_EQ(proofs[4].record.obligations.size(), 7u) << proofs[4].use;
+  EXPECT_EQ(proofs[5].record.obligations.size(), 4u) << proofs[5].use;
+  EXPECT_EQ(proofs[6].use, "top-k draw: the radix select's walk down its histogram by one thread, a loop nest");
   // A vocabulary the sort holds whole takes no sample.
-  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 31u);
-  EXPECT_EQ(proofs[31].use, "top-k draw: its sort's stage of distance 2048, a loop nest (16 warps)");
+  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 19u);
+  EXPECT_EQ(proofs[19].use, "top-k draw: its sort's stage of distance 2048, a loop nest (16 warps)");
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
   EXPECT_NE(src.find(ir::print(ir::sample_sort_stage_nest())), std::string::npos);
   EXPECT_NE(src.find("mk_sample_sort_stage(keys, m, stride, size);"), std::string::npos);

@@ -73,8 +73,8 @@ cache::Entry through_cache(const RuntimeOptions& options, const cache::CacheKey&
 }
 
 // The megakernel that makes the draws of `mode` (MK_DRAWS; greedy: none) through the cache,
-// built with `record` as its verification record. A build here sets `built` and adds its NVRTC
-// time to compile_ms.
+// built with `record` as its verification record, ptxas's figures added. A build here sets
+// `built` and adds its NVRTC time to compile_ms.
 cache::Entry megakernel_through_cache(const RuntimeOptions& options, const ir::Graph& g, DType dtype, int workers,
                                       const std::string& arch, const MegakernelParams& params, int mode,
                                       const std::string& record, bool& built, double& compile_ms) {
@@ -86,7 +86,7 @@ cache::Entry megakernel_through_cache(const RuntimeOptions& options, const ir::G
     cache::Entry e;
     e.cubin = std::move(r.cubin);
     e.params_json = to_json(params);
-    e.verification_json = record;
+    e.verification_json = record_with_ptxas(record, cuda::parse_ptxas_info(r.log, megakernel_entry(dtype)));
     return e;
   });
 }
@@ -130,8 +130,8 @@ int find_op(const ir::Graph& g, ir::OpKind kind) {
 
 }  // namespace
 
-void precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype, int workers,
-                           const std::string& arch, const MegakernelParams& params) {
+cuda::PtxasInfo precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
+                                      int workers, const std::string& arch, const MegakernelParams& params) {
   const int64_t cap = load_capacity(graph);
   const sched::Plan plan = load_plan(graph, workers, cap, params.fold_down != 0);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype, cap);
@@ -139,8 +139,9 @@ void precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph
   const std::string record = verification_record(prove_load_plan(graph, plan, mem, params, num_logits));
   bool built = false;
   double compile_ms = 0;
-  megakernel_through_cache(options, graph, dtype, workers, arch, params, MPK_MK_SAMPLE_GREEDY, record, built,
-                           compile_ms);
+  return record_ptxas(megakernel_through_cache(options, graph, dtype, workers, arch, params, MPK_MK_SAMPLE_GREEDY,
+                                               record, built, compile_ms)
+                          .verification_json);
 }
 
 GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, const ir::Graph& graph,

@@ -27,9 +27,10 @@ namespace mpk::rt {
 // Plans, proves and compiles the megakernel a GpuModel with `params` on a device of `arch` with
 // `workers` SMs would run, into the kernel cache of `options`, without touching a device: the
 // search does this for several candidates at once. Throws what GpuModel's constructor would
-// (Unsupported for a task no variant runs, a failed proof, Compile).
-void precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype, int workers,
-                           const std::string& arch, const MegakernelParams& params);
+// (Unsupported for a task no variant runs, a failed proof, Compile). Returns what ptxas reported
+// for the kernel (record_ptxas: -1s for a cached entry built without the figures).
+cuda::PtxasInfo precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
+                                      int workers, const std::string& arch, const MegakernelParams& params);
 
 class GpuModel {
  public:

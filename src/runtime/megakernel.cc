@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 #include "base/error.h"
@@ -535,7 +536,7 @@ std::string megakernel_entry(DType weight_dtype) {
   return std::string("mpk_megakernel_") + dtype_names(weight_dtype).suffix;
 }
 
-std::vector<std::string> megakernel_compile_options() { return {"--std=c++17"}; }
+std::vector<std::string> megakernel_compile_options() { return {"--std=c++17", "--ptxas-options=-v"}; }
 
 cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
                                        DType weight_dtype, int draws) {
@@ -545,6 +546,38 @@ cuda::CompileResult compile_megakernel(const std::string& arch, const Megakernel
   r.arch = arch;
   r.options = megakernel_compile_options();
   return cuda::compile(r);
+}
+
+namespace {
+
+// The record's "ptxas" member: field name and PtxasInfo member.
+constexpr std::pair<const char*, int cuda::PtxasInfo::*> kPtxasFields[] = {
+    {"registers", &cuda::PtxasInfo::registers},
+    {"spill_store_bytes", &cuda::PtxasInfo::spill_store_bytes},
+    {"spill_load_bytes", &cuda::PtxasInfo::spill_load_bytes},
+    {"stack_bytes", &cuda::PtxasInfo::stack_bytes},
+    {"static_smem_bytes", &cuda::PtxasInfo::static_smem_bytes}};
+
+}  // namespace
+
+std::string record_with_ptxas(const std::string& verification_json, const cuda::PtxasInfo& info) {
+  nlohmann::json j = nlohmann::json::parse(verification_json);
+  MPK_ICHECK(j.is_object()) << "a verification record is a JSON object";
+  nlohmann::json p = nlohmann::json::object();
+  for (const auto& [name, member] : kPtxasFields) p[name] = info.*member;
+  j["ptxas"] = std::move(p);
+  return j.dump();
+}
+
+cuda::PtxasInfo record_ptxas(const std::string& verification_json) {
+  cuda::PtxasInfo info;
+  const nlohmann::json j = nlohmann::json::parse(verification_json, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("ptxas") || !j["ptxas"].is_object()) return info;
+  for (const auto& [name, member] : kPtxasFields) {
+    const auto it = j["ptxas"].find(name);
+    if (it != j["ptxas"].end() && it->is_number_integer()) info.*member = it->get<int>();
+  }
+  return info;
 }
 
 }  // namespace mpk::rt

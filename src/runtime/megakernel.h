@@ -117,11 +117,18 @@ std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, c
 std::string megakernel_source(const MegakernelParams& params, DType weight_dtype,
                               int draws = MPK_MK_SAMPLE_GREEDY);
 std::string megakernel_entry(DType weight_dtype);  // "mpk_megakernel_bf16", ...
-// NVRTC options the megakernel is compiled with.
+// NVRTC options the megakernel is compiled with (ptxas reports its figures in the log).
 std::vector<std::string> megakernel_compile_options();
 
 // Compiles the megakernel for `arch` (e.g. "sm_90a").
 cuda::CompileResult compile_megakernel(const std::string& arch, const MegakernelParams& params,
                                        DType weight_dtype, int draws = MPK_MK_SAMPLE_GREEDY);
+
+// The kernel cache keeps ptxas's figures for a compiled megakernel (registers, spills, stack,
+// static shared memory) in its entry's verification record, as the member "ptxas", so that a
+// search can turn away a spilling candidate without a device, from a cached entry too.
+std::string record_with_ptxas(const std::string& verification_json, const cuda::PtxasInfo& info);
+// The figures such a record holds; all -1 when it holds none (an entry built before).
+cuda::PtxasInfo record_ptxas(const std::string& verification_json);
 
 }  // namespace mpk::rt

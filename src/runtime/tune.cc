@@ -121,7 +121,9 @@ struct Planned {
 
 // Plans, proves and compiles the untried sets of `axis` around `best` into the cache in
 // parallel (NVRTC and Z3 each run single-threaded), so that the loads that follow hit it;
-// the ones that cannot be built go to `unbuildable` with the reason.
+// the ones that cannot be built, and the ones whose kernel spills registers to local memory
+// (ptxas's figures: a spill of the weights loaded before a wait costs that wait's overlap, and
+// every spilling set measured was slower), go to `unbuildable` with the reason.
 void precompile_axis(const RuntimeOptions& options, const GpuModel& ref, const ParamAxis& axis,
                      const MegakernelParams& best, const std::set<std::string>& tried,
                      std::map<std::string, std::string>& unbuildable) {
@@ -137,7 +139,10 @@ void precompile_axis(const RuntimeOptions& options, const GpuModel& ref, const P
   std::vector<std::string> why(sets.size());
   tbb::parallel_for(size_t(0), sets.size(), [&](size_t i) {
     try {
-      precompile_megakernel(options, ref.graph(), ref.weight_dtype(), ref.num_workers(), ref.arch(), sets[i]);
+      const cuda::PtxasInfo info =
+          precompile_megakernel(options, ref.graph(), ref.weight_dtype(), ref.num_workers(), ref.arch(), sets[i]);
+      if (info.spill_store_bytes > 0 || info.spill_load_bytes > 0)
+        why[i] = fmt::format("spills {} bytes ({} registers)", info.spill_store_bytes, info.registers);
     } catch (const std::exception& e) {  // Error, and Z3's or the allocator's
       why[i] = e.what();
     }

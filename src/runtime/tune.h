@@ -1,6 +1,7 @@
 // The search for a model's megakernel code parameters on the GPU: coordinate descent over
 // search_axes() from the model's defaults. An axis' candidates are planned, proved and compiled
-// together (TBB; a refused task, a failed proof or a compile error rejects one), then each is
+// together (TBB; a refused task, a failed proof, a compile error or a kernel that spills
+// registers rejects one), then each is
 // loaded, tested against the defaults' logits on a
 // teacher-forced prompt, and timed against the current best inside multi-step launches on the
 // device clock, the two interleaved launch by launch. A candidate replaces the best only when

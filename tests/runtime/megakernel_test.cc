@@ -711,12 +711,11 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
                                  std::pair{staged, MPK_MK_SAMPLE_GREEDY},
                                  std::pair{fold, MPK_MK_SAMPLE_GREEDY}}) {
     SCOPED_TRACE(to_json(p) + " draws " + std::to_string(draws));
-    cuda::CompileRequest r;
-    r.source = megakernel_source(p, DType::BF16, draws);
-    r.arch = "sm_90a";
-    r.options = megakernel_compile_options();
-    r.options.push_back("--ptxas-options=-v");
-    const std::string log = cuda::compile(r).log;
+    // The megakernel's own options ask ptxas for its figures (the cache records them).
+    const std::string log = compile_megakernel("sm_90a", p, DType::BF16, draws).log;
+    const cuda::PtxasInfo info = cuda::parse_ptxas_info(log, megakernel_entry(DType::BF16));
+    EXPECT_GT(info.registers, 0) << log;
+    EXPECT_EQ(info.spill_store_bytes, 0) << log;
     const std::string entry = "Function properties for " + megakernel_entry(DType::BF16);
     const size_t at = log.find(entry);
     ASSERT_NE(at, std::string::npos) << log;
@@ -726,6 +725,32 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
         << after;
     EXPECT_EQ(m[1].str(), "0") << after;
     EXPECT_EQ(m[2].str(), "0") << after;
+  }
+}
+
+// The cache entry's record keeps ptxas's figures beside the proofs, and reads them back; a
+// record without them (an entry built before) or one that is not JSON gives -1s.
+TEST(Megakernel, RecordKeepsPtxasFigures) {
+  cuda::PtxasInfo info;
+  info.registers = 128;
+  info.spill_store_bytes = 68;
+  info.spill_load_bytes = 72;
+  info.stack_bytes = 104;
+  info.static_smem_bytes = 2048;
+  const std::string record = record_with_ptxas(R"({"passed":true,"records":[]})", info);
+  const nlohmann::json j = nlohmann::json::parse(record);
+  EXPECT_TRUE(j.at("passed").get<bool>());
+  EXPECT_EQ(j.at("ptxas").at("spill_store_bytes"), 68);
+  const cuda::PtxasInfo back = record_ptxas(record);
+  EXPECT_EQ(back.registers, 128);
+  EXPECT_EQ(back.spill_store_bytes, 68);
+  EXPECT_EQ(back.spill_load_bytes, 72);
+  EXPECT_EQ(back.stack_bytes, 104);
+  EXPECT_EQ(back.static_smem_bytes, 2048);
+  for (const char* old : {R"({"passed":true})", "{}", "not json", R"({"ptxas":[1]})", R"({"ptxas":{"registers":"x"}})"}) {
+    const cuda::PtxasInfo none = record_ptxas(old);
+    EXPECT_EQ(none.registers, -1) << old;
+    EXPECT_EQ(none.spill_store_bytes, -1) << old;
   }
 }
 
@@ -999,7 +1024,15 @@ TEST(Megakernel, CompilesForSm90aPerDtype) {
     const std::string bytes(r.cubin.begin(), r.cubin.end());
     for (DType e : {DType::F32, DType::BF16, DType::F16})
       EXPECT_EQ(bytes.find(megakernel_entry(e)) != std::string::npos, e == d) << megakernel_entry(e);
-    EXPECT_TRUE(r.log.empty()) << "NVRTC warned:\n" << r.log;
+    // Nothing but ptxas's report of its figures ("ptxas info" and "ptxas ." lines).
+    std::string warnings;
+    for (size_t at = 0; at < r.log.size();) {
+      const size_t end = std::min(r.log.find('\n', at), r.log.size());
+      const std::string line = r.log.substr(at, end - at);
+      if (!std::regex_match(line, std::regex(R"(ptxas +(info +:|\.).*|\s*)"))) warnings += line + "\n";
+      at = end + 1;
+    }
+    EXPECT_TRUE(r.log.find("ptxas info") != std::string::npos && warnings.empty()) << "NVRTC warned:\n" << r.log;
   }
   EXPECT_NE(megakernel_source(MegakernelParams{}, DType::F16).find("struct MkTask"), std::string::npos);
   try {

@@ -142,7 +142,9 @@ TEST(TuneGpu, PrecompileFillsTheCacheTheLoadThenHits) {
   const auto m = model::load(kFixture);
   const ir::Graph g = ir::build(m->config);
   const MegakernelParams p = parse_params("rows_per_warp=1", default_params(int(m->config.head_dim), 1 << 20, 3, 132));
-  precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p);
+  const cuda::PtxasInfo info = precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p);
+  EXPECT_GT(info.registers, 0);
+  EXPECT_EQ(info.spill_store_bytes, 0);
   cache::CacheOptions co;
   co.path = o.cache_dir / "kernels.db";
   auto entries = [&] { return cache::Cache(co).list(); };
@@ -153,7 +155,8 @@ TEST(TuneGpu, PrecompileFillsTheCacheTheLoadThenHits) {
   EXPECT_NE(layout.find("\"rows_per_warp\":1,"), std::string::npos) << layout;
   // The entry carries the plan's proof record.
   EXPECT_TRUE(entries()[0].verified) << entries()[0].verification_json.substr(0, 200);
-  precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p);  // a hit
+  // A hit, with the figures the build recorded.
+  EXPECT_EQ(precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p).registers, info.registers);
   EXPECT_EQ(entries().size(), 1u);
   // On this device, with its own arch and SM count, a load with the same parameters hits.
   o = resolve_environment(o);

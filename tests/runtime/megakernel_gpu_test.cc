@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdlib>
 #include <cstdio>
@@ -340,22 +341,35 @@ void expect_params_match_reference(const char* params, std::initializer_list<con
   }
 }
 
-TEST(MegakernelGpuParams, WeightPathsMatchTheReference) {
-  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  for (const char* params : {"rows_per_warp=3", "loads_in_flight=1", "rows_per_warp=3,loads_in_flight=2",
-                             "loads_in_flight=1,max_k_split=1",
-                             "poll_warp_loads=0", "poll_warp_loads=0,rows_per_warp=3",
-                             // Two linear variants in one launch: the down projection's own.
-                             "down_rows_per_warp=1",
-                             "loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
-                             "loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1",
-                             // Three: the LM head's too.
-                             "rows_per_warp=3,down_rows_per_warp=1,head_rows_per_warp=4",
-                             // The controller warp polls and publishes (15 and 16 compute warps).
-                             "controller_warp=1,block_threads=480", "controller_warp=1",
-                             "controller_warp=1,loads_in_flight=2"})
-    expect_params_match_reference(params, {"qwen3-bf16", "llama-f32", "qwen3-f32"});
+// A parameter set's name as a test name: "rows_per_warp=3,loads_in_flight=2" ->
+// "rows_per_warp_3_loads_in_flight_2". One test per set, so that ctest runs them side by side.
+std::string params_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
 }
+
+class MegakernelGpuWeightPaths : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MegakernelGpuWeightPaths, MatchTheReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  expect_params_match_reference(GetParam(), {"qwen3-bf16", "llama-f32", "qwen3-f32"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuWeightPaths,
+                         ::testing::Values("rows_per_warp=3", "loads_in_flight=1", "rows_per_warp=3,loads_in_flight=2",
+                                         "loads_in_flight=1,max_k_split=1", "poll_warp_loads=0",
+                                         "poll_warp_loads=0,rows_per_warp=3",
+                                         // Two linear variants in one launch: the down projection's own.
+                                         "down_rows_per_warp=1", "loads_in_flight=2,rows_per_warp=1,down_rows_per_warp=4",
+                                         "loads_in_flight=2,rows_per_warp=3,down_rows_per_warp=1",
+                                         // Three: the LM head's too.
+                                         "rows_per_warp=3,down_rows_per_warp=1,head_rows_per_warp=4",
+                                         // The controller warp polls and publishes (15 and 16 compute warps).
+                                         "controller_warp=1,block_threads=480", "controller_warp=1",
+                                         "controller_warp=1,loads_in_flight=2"),
+                         params_name);
 
 // Fewer warps than an attention task's heads: a warp stages more heads with constants of its
 // own (qwen3: 4 query heads and the key on 2 or 4 warps, the key a warp's third or second head;
@@ -424,12 +438,6 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
   }
 }
 
-// Weight staging (kernels/stage.cuh): every linear task reads its rows from the shared-memory
-// ring its bulk copy filled while the task before it ran, teacher-forced against the reference
-// on three fixtures, then greedy multi-step decode (copies issued ahead across steps, an EOS
-// stop with a copy in flight). Also with the ring limited to the largest task (a copy that
-// finds no room beside the running task's is issued at its own task's start) and to half of
-// it (the larger tasks stream from global memory as without staging).
 // A session of `m` teacher-forced against the reference model `rm` (capacity 64), then reset
 // and greedy from the prompt to the fixture's tokens.
 void expect_forced_then_greedy(GpuSession& s, const LoadedModel& rm, const LoadedModel& m, const Expected& ex) {
@@ -442,63 +450,79 @@ void expect_forced_then_greedy(GpuSession& s, const LoadedModel& rm, const Loade
   EXPECT_EQ(out, ex.tokens);
 }
 
-TEST(MegakernelGpuStage, StagedWeightsMatchTheReference) {
+// Weight staging (kernels/stage.cuh): every linear task reads its rows from the shared-memory
+// ring its bulk copy filled while the task before it ran, teacher-forced against the reference
+// on three fixtures, then greedy multi-step decode (copies issued ahead across steps, an EOS
+// stop with a copy in flight). Also with the ring limited to the largest task (a copy that
+// finds no room beside the running task's is issued at its own task's start) and to half of
+// it (the larger tasks stream from global memory as without staging).
+class MegakernelGpuStage : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MegakernelGpuStage, StagedWeightsMatchTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  for (const char* params : {"stage_weights=1", "stage_weights=1,controller_warp=1,block_threads=480",
-                             "stage_weights=1,rows_per_warp=3,loads_in_flight=1,max_k_split=1",
-                             "stage_weights=1,down_rows_per_warp=1"}) {
-    for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
-      const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-      const Expected ex = read_expected(dir);
-      RuntimeOptions o = test_options();
-      o.mk_params = params;
-      auto m = LoadedModel::load(o, dir, Backend::Gpu);
-      auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
-      for (int limit : {0, 1, 2}) {
-        SCOPED_TRACE(std::string(params) + " on " + fixture + " ring limit " + std::to_string(limit));
-        GpuSession s(m->gpu(), opts(64, 8), m->stats());
-        int64_t largest = 0, staged = 0;
-        for (const MkTask& d : s.tables().tasks) {
-          const int64_t b = staged_weight_bytes(d, m->gpu()->weight_dtype());
-          largest = std::max(largest, b);
-          staged += b > 0;
-        }
-        ASSERT_GT(staged, 0) << "no linear task stages its weights";
-        ASSERT_EQ(s.tables().stage_bytes, stage_ring_need(s.tables(), m->gpu()->weight_dtype()))
-            << "the ring holds what two consecutive tasks stage";
-        if (limit > 0) s.limit_stage_bytes_for_test(((largest + 127) / 128 * 128) / limit);
-        expect_forced_then_greedy(s, *rm, *m, ex);
+  const char* params = GetParam();
+  for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
+    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+    const Expected ex = read_expected(dir);
+    RuntimeOptions o = test_options();
+    o.mk_params = params;
+    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    for (int limit : {0, 1, 2}) {
+      SCOPED_TRACE(std::string(params) + " on " + fixture + " ring limit " + std::to_string(limit));
+      GpuSession s(m->gpu(), opts(64, 8), m->stats());
+      int64_t largest = 0, staged = 0;
+      for (const MkTask& d : s.tables().tasks) {
+        const int64_t b = staged_weight_bytes(d, m->gpu()->weight_dtype());
+        largest = std::max(largest, b);
+        staged += b > 0;
       }
+      ASSERT_GT(staged, 0) << "no linear task stages its weights";
+      ASSERT_EQ(s.tables().stage_bytes, stage_ring_need(s.tables(), m->gpu()->weight_dtype()))
+          << "the ring holds what two consecutive tasks stage";
+      if (limit > 0) s.limit_stage_bytes_for_test(((largest + 127) / 128 * 128) / limit);
+      expect_forced_then_greedy(s, *rm, *m, ex);
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuStage,
+                         ::testing::Values("stage_weights=1", "stage_weights=1,controller_warp=1,block_threads=480",
+                                         "stage_weights=1,rows_per_warp=3,loads_in_flight=1,max_k_split=1",
+                                         "stage_weights=1,down_rows_per_warp=1"),
+                         params_name);
 
 // The MLP's down projection folded into the gate/up tiles (fold_down): teacher-forced against
 // the reference and greedy to the fixture's tokens, on the default weight path, with the
 // controller warp, two loads per round, staged weights, one load per round (qwen3-f32's 176
 // columns as a full round and a partial one) and shared activation memory.
-TEST(MegakernelGpuFold, FoldedDownMatchesTheReference) {
+class MegakernelGpuFold : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MegakernelGpuFold, FoldedDownMatchesTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
-  for (const char* params : {"fold_down=1", "fold_down=1,controller_warp=1,block_threads=480",
-                             "fold_down=1,loads_in_flight=2",
-                             "fold_down=1,stage_weights=1", "fold_down=1,loads_in_flight=1,max_k_split=1"}) {
-    for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32", "qwen2-bf16"}) {
-      SCOPED_TRACE(std::string(params) + " on " + fixture);
-      const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-      const Expected ex = read_expected(dir);
-      RuntimeOptions o = test_options();
-      o.mk_params = params;
-      o.share_activations = std::string(fixture) == "qwen3-bf16";
-      auto m = LoadedModel::load(o, dir, Backend::Gpu);
-      auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
-      GpuSession s(m->gpu(), opts(64, 8), m->stats());
-      int folds = 0;
-      for (const MkTask& d : s.tables().tasks) folds += (d.flags & MPK_MK_F_FOLD) != 0;
-      ASSERT_GT(folds, 0) << "no task folds the down projection";
-      expect_forced_then_greedy(s, *rm, *m, ex);
-    }
+  const char* params = GetParam();
+  for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32", "qwen2-bf16"}) {
+    SCOPED_TRACE(std::string(params) + " on " + fixture);
+    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+    const Expected ex = read_expected(dir);
+    RuntimeOptions o = test_options();
+    o.mk_params = params;
+    o.share_activations = std::string(fixture) == "qwen3-bf16";
+    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    GpuSession s(m->gpu(), opts(64, 8), m->stats());
+    int folds = 0;
+    for (const MkTask& d : s.tables().tasks) folds += (d.flags & MPK_MK_F_FOLD) != 0;
+    ASSERT_GT(folds, 0) << "no task folds the down projection";
+    expect_forced_then_greedy(s, *rm, *m, ex);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuFold,
+                         ::testing::Values("fold_down=1", "fold_down=1,controller_warp=1,block_threads=480",
+                                         "fold_down=1,loads_in_flight=2", "fold_down=1,stage_weights=1",
+                                         "fold_down=1,loads_in_flight=1,max_k_split=1"),
+                         params_name);
 
 // A profile session's timers, in order for every task: start <= ready <= end; with
 // phase_timers a linear task's input, staged weights (stage_weights only) and dot products in

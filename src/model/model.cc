@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <set>
 #include <string_view>
 
 #include "base/error.h"
@@ -34,29 +35,31 @@ void check_shape(const Tensor& t, const std::vector<int64_t>& want, const fs::pa
       << ", expected " << shape_to_string(want);
 }
 
-// The number of layers the files hold: one more than the largest "model.layers.N." index.
-int64_t layers_in_files(const Weights& w) {
+// The layers of [0, num_layers) the files hold a tensor of ("model.layers.N." names): at most
+// one per tensor, whatever the indices say.
+int64_t layers_in_files(const Weights& w, int64_t num_layers) {
   constexpr std::string_view kPrefix = "model.layers.";
-  int64_t layers = 0;
+  std::set<int64_t> layers;
   for (const auto& [name, t] : w.tensors()) {
     if (name.compare(0, kPrefix.size(), kPrefix) != 0) continue;
     int64_t n = 0;
     size_t i = kPrefix.size();
     for (; i < name.size() && name[i] >= '0' && name[i] <= '9' && n < (int64_t(1) << 40); ++i)
       n = n * 10 + (name[i] - '0');
-    if (i > kPrefix.size() && i < name.size() && name[i] == '.') layers = std::max(layers, n + 1);
+    if (i > kPrefix.size() && i < name.size() && name[i] == '.' && n < num_layers) layers.insert(n);
   }
-  return layers;
+  return int64_t(layers.size());
 }
 
 // Checks the tensor set against the config; sets the weights' dtype and parameter count.
 void check_tensor_set(Model& m) {
   // The config's layer count is checked against the files before anything proportional to it
-  // is built: a config claiming a million layers must not cost gigabytes to reject.
-  const int64_t stored = layers_in_files(m.weights);
+  // is built: a config claiming a million layers must not cost gigabytes to reject, nor one
+  // tensor named after layer 2^31 - 2 let it through.
+  const int64_t stored = layers_in_files(m.weights, m.config.num_layers);
   MPK_CHECK(m.config.num_layers <= stored, InvalidModel)
       << m.dir.string() << ": config.json has num_hidden_layers = " << m.config.num_layers
-      << " but the weights hold " << stored << " layer(s)";
+      << " but the weights hold " << stored << " of those layer(s)";
   const auto expected = expected_tensors(m.config);
   std::vector<std::string> missing, unexpected;
   for (const auto& [name, shape] : expected)

@@ -72,10 +72,27 @@ TEST(Hardening, HugeLayerCountIsRejectedBeforeAllocating) {
     const auto t0 = std::chrono::steady_clock::now();
     EXPECT_TRUE(throws_error([&] { load(m.dir.path()); }, ErrorKind::InvalidModel,
                              "num_hidden_layers = " + std::to_string(layers) +
-                                 " but the weights hold 2 layer(s)"));
+                                 " but the weights hold 2 of those layer(s)"));
     // Not a timing assertion on speed, a bound on the damage: seconds would mean the old path.
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
   }
+}
+
+TEST(Hardening, OneTensorOfAFarLayerDoesNotLetAHugeLayerCountThrough) {
+  // The guard once took the largest layer index in the files: one empty tensor named after
+  // layer 2^31 - 2 made a config of 2^31 - 1 layers pass it, and the expected tensor set then
+  // took terabytes.
+  const int64_t layers = 2147483647;
+  Json cfg = testing::qwen3_config();
+  cfg["num_hidden_layers"] = layers;
+  std::vector<testing::TensorData> tensors = testing::model_tensors(testing::qwen3_config(), DType::F32);
+  tensors.push_back({"model.layers." + std::to_string(layers - 1) + ".x", "F32", {0}, {}, {}});
+  testing::TempDir dir;
+  testing::write_model(dir.path(), cfg, tensors);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(throws_error([&] { load(dir.path()); }, ErrorKind::InvalidModel,
+                           "num_hidden_layers = 2147483647 but the weights hold 3 of those layer(s)"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
 }
 
 TEST(Hardening, FifoConfigAndWeightsAreRefusedWithoutBlocking) {

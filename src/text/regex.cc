@@ -39,8 +39,10 @@ Regex::Regex(const std::string& pattern) : impl_(std::make_unique<Impl>()) {
   const std::string p = unicode_whitespace_pattern(pattern);
   int err = 0;
   PCRE2_SIZE at = 0;
-  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP,
-                              &err, &at, nullptr);
+  // \C matches one byte even in UTF mode: a piece could end inside a character, and the next
+  // pattern, told the text is valid UTF-8, would match past the piece's end.
+  impl_->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
+                              PCRE2_UTF | PCRE2_UCP | PCRE2_NEVER_BACKSLASH_C, &err, &at, nullptr);
   if (!impl_->code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
@@ -70,6 +72,8 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     size_t b = ov[0], e = ov[1];
+    MPK_CHECK(b <= e && e <= s.size(), Internal) << "tokenizer regex: match [" << b << ", " << e
+                                                 << ") outside the text of " << s.size() << " bytes";
     if (e > b) {
       out.emplace_back(b, e);
       start = e;

@@ -238,6 +238,9 @@ TEST_F(Malformed, EachDefectHasItsStatus) {
   j = base_;
   j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(unclosed";
   EXPECT_EQ(load_json(j), ErrorKind::Unsupported);
+  // One byte whatever the character: pieces that end inside a character.
+  j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "[a-z]+\\C";
+  EXPECT_EQ(load_json(j), ErrorKind::Unsupported);
   j = base_;
   j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "MergedWithNext";
   EXPECT_EQ(load_json(j), ErrorKind::Unsupported);

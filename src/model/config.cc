@@ -81,6 +81,10 @@ double positive_number(const ObjectReader& r, const char* key) {
 std::optional<RopeScaling> parse_rope_scaling(const ObjectReader& s) {
   auto type = s.opt_string("rope_type");
   if (!type) type = s.opt_string("type");
+  // A scaling factor without a type would be dropped silently: the model would run unscaled.
+  MPK_CHECK(type || !s.get("factor"), InvalidModel)
+      << s.origin() << ": '" << s.key_name("factor") << "' is set but no '" << s.key_name("rope_type")
+      << "' says how to scale";
   if (!type || *type == "default") return std::nullopt;
   MPK_CHECK(*type == "llama3", Unsupported)
       << s.origin() << ": rope type '" << *type << "' (" << s.key_name("rope_type")

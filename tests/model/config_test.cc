@@ -107,6 +107,16 @@ TEST(Config, RopeParametersLayout) {
   c = parse(j);
   EXPECT_DOUBLE_EQ(c.rope_theta, 1234.0);
   EXPECT_FALSE(c.rope_scaling.has_value());
+  j["rope_parameters"] = {{"rope_theta", 1234.0}};  // no type and nothing to scale: none
+  EXPECT_FALSE(parse(j).rope_scaling.has_value());
+}
+
+// A scaling factor with no type saying how to apply it is an error, not "no scaling".
+TEST(Config, RopeScalingFactorWithoutATypeIsRefused) {
+  Json j = testing::llama_config();
+  j["rope_scaling"].erase("rope_type");
+  EXPECT_TRUE(testing::throws_error([&] { parse(j); }, ErrorKind::InvalidModel,
+                                    "'rope_scaling.factor' is set but no 'rope_scaling.rope_type'"));
 }
 
 TEST(Config, DefaultRopeAndDefaultsWhenKeysAbsent) {

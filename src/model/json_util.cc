@@ -7,7 +7,41 @@
 
 namespace mpk::model::detail {
 
+namespace {
+
+// Deeper than any config, index, header or tokenizer file goes (the format's reference reader
+// stops at 128 too).
+constexpr int kMaxJsonDepth = 128;
+
+// The byte at which `text` opens its (kMaxJsonDepth + 1)-th nested array or object, or npos: a
+// scan outside strings before the parser, which would build the whole tree first (gigabytes
+// for a 100 MB header of '[').
+size_t too_deep_at(std::string_view text) {
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) return i;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
 Json parse_json(std::string_view text, const std::string& origin) {
+  const size_t deep = too_deep_at(text);
+  MPK_CHECK(deep == std::string_view::npos, InvalidModel)
+      << origin << ": JSON nested more than " << kMaxJsonDepth << " levels deep (at byte " << deep << ")";
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::exception& e) {

@@ -32,28 +32,41 @@ struct SmallModel {
   fs::path path(const char* name) const { return dir.path() / name; }
 };
 
-TEST(Hardening, DeeplyNestedConfigValueIsReportedNotSerialised) {
-  // 100,000 levels: printing the value recursively overflowed the stack.
-  std::string text = testing::qwen3_config().dump();
+TEST(Hardening, DeeplyNestedJsonIsRefusedBeforeParsing) {
+  // 100,000 levels: printing the value recursively overflowed the stack; 50 million (100 MB,
+  // inside the header limit) built gigabytes of tree before any check.
+  const std::string plain = testing::qwen3_config().dump();
   const std::string key = "\"vocab_size\":";
-  const size_t at = text.find(key);
+  const size_t at = plain.find(key);
   ASSERT_NE(at, std::string::npos);
-  const size_t end = text.find_first_of(",}", at + key.size());
-  text = text.substr(0, at + key.size()) + nested_array(100000, "1") + text.substr(end);
-  EXPECT_TRUE(throws_error([&] { parse_config(text); }, ErrorKind::InvalidModel,
+  const size_t end = plain.find_first_of(",}", at + key.size());
+  auto nested_vocab = [&](size_t depth) {
+    return plain.substr(0, at + key.size()) + nested_array(depth, "1") + plain.substr(end);
+  };
+  EXPECT_TRUE(throws_error([&] { parse_config(nested_vocab(100000)); }, ErrorKind::InvalidModel,
+                           "JSON nested more than 128 levels"));
+  // Brackets inside strings, escaped quotes among them, are not nesting.
+  Json cfg = testing::qwen3_config();
+  cfg["note"] = std::string(1000, '[') + "\"" + std::string(1000, '{');
+  EXPECT_NO_THROW(parse_config(cfg.dump()));
+  // 128 levels parse; the value is then reported by its kind.
+  EXPECT_TRUE(throws_error([&] { parse_config(nested_vocab(127)); }, ErrorKind::InvalidModel,
                            "'vocab_size' must be an integer, got array of 1 element(s)"));
 }
 
-TEST(Hardening, DeeplyNestedSafetensorsDtypeIsReported) {
-  const std::string header = "{\"w\":{\"dtype\":" + nested_array(100000, "\"F32\"") +
-                             ",\"shape\":[1],\"data_offsets\":[0,4]}}";
-  // Built by hand: serialising such a value (as the test writer would) recurses.
-  std::string file(8, '\0');
-  for (int i = 0; i < 8; ++i) file[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
-  file += header + std::string(4, '\0');
-  EXPECT_TRUE(throws_error(
-      [&] { parse_safetensors(reinterpret_cast<const std::byte*>(file.data()), file.size(), "f"); },
-      ErrorKind::InvalidModel, "'dtype' must be a string, got array of 1 element(s)"));
+TEST(Hardening, DeeplyNestedSafetensorsHeaderIsRefused) {
+  for (const std::string& header : {"{\"w\":{\"dtype\":" + nested_array(100000, "\"F32\"") +
+                                        ",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                                    "{\"__metadata__\":{\"x\":" + nested_array(100000, "\"y\"") +
+                                        "},\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}"}) {
+    // Built by hand: serialising such a value (as the test writer would) recurses.
+    std::string file(8, '\0');
+    for (int i = 0; i < 8; ++i) file[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+    file += header + std::string(4, '\0');
+    EXPECT_TRUE(throws_error(
+        [&] { parse_safetensors(reinterpret_cast<const std::byte*>(file.data()), file.size(), "f"); },
+        ErrorKind::InvalidModel, "JSON nested more than 128 levels"));
+  }
 }
 
 TEST(Hardening, DescribeNeverRecursesAndEscapesControlBytes) {

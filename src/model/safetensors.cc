@@ -126,7 +126,16 @@ std::vector<Tensor> parse_safetensors(const std::byte* data, size_t size, const 
         << origin << ": tensors '" << *spans[i - 1].name << "' [" << spans[i - 1].begin << ", "
         << spans[i - 1].end << ") and '" << *spans[i].name << "' [" << spans[i].begin << ", "
         << spans[i].end << ") overlap";
+    // As the format's reference reader requires: bytes no tensor names would still be read
+    // (and held) with the file.
+    MPK_CHECK(spans[i].begin == spans[i - 1].end, InvalidModel)
+        << origin << ": " << spans[i].begin - spans[i - 1].end << " byte(s) between tensors '"
+        << *spans[i - 1].name << "' and '" << *spans[i].name << "' belong to no tensor";
   }
+  const uint64_t first = spans.empty() ? 0 : spans.front().begin, last = spans.empty() ? 0 : spans.back().end;
+  MPK_CHECK(first == 0 && last == data_size, InvalidModel)
+      << origin << ": the tensors hold bytes [" << first << ", " << last << ") of a " << data_size
+      << "-byte data section; the rest belongs to no tensor";
   return tensors;
 }
 

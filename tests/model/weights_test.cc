@@ -189,6 +189,27 @@ TEST(WeightsError, OverlappingTensors) {
                          ErrorKind::InvalidModel, "overlap"));
 }
 
+// As the format's reference reader: the tensors cover the data section exactly, with no gap
+// between them and nothing after the last (bytes no tensor names would be read and held).
+TEST(WeightsError, BytesOfNoTensor) {
+  Json h = one_tensor_header();  // x: f32 [2] at [0, 8)
+  EXPECT_TRUE(open_fails(testing::safetensors_raw(h, std::string(9, '\x01')), ErrorKind::InvalidModel,
+                         "the tensors hold bytes [0, 8) of a 9-byte data section"));
+  h["x"]["data_offsets"] = {4, 12};
+  EXPECT_TRUE(open_fails(testing::safetensors_raw(h, std::string(12, '\x01')), ErrorKind::InvalidModel,
+                         "the tensors hold bytes [4, 12) of a 12-byte data section"));
+  h = one_tensor_header();
+  h["y"] = {{"dtype", "F16"}, {"shape", {2}}, {"data_offsets", {10, 14}}};
+  EXPECT_TRUE(open_fails(testing::safetensors_raw(h, std::string(14, '\x01')), ErrorKind::InvalidModel,
+                         "2 byte(s) between tensors 'x' and 'y' belong to no tensor"));
+  // Back to back, an empty tensor anywhere: fine.
+  h["y"]["data_offsets"] = {8, 12};
+  h["z"] = {{"dtype", "F32"}, {"shape", {0}}, {"data_offsets", {3, 3}}};
+  testing::TempDir dir;
+  testing::write_file(dir.path() / "model.safetensors", testing::safetensors_raw(h, std::string(12, '\x01')));
+  EXPECT_NO_THROW(Weights::open(dir.path()));
+}
+
 TEST(WeightsError, SafetensorsPathIsADirectory) {
   testing::TempDir dir;
   std::filesystem::create_directory(dir.path() / "model.safetensors");

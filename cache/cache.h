@@ -144,7 +144,8 @@ class Cache {
 
   // Writes every good entry to a new cache file `file` (refuses an existing one unless
   // overwrite, and a missing folder: Error(NotFound)). Entries keep their provenance and
-  // last_used.
+  // last_used. The file is written beside `file` and renamed over it when complete: a failed
+  // export leaves what was there.
   TransferResult export_to(const std::filesystem::path& file, bool overwrite = false);
   // Merges the entries of a cache file (opened read-only, left untouched). On conflict the
   // better entry by is_better is kept, the existing one on a tie. Imported entries count as
@@ -169,6 +170,8 @@ class Cache {
   struct Impl;
 
  private:
+  // export_to's work, into a new file.
+  TransferResult export_into(const std::filesystem::path& file);
   std::unique_ptr<Impl> impl_;
 };
 

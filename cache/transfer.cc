@@ -1,5 +1,7 @@
 // Export and import. The exchange format is a cache database file itself (the current schema): it can
 // be opened in place, copied between machines, and merged with import.
+#include <unistd.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -79,6 +81,16 @@ void Cache::Impl::store_batch(const std::vector<Entry>& batch, Conflict conflict
   result.kept_existing += r.kept_existing;
 }
 
+namespace {
+
+// Removes a database file and its companions.
+void remove_database_files(const fs::path& file) {
+  std::error_code ec;
+  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
+}
+
+}  // namespace
+
 TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   MPK_CHECK(!file.empty(), InvalidArgument) << "export: empty file name";
   MPK_CHECK(!same_file(file, path()), InvalidArgument) << "export: " << file.string() << " is this cache";
@@ -87,10 +99,33 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   std::error_code ec;
   MPK_CHECK(folder.empty() || fs::is_directory(folder, ec), NotFound)
       << "export: folder " << folder.string() << " does not exist";
-  if (regular_file_exists(file, "export target")) {
-    MPK_CHECK(overwrite, InvalidArgument) << "export: " << file.string() << " already exists";
-    for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
+  const bool exists = regular_file_exists(file, "export target");
+  MPK_CHECK(!exists || overwrite, InvalidArgument) << "export: " << file.string() << " already exists";
+  // Written beside the target and renamed over it once complete: an export that fails part way
+  // (a full disk, damage met in this cache) leaves the previous file as it was and no partial one.
+  const fs::path part = file.string() + ".part-" + std::to_string(::getpid());
+  remove_database_files(part);
+  TransferResult result;
+  try {
+    result = export_into(part);
+    // Closed cleanly, the file stands alone; a companion left means it did not close (a failed
+    // write or sync on the way), and the file may need what the companion holds.
+    for (const char* suffix : {"-wal", "-journal"}) {
+      const fs::path companion = part.string() + suffix;
+      MPK_CHECK(!fs::exists(companion, ec), Io)
+          << "export: " << file.string() << " could not be completed (" << companion.filename().string()
+          << " left behind)";
+    }
+    if (exists) remove_database_files(file);  // its -wal must not be read with the new file
+    fs::rename(part, file);
+  } catch (...) {
+    remove_database_files(part);
+    throw;
   }
+  return result;
+}
+
+TransferResult Cache::export_into(const fs::path& file) {
   CacheOptions dest_options;
   dest_options.path = file;
   dest_options.busy_timeout_ms = impl_->options.busy_timeout_ms;

@@ -157,6 +157,44 @@ TEST(CacheFaults, ImportIsAllOrNothingPerEntryAtEveryFailedCall) {
   EXPECT_EQ(read_bytes(source), source_bytes) << "import changed its source";
 }
 
+// An export over an earlier one, with a failed read, write or fsync at every point: the target
+// is the earlier export, byte for byte, or a complete new one, and no partial file is left.
+TEST(CacheFaults, ExportReplacesTheEarlierFileWholeOrNotAtEveryFailedCall) {
+  TempDir dir;
+  fs::path db = dir / "kernels.db", out = dir / "export.db";
+  std::string pristine = pristine_cache(db);
+  {
+    Cache older(options_at(dir / "older.db"));
+    older.publish(make_key(0), stored_entry(0));
+    older.export_to(out);
+  }
+  const std::string earlier = read_bytes(out);
+  const int64_t total = fail_every_call(
+      [&] {
+        write_database(db, pristine);
+        write_database(out, earlier);
+      },
+      [&] {
+        Cache cache(options_at(db));
+        cache.export_to(out, /*overwrite=*/true);
+      },
+      [&]() -> std::string {
+        for (const auto& e : fs::directory_iterator(dir.path()))
+          if (e.path().filename().string().find(".part-") != std::string::npos)
+            return "a partial export was left: " + e.path().string();
+        if (!moved_aside_in(dir.path()).empty()) return "an I/O error was taken for damage";
+        if (read_bytes(out) == earlier) return "";
+        CacheOptions o = options_at(out);
+        o.read_only = true;
+        Cache exported(o);
+        for (int k = 0; k < kStored; ++k) {
+          auto e = exported.load(make_key(k));
+          if (!e || e->cubin != stored_entry(k).cubin) return "the new export lacks entry " + std::to_string(k);
+        }
+        return "";
+      });
+  std::printf("%lld I/O calls in an export\n", static_cast<long long>(total));
+}
 
 // Recovery of a damaged file (an index page's free-byte count flipped: every entry still reads
 // back) with a failed read, write or fsync at every point it reaches the disk through SQLite: a

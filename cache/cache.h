@@ -150,8 +150,10 @@ class Cache {
   // Merges the entries of a cache file (opened read-only, left untouched). On conflict the
   // better entry by is_better is kept, the existing one on a tie. Imported entries count as
   // used now. One transaction per batch of entries. Rows of a damaged source that cannot be
-  // read count as skipped_corrupt. Throws Error(InvalidArgument) when `file` is not a regular
-  // file, Error(NotFound) when it is missing.
+  // read, and entries that are not sound (a key without its key text, JSON that does not
+  // parse, a time that is not a positive number), count as skipped_corrupt. Throws
+  // Error(InvalidArgument) when `file` is not a regular file, Error(NotFound) when it is
+  // missing.
   TransferResult import_from(const std::filesystem::path& file);
 
   // Tuning results (cache/tuning.h), one per signature. publish_tuning replaces the result

@@ -125,5 +125,8 @@ EntryInfo read_info(const sql::Stmt& s);
 Entry read_entry(const sql::Stmt& s);
 // The checksum and key of a stored entry match its content.
 bool entry_is_intact(const Entry& e);
+// Worth taking from another file (salvage, import): intact, under a key of the right form, with
+// JSON fields that parse and a measured time that is a positive number when present.
+bool entry_is_sound(const Entry& e);
 
 }  // namespace mpk::cache

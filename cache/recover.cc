@@ -3,6 +3,7 @@
 #include <sqlite3.h>
 #include <sys/statvfs.h>
 
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -35,13 +36,12 @@ std::vector<int64_t> readable_ids(sql::Db& db, bool& incomplete) {
   return {ids.begin(), ids.end()};
 }
 
-// An entry worth keeping: intact, under its own key, with JSON fields that parse.
-bool salvageable(const Entry& e) {
-  return entry_is_intact(e) && is_sha256_hex(e.key) && nlohmann::json::accept(e.params_json) &&
-         nlohmann::json::accept(e.verification_json);
-}
-
 }  // namespace
+
+bool entry_is_sound(const Entry& e) {
+  return entry_is_intact(e) && is_sha256_hex(e.key) && nlohmann::json::accept(e.params_json) &&
+         nlohmann::json::accept(e.verification_json) && (!e.time_us || (std::isfinite(*e.time_us) && *e.time_us > 0));
+}
 
 ScanLoss scan_readable(sql::Db& db, const std::function<void(Entry&&, bool ok)>& visit) {
   ScanLoss loss;
@@ -86,7 +86,7 @@ uint64_t Cache::Impl::salvage_locked(const fs::path& from) {
         src.query_int("PRAGMA user_version") < kFirstReadableVersion)
       return 0;
     scan_readable(src, [&](Entry&& e, bool) {
-      if (!salvageable(e)) return;
+      if (!entry_is_sound(e)) return;
       batch_bytes += e.cubin.size();
       batch.push_back(std::move(e));
       if (batch_bytes >= kSalvageBatchBytes) flush();

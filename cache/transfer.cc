@@ -163,10 +163,15 @@ TransferResult Cache::import_from(const fs::path& file) {
   // The source is read row by row: a damaged source gives what it still holds intact.
   Impl& S = *source.impl_;
   ScanLoss loss;
+  // Only sound entries whose key can be checked against their key text: an entry without it
+  // could carry any kernel under any key, and a better-looking record would replace ours.
   Scan scan = [&](const Visit& visit) {
     std::lock_guard lock(S.mu);
     sql::Transaction read(*S.db, /*immediate=*/false);
-    loss = scan_readable(*S.db, visit);
+    loss = scan_readable(*S.db, [&](Entry&& e, bool ok) {
+      const bool sound = ok && entry_is_sound(e) && !e.key_text.empty();
+      visit(std::move(e), sound);
+    });
   };
   copy_entries(
       scan, result, [&](Entry& e) { e.last_used = now; },

@@ -134,6 +134,37 @@ TEST(CacheTransfer, DamagedEntriesAreNotCopied) {
   EXPECT_EQ(file_sha(dir / "src.db"), before);
 }
 
+// A source's entries are taken only when sound: an entry without its key text (its key cannot
+// be checked: it could carry any kernel under our key, and a faster time would replace ours),
+// with JSON that does not parse, or with a time that is not a positive number is skipped.
+TEST(CacheTransfer, UnsoundEntriesAreNotImported) {
+  TempDir dir;
+  Cache cache(options_at(dir / "kernels.db"));
+  const Entry ours = make_entry(500, 1, 10.0);
+  cache.publish(make_key(1), ours);
+  {
+    Cache src(options_at(dir / "src.db"));
+    for (int k = 2; k <= 5; ++k) src.publish(make_key(k), make_entry(600, uint64_t(k), 1.0));
+  }
+  {
+    RawDb raw(dir / "src.db");
+    // Entry 2 under our key, without the key text, verified and faster.
+    raw.exec("UPDATE kernels SET key = '" + key_digest(make_key(1)) + "', key_text = '' WHERE key = '" +
+             key_digest(make_key(2)) + "'");
+    raw.exec("UPDATE kernels SET time_us = -1 WHERE key = '" + key_digest(make_key(3)) + "'");
+    raw.exec("UPDATE kernels SET params = '{not json' WHERE key = '" + key_digest(make_key(4)) + "'");
+  }
+  const TransferResult r = cache.import_from(dir / "src.db");
+  EXPECT_EQ(r.added, 1u);  // entry 5
+  EXPECT_EQ(r.replaced, 0u);
+  EXPECT_EQ(r.skipped_corrupt, 3u);
+  const auto got = cache.load(make_key(1));
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->cubin, ours.cubin);
+  EXPECT_TRUE(cache.load(make_key(5)));
+  EXPECT_FALSE(cache.load(make_key(3)));
+}
+
 TEST(CacheTransfer, BadTargetsAndSources) {
   TempDir dir;
   Cache cache(options_at(dir / "kernels.db"));

@@ -117,8 +117,9 @@ struct ScanLoss {
 // table listed from both ends, so damage costs only the rows it hits. For reading damaged
 // files; ok as in scan_locked.
 ScanLoss scan_readable(sql::Db& db, const std::function<void(Entry&&, bool ok)>& visit);
-// The intact tuning results of `db`, read in one statement; stops quietly at damage.
-std::vector<Tuning> read_tunings(sql::Db& db);
+// The intact tuning results of `db`, read in one statement. Damage that stops the statement
+// throws, unless `partial` (a damaged file read for what it still holds), where it ends the list.
+std::vector<Tuning> read_tunings(sql::Db& db, bool partial = false);
 
 EntryInfo read_info(const sql::Stmt& s);
 // read_info's columns followed by the cubin.

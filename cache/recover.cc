@@ -92,7 +92,7 @@ uint64_t Cache::Impl::salvage_locked(const fs::path& from) {
       if (batch_bytes >= kSalvageBatchBytes) flush();
     });
     if (!batch.empty()) flush();
-    const std::vector<Tuning> tunings = read_tunings(src);
+    const std::vector<Tuning> tunings = read_tunings(src, /*partial=*/true);
     sql::Transaction txn(*db);
     for (const Tuning& t : tunings) store_tuning_locked(t, /*newer_only=*/true);
     txn.commit();

@@ -179,7 +179,7 @@ TransferResult Cache::import_from(const fs::path& file) {
   std::vector<Tuning> tunings;
   {
     std::lock_guard lock(S.mu);
-    tunings = read_tunings(*S.db);
+    tunings = read_tunings(*S.db, /*partial=*/true);
   }
   result.tunings = I.store_tunings(tunings);
   if (loss.rows || loss.incomplete) {

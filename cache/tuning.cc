@@ -61,7 +61,7 @@ bool Cache::Impl::store_tuning_locked(const Tuning& t, bool newer_only) {
   return true;
 }
 
-std::vector<Tuning> read_tunings(sql::Db& db) {
+std::vector<Tuning> read_tunings(sql::Db& db, bool partial) {
   std::vector<Tuning> out;
   try {
     sql::Stmt s(db, "SELECT " MPK_TUNING_COLUMNS " FROM tunings ORDER BY created DESC, signature");
@@ -70,6 +70,9 @@ std::vector<Tuning> read_tunings(sql::Db& db) {
       if (tuning_is_intact(t)) out.push_back(std::move(t));
     }
   } catch (const sql::SqliteError& e) {
+    // A file of schema v2 has no tunings table: no results. Damage goes to the caller (whose
+    // with_db sets the file aside and salvages it) unless a partial list is what it asked for.
+    if (e.is_corruption() && !partial) throw;
     log(LogLevel::Debug, "kernel cache: reading tuning results stopped: {}", e.what());
   }
   return out;
@@ -107,8 +110,14 @@ std::optional<Tuning> Cache::tuning(std::string_view signature) {
     log(LogLevel::Warn, "kernel cache {}: tuning result {} is damaged; {}", path().string(), t.signature,
         I.read_only ? "ignoring it (read-only cache)" : "dropping it");
     if (!I.read_only) {
-      I.stmt("DELETE FROM tunings WHERE signature = ?1")->bind(1, signature).run();
-      ++I.counters.corrupt_entries_dropped;
+      // Only the row read: another process may have published a good one since.
+      I.stmt("DELETE FROM tunings WHERE signature = ?1 AND created = ?2 AND params = ?3 AND record = ?4")
+          ->bind(1, signature)
+          .bind(2, t.provenance.unix_time)
+          .bind(3, t.params_json)
+          .bind(4, t.record_json)
+          .run();
+      I.counters.corrupt_entries_dropped += I.db->changes() > 0;
     }
     return std::nullopt;
   });

@@ -25,11 +25,19 @@
 #include <string_view>
 #include <vector>
 
+#include "base/error.h"
 #include "cache/entry.h"
 #include "cache/key.h"
 #include "cache/tuning.h"
 
 namespace mpk::cache {
+
+// Error(Cache) for a damaged cache file that could not be set aside here (opened read-only, or
+// write-protected): its own type, so that a verification reports it as damage found.
+class DamagedCacheError : public Error {
+ public:
+  explicit DamagedCacheError(std::string message) : Error(ErrorKind::Cache, std::move(message)) {}
+};
 
 struct CacheOptions {
   std::filesystem::path path;  // empty: default_cache_path()

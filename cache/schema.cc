@@ -8,11 +8,13 @@
 #include <chrono>
 #include <ctime>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <thread>
 
 #include "base/log.h"
+#include "cache/cache.h"
 #include "cache/paths.h"
 
 namespace mpk::cache {
@@ -223,6 +225,9 @@ std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions&
     db = std::make_unique<sql::Db>(path, sql::Access::ReadOnly, options.busy_timeout_ms);
     p = inspect(*db);
   } catch (const sql::SqliteError& e) {
+    MPK_CHECK(!e.is_hot_journal(), Cache)
+        << "kernel cache " << path.string() << " holds a transaction a writer left unfinished (a hot journal)"
+        << (asked ? "; open it read-write once to roll it back" : " and cannot be rolled back here (write-protected)");
     // A WAL file whose -shm this user can neither read nor create (a folder it cannot write).
     if (!e.is_read_only_refusal()) throw;
     log(LogLevel::Debug, "kernel cache {}: {}; reading it as immutable", path.string(), e.what());
@@ -240,10 +245,13 @@ std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions&
                        << (asked ? "; open it read-write once to migrate it to v"
                                  : " and cannot be migrated here (write-protected) to v")
                        << kSchemaVersion;
-    case State::Damaged:
-      MPK_THROW(Cache) << "kernel cache " << path.string() << " is damaged (" << p.detail << ")"
-                       << (asked ? "; open it read-write to set it aside and start it afresh"
-                                 : " and cannot be set aside here (write-protected)");
+    case State::Damaged: {
+      std::ostringstream m;
+      m << "kernel cache " << path.string() << " is damaged (" << p.detail << ")"
+        << (asked ? "; open it read-write to set it aside and start it afresh"
+                  : " and cannot be set aside here (write-protected)");
+      throw DamagedCacheError(m.str());
+    }
     case State::Foreign:
     case State::Newer: MPK_THROW(Cache) << "kernel cache " << path.string() << ": " << p.detail;
   }

@@ -19,8 +19,10 @@ bool SqliteError::is_file_moved() const {
 
 bool SqliteError::is_read_only_refusal() const {
   int primary = code_ & 0xff;
-  return primary == SQLITE_READONLY || primary == SQLITE_CANTOPEN;
+  return (primary == SQLITE_READONLY && !is_hot_journal()) || primary == SQLITE_CANTOPEN;
 }
+
+bool SqliteError::is_hot_journal() const { return code_ == SQLITE_READONLY_ROLLBACK; }
 
 bool SqliteError::is_busy() const {
   int primary = code_ & 0xff;

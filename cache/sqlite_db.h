@@ -28,8 +28,11 @@ class SqliteError : public Error {
   // than judge its contents.
   bool is_file_moved() const;
   // A read-only connection could not read the file without writing beside it (a WAL file
-  // whose -shm it can neither read nor create).
+  // whose -shm it can neither read nor create); not a hot journal (is_hot_journal).
   bool is_read_only_refusal() const;
+  // A rollback journal a writer left mid-transaction: only a read-write open rolls it back, and
+  // a read that ignored it would see the writer's uncommitted pages.
+  bool is_hot_journal() const;
 
  private:
   int code_;

@@ -233,6 +233,23 @@ TEST_F(CliTest, VerifyReportsAFileItMovedAsideOnOpen) {
   EXPECT_EQ(text.status, 0) << text.out << text.err;
 }
 
+// Before, a damaged file opened read-only made verify fail as an error (exit 1), not report
+// the damage (3); the file stays as it was.
+TEST_F(CliTest, ReadOnlyVerifyReportsADamagedFileAndLeavesIt) {
+  fill(4);
+  std::string bytes = read_bytes(db);
+  bytes[0] = 'X';
+  write_database(db, bytes);
+  Outcome r = tune_db({"--read-only", "verify", "--json"});
+  EXPECT_EQ(r.status, 3) << r.out << r.err;
+  EXPECT_TRUE(r.js()["damage_found"].get<bool>()) << r.out;
+  EXPECT_NE(r.js()["integrity"].get<std::string>().find("is damaged"), std::string::npos) << r.out;
+  Outcome text = tune_db({"--read-only", "verify"});
+  EXPECT_EQ(text.status, 3) << text.out << text.err;
+  EXPECT_EQ(read_bytes(db), bytes);
+  EXPECT_TRUE(moved_aside_in(dir.path()).empty());
+}
+
 // Before, a flipped bit in a b-tree page was never repaired: verify exited 3 or 1 on every
 // run and list or prune failed with "database disk image is malformed".
 TEST_F(CliTest, PageDamageIsRepairedByTheCommandThatMeetsIt) {

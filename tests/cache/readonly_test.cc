@@ -1,6 +1,8 @@
 // A shared cache that the user may read but not write: a write-protected file in a folder
 // the user cannot write, where SQLite's WAL mode cannot create its -wal and -shm files.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "base/error.h"
@@ -124,6 +126,51 @@ TEST(CacheReadOnly, FileNamesWithUriCharacters) {
 
 // A file this user may not write, in a folder it may write, is used read-only (with a
 // warning) instead of failing on the first write.
+// A rollback-journal file (as exports are) whose writer died mid-transaction: a read-only open
+// refuses it (reading past the hot journal would show the writer's uncommitted pages), names
+// the way out, and leaves it; a read-write open rolls the transaction back.
+TEST(CacheReadOnly, HotJournalIsRefusedNotReadPast) {
+  TempDir dir;
+  fill(dir / "kernels.db");
+  const fs::path path = dir / "export.db";
+  {
+    Cache cache(options_at(dir / "kernels.db"));
+    cache.export_to(path);
+  }
+  ASSERT_EQ(read_bytes(path)[18], 1) << "an export is not a rollback-journal file";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // a writer that dies with its transaction open
+    sqlite3* db = nullptr;
+    if (sqlite3_open(path.c_str(), &db) != SQLITE_OK) _exit(2);
+    sqlite3_exec(db, "PRAGMA cache_size = 1", nullptr, nullptr, nullptr);  // pages spill to the file
+    if (sqlite3_exec(db, "BEGIN IMMEDIATE; UPDATE blobs SET data = randomblob(length(data))", nullptr, nullptr,
+                     nullptr) != SQLITE_OK)
+      _exit(3);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  // Hot: the file holds uncommitted pages, and the journal (its header written) the originals.
+  ASSERT_NE(read_bytes(path.string() + "-journal").substr(0, 4), std::string(4, '\0'));
+  const std::string before = read_bytes(path);
+  CacheOptions ro = options_at(path);
+  ro.read_only = true;
+  try {
+    Cache cache(ro);
+    ADD_FAILURE() << "a read-only open read past a hot journal";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Cache);
+    EXPECT_NE(std::string(e.what()).find("hot journal"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("open it read-write once to roll it back"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(read_bytes(path), before);
+  Cache rw(options_at(path));
+  for (int i = 0; i < kEntries; ++i) EXPECT_TRUE(rw.load(make_key(i))) << i;  // checksums hold
+  EXPECT_EQ(rw.counters().corrupt_entries_dropped, 0u);
+}
+
 TEST(CacheReadOnly, WriteProtectedFileIsUsedReadOnly) {
   TempDir dir;
   fs::permissions(dir.path(), fs::perms::others_read | fs::perms::others_exec | fs::perms::group_read |

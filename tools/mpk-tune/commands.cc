@@ -199,8 +199,9 @@ int cmd_import(const Context& ctx, const fs::path& file) {
   return print_transfer(ctx, "IMPORT", file, cache.import_from(file));
 }
 
-int cmd_verify(const Context& ctx) {
-  cache::Cache cache = open_cache(ctx);
+namespace {
+
+int verify_report(const Context& ctx, cache::Cache& cache) {
   // A file set aside on open counts as damage found: the fresh file's clean report alone
   // would hide it.
   cache::VerifyResult r = cache.verify();
@@ -222,6 +223,25 @@ int cmd_verify(const Context& ctx) {
     ctx.out << "database integrity: " << r.integrity_message << '\n';
   }
   return r.damage_found() ? kExitDamaged : kExitOk;
+}
+
+}  // namespace
+
+int cmd_verify(const Context& ctx) {
+  try {
+    cache::Cache cache = open_cache(ctx);
+    return verify_report(ctx, cache);
+  } catch (const cache::DamagedCacheError& e) {
+    // Read-only or write-protected: the damage cannot be set aside, but it is what verify is
+    // asked to find.
+    if (ctx.json)
+      print_json(ctx, {{"checked", 0}, {"bad", 0}, {"bad_keys", json::array()}, {"dropped", false},
+                       {"integrity_ok", false}, {"integrity", e.what()}, {"moved_aside", json::array()},
+                       {"damage_found", true}});
+    else
+      ctx.out << "database integrity: " << e.what() << '\n';
+    return kExitDamaged;
+  }
 }
 
 }  // namespace mpk::tune

@@ -215,10 +215,21 @@ bool writable(const fs::path& p) {
   return ::faccessat(AT_FDCWD, p.empty() ? "." : p.c_str(), W_OK, AT_EACCESS) == 0;
 }
 
+// Whether the cache file exists; Error(Cache) when something else (a folder, a FIFO) sits at
+// its path: a cache that cannot be used, which callers treat as none, not a bad argument.
+bool cache_file_exists(const fs::path& path) {
+  try {
+    return regular_file_exists(path);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::InvalidArgument) throw;
+    MPK_THROW(Cache) << e.what();
+  }
+}
+
 // Opens an existing file without writing to it. `asked` says whether the caller asked for
 // read-only (else the file or its folder is write-protected), for the advice in errors.
 std::unique_ptr<sql::Db> open_read_only(const fs::path& path, const OpenOptions& options, bool asked) {
-  MPK_CHECK(regular_file_exists(path), NotFound) << "no kernel cache at " << path.string();
+  MPK_CHECK(cache_file_exists(path), NotFound) << "no kernel cache at " << path.string();
   std::unique_ptr<sql::Db> db;
   Probe p;
   try {
@@ -373,11 +384,16 @@ std::optional<fs::path> set_aside_if_damaged(sql::Db& db) {
   return copy;
 }
 
-std::unique_ptr<sql::Db> open_database(const fs::path& path, const OpenOptions& options,
+std::unique_ptr<sql::Db> open_database(const fs::path& given, const OpenOptions& options,
                                        std::vector<MovedAside>* moved_aside) {
+  // Through a symbolic link, SQLite keeps -wal and -shm beside the file it points at: the
+  // copies of a recovery and the folder lock must be taken there too.
+  std::error_code canonical_error;
+  fs::path path = fs::weakly_canonical(given, canonical_error);
+  if (canonical_error) path = given;
   if (options.read_only) return open_read_only(path, options, /*asked=*/true);
   fs::path folder = path.parent_path();
-  if (regular_file_exists(path)) {
+  if (cache_file_exists(path)) {
     // Without write access to the file or its folder (WAL creates -wal and -shm there), the
     // file is still good for reading.
     if (!writable(path) || !writable(folder)) return open_read_only(path, options, /*asked=*/false);

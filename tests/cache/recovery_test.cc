@@ -256,6 +256,51 @@ TEST(CacheRecovery, EmptyFileIsInitialisedInPlace) {
   EXPECT_TRUE(moved_aside(dir.path()).empty());
 }
 
+// Something else at the file's path is a cache that cannot be used (Error(Cache), which a load
+// treats as no cache), not a bad argument; it is left alone.
+TEST(CacheRecovery, AFolderAtTheFilesPathIsACacheError) {
+  TempDir dir;
+  fs::create_directories(dir / "kernels.db");
+  for (bool read_only : {false, true}) {
+    CacheOptions o = options_at(dir / "kernels.db");
+    o.read_only = read_only;
+    try {
+      Cache cache(o);
+      ADD_FAILURE() << "opened a folder";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::Cache) << e.what();
+      EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(fs::is_directory(dir / "kernels.db"));
+}
+
+// Through a symbolic link, SQLite keeps the WAL beside the file the link points at: recovery
+// keeps its copy there (with the WAL, when there is one; the copy beside the link had none, and
+// the entries still in the WAL were lost with the reset) and takes the folder lock there.
+TEST(CacheRecovery, ASymlinkedFileIsKeptBesideItsTarget) {
+  TempDir dir;
+  fs::create_directories(dir / "real");
+  const fs::path real = dir / "real" / "kernels.db", link = dir / "kernels.db";
+  {
+    Cache cache(options_at(real));
+    cache.publish(make_key(0), make_entry(3000, 0));
+  }
+  fs::create_symlink(real, link);
+  std::string bytes = read_bytes(real);
+  bytes[0] = 'X';  // not a database: set aside on open
+  write_database(real, bytes);
+  {
+    LogCapture quiet;
+    Cache reopened(options_at(link));
+  }
+  const std::vector<fs::path> moved = moved_aside_in(dir / "real");
+  ASSERT_EQ(moved.size(), 1u) << "the copy is kept beside the real file";
+  EXPECT_EQ(read_bytes(moved[0]), bytes);
+  EXPECT_TRUE(moved_aside_in(dir.path()).empty());
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
 TEST(CacheRecovery, CreatesMissingFolders) {
   TempDir dir;
   expect_usable(dir / "a/b/c/kernels.db");

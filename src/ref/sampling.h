@@ -18,8 +18,13 @@
 
 namespace mpk::ref {
 
+// Temperatures below this are greedy: logits / temperature would overflow float for logits
+// above a few units at 1e-38, every key tie at infinity and the lowest id win, not the argmax
+// (vLLM draws the same line).
+constexpr float kGreedyTemperature = 1e-5f;
+
 struct SamplingConfig {
-  float temperature = 0;  // 0: greedy (the argmax; ties: the lower id)
+  float temperature = 0;  // below kGreedyTemperature: greedy (the argmax; ties: the lower id)
   int32_t top_k = 0;      // 0: every id
   float top_p = 1;        // 1: no nucleus cut
   uint64_t seed = 0;
@@ -28,7 +33,7 @@ struct SamplingConfig {
 // Error(InvalidArgument) for a temperature that is negative or not finite, a negative top_k, or
 // top_p outside (0, 1].
 void validate(const SamplingConfig& c);
-inline bool is_greedy(const SamplingConfig& c) { return c.temperature == 0; }
+inline bool is_greedy(const SamplingConfig& c) { return c.temperature < kGreedyTemperature; }
 
 // Philox4x32-10 (Salmon et al., 2011): the block of `counter` under `key`.
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);

@@ -82,6 +82,18 @@ TEST(Sampling, TemperatureDrawsTheSoftmax) {
   }
 }
 
+// A tiny positive temperature is greedy: logits / 1e-38 overflowed to infinity for every logit
+// above about 3.4, all keys tied, and the lowest id won instead of the argmax.
+TEST(Sampling, TinyTemperatureIsGreedy) {
+  const std::vector<float> logits = {4, 5, -3};
+  for (float t : {1e-38f, 1e-20f, 9.9e-6f}) {
+    SamplingConfig c{.temperature = t, .top_k = 0, .top_p = 0.9f, .seed = 3};
+    EXPECT_TRUE(is_greedy(c)) << t;
+    for (uint64_t pos = 0; pos < 16; ++pos) EXPECT_EQ(sample_token(logits, c, pos), 1) << t;
+  }
+  EXPECT_FALSE(is_greedy({.temperature = 1e-5f}));
+}
+
 TEST(Sampling, TopKKeepsTheKLargest) {
   const int n = 30000;
   SamplingConfig c{.temperature = 1.0f, .top_k = 3, .seed = 5};

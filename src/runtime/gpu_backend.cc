@@ -437,7 +437,9 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
     return;
   }
   // The first token's embedding from the host; the device embeds the others (forced tokens).
+  // From this upload on, a failure leaves the carried embedding changed (launch clears it).
   const std::vector<float> row = m_->embedding_row(tokens[0]);
+  broken_ = true;
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
   step_ms_.clear();
   for (size_t a = 0; a < n;) {
@@ -628,7 +630,6 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   p.prefetch_bytes = m_->options().prefetch_bytes;
   p.stage_bytes = tables_.stage_bytes;
   if (num_forced > 0) {
-    forced_.upload(forced, num_forced * 4);
     p.forced = forced_.ptr();
     p.num_forced = int(num_forced);
   }
@@ -651,10 +652,11 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   cfg.dynamic_shared = unsigned(tables_.dynamic_smem);
   cfg.cooperative = true;
   void* params[] = {&p};
-  // Until this launch completes, any failure (launch, copy, timeout) leaves the device state
-  // (counters, KV cache, carried embedding) ahead of the host's: the session is unusable
-  // until reset().
+  // Until this launch completes, any failure (the forced tokens' copy, launch, copy back,
+  // timeout) leaves the device state (counters, KV cache, carried embedding) ahead of the
+  // host's: the session is unusable until reset().
   broken_ = true;
+  if (num_forced > 0) forced_.upload(forced, num_forced * 4);
   cuda::launch(fn, cfg, stream_, params);
   ++stats_.launches;
   stream_.synchronize();

@@ -143,6 +143,8 @@ class GpuSession {
   bool has_logits() const { return has_logits_; }
   const std::vector<float>& logits() const;  // downloads on demand
   size_t position() const { return position_; }
+  // A step failed part way: the device state is ahead of the host's until reset().
+  bool broken() const { return broken_; }
   size_t capacity() const { return capacity_; }
   void reset();
 

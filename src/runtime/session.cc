@@ -262,6 +262,7 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
   // that made the logits; on the GPU, a draw the megakernel does not make (a top_k above
   // MPK_MK_SAMPLE_KMAX, or top_p without top_k) brings each step's logits to the host, and the token goes
   // back as a one-token prefill (one forced step).
+  MPK_CHECK(!gpu_ || !gpu_->broken(), BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
       << "decode before prefill: no logits yet";
   const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();
@@ -272,13 +273,16 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
     MPK_CHECK(position() < cap, Capacity)
         << "KV cache full (" << cap << " tokens, all used) after " << out.size()
         << " token(s) of this call";
+    // Chosen from finite logits, the token is the caller's before it is fed: a step it feeds
+    // that makes non-finite logits (the GPU's one-token prefill checks them) fails the call
+    // with the token returned and counted, as the reference does.
+    out.push_back(next);
     if (gpu_) {
       gpu_->prefill(&next, 1);
     } else {
       exec_->forward(&next, 1);
       model_->stats().tokens += 1;
     }
-    out.push_back(next);
     if (is_eos(next)) break;
   }
 }

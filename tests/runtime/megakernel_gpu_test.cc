@@ -435,6 +435,33 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
       }
       EXPECT_EQ(out, std::vector<int32_t>{ex.tokens[0]}) << fx << " steps_per_launch " << spl;
     }
+    {  // drawn on the host (top_p without top_k): every embedding row but the prompt's is Inf
+      testing::PatchedFixture p(fixture);
+      std::vector<int32_t> prompt_ids(ex.prompt.begin(), ex.prompt.end());
+      std::sort(prompt_ids.begin(), prompt_ids.end());
+      prompt_ids.erase(std::unique(prompt_ids.begin(), prompt_ids.end()), prompt_ids.end());
+      int64_t row = 0;
+      for (const int32_t id : prompt_ids) {
+        if (id > row) p.set("model.embed_tokens.weight", INFINITY, row * hidden, (id - row) * hidden);
+        row = id + 1;
+      }
+      p.set("model.embed_tokens.weight", INFINITY, row * hidden, -1);
+      auto m = LoadedModel::load(test_options(), p.dir(), Backend::Gpu);
+      Session s(m, opts(32));
+      s.set_sampling({.temperature = 1.f, .top_k = 0, .top_p = 0.9f, .seed = 5});
+      s.prefill(ex.prompt.data(), ex.prompt.size());
+      std::vector<int32_t> out;
+      try {
+        s.decode(16, out);
+        ADD_FAILURE() << fx << " host draw: no Numerics error";
+      } catch (const Error& e) {
+        EXPECT_EQ(e.kind(), ErrorKind::Numerics) << e.what();
+      }
+      // The token that fed the bad step is returned and counted, as on the reference.
+      ASSERT_FALSE(out.empty()) << fx;
+      EXPECT_FALSE(std::binary_search(prompt_ids.begin(), prompt_ids.end(), out.back())) << fx;
+      EXPECT_EQ(s.position(), ex.prompt.size() + out.size()) << fx;
+    }
   }
 }
 

@@ -211,6 +211,10 @@ TEST_F(Malformed, EachDefectHasItsStatus) {
   j = base_;
   j["model"]["vocab"]["zzz-big"] = int64_t(1) << 40;
   EXPECT_EQ(load_json(j), ErrorKind::InvalidModel);
+  j["model"]["vocab"]["zzz-big"] = int64_t(1) << 20;  // tables sized by the largest id
+  EXPECT_EQ(load_json(j), ErrorKind::InvalidModel);
+  j["model"]["vocab"]["zzz-big"] = (int64_t(1) << 20) - 1;
+  EXPECT_NO_THROW(Tokenizer::load((std::ofstream(dir_ / "tokenizer.json") << j.dump(), dir_)));
   j = base_;
   j["model"]["vocab"]["zzz-neg"] = -3;
   EXPECT_EQ(load_json(j), ErrorKind::InvalidModel);

@@ -250,7 +250,8 @@ typedef struct mpk_session_config {
                           activations, the reference's arithmetic; about 1 ms per token on
                           Qwen3-0.6B) instead of the tensor-core prefill of bf16 models (bf16
                           operands; docs/PERFORMANCE.md has its accuracy). Default 0. (Since
-                          0.4; a caller whose struct_size ends before it gets the default.) */
+                          0.4, in what was padding on 64-bit targets: the struct's size is
+                          unchanged, so a caller must zero it: mpk_session_config_init does.) */
 } mpk_session_config;
 
 /// A session is one sequence with its KV cache. Not thread-safe: use one thread at a time.

@@ -147,9 +147,10 @@ StoreOutcome Cache::Impl::store_locked(const Entry& e, Conflict conflict) {
       bool old_verified = is_verified(s->text(1));
       std::optional<double> old_time = s->opt_real(2);
       bool new_verified = is_verified(e.verification_json);
-      bool keep = conflict == Conflict::ReplaceUnlessWorse
-                      ? is_better(old_verified, old_time, new_verified, e.time_us)
-                      : !is_better(new_verified, e.time_us, old_verified, old_time);
+      bool keep = conflict == Conflict::KeepExisting ||
+                  (conflict == Conflict::ReplaceUnlessWorse
+                       ? is_better(old_verified, old_time, new_verified, e.time_us)
+                       : !is_better(new_verified, e.time_us, old_verified, old_time));
       if (keep) return StoreOutcome::KeptExisting;
     }
   }

@@ -158,8 +158,9 @@ class Cache {
   // Merges the entries of a cache file (opened read-only, left untouched). On conflict the
   // better entry by is_better is kept, the existing one on a tie. Imported entries count as
   // used now. One transaction per batch of entries. Rows of a damaged source that cannot be
-  // read, and entries that are not sound (a key without its key text, JSON that does not
-  // parse, a time that is not a positive number), count as skipped_corrupt. Throws
+  // read, and entries that are not sound (a key not of SHA-256 form, JSON that does not parse,
+  // a time that is not a positive number), count as skipped_corrupt; an entry without its key
+  // text (migrated from v1: its key cannot be checked) never replaces one. Throws
   // Error(InvalidArgument) when `file` is not a regular file, Error(NotFound) when it is
   // missing.
   TransferResult import_from(const std::filesystem::path& file);

@@ -32,6 +32,7 @@ struct AtomicCounters {
 enum class Conflict {
   ReplaceUnlessWorse,  // publish: the newcomer wins ties
   ReplaceIfBetter,     // import: the existing entry wins ties
+  KeepExisting,        // never replace (an entry whose key cannot be checked: no key text)
 };
 enum class StoreOutcome { Added, Replaced, KeptExisting };
 

@@ -67,7 +67,9 @@ void Cache::Impl::store_batch(const std::vector<Entry>& batch, Conflict conflict
     sql::Transaction txn(*db);
     TransferResult counts;
     for (const Entry& e : batch) {
-      switch (store_locked(e, conflict)) {
+      // Without its key text (migrated from v1), an entry's key cannot be checked: it may fill
+      // a free key but never replace an entry, whatever its record says.
+      switch (store_locked(e, e.key_text.empty() ? Conflict::KeepExisting : conflict)) {
         case StoreOutcome::Added: ++counts.added; break;
         case StoreOutcome::Replaced: ++counts.replaced; break;
         case StoreOutcome::KeptExisting: ++counts.kept_existing; break;
@@ -163,13 +165,12 @@ TransferResult Cache::import_from(const fs::path& file) {
   // The source is read row by row: a damaged source gives what it still holds intact.
   Impl& S = *source.impl_;
   ScanLoss loss;
-  // Only sound entries whose key can be checked against their key text: an entry without it
-  // could carry any kernel under any key, and a better-looking record would replace ours.
+  // Only sound entries (as salvage takes them).
   Scan scan = [&](const Visit& visit) {
     std::lock_guard lock(S.mu);
     sql::Transaction read(*S.db, /*immediate=*/false);
     loss = scan_readable(*S.db, [&](Entry&& e, bool ok) {
-      const bool sound = ok && entry_is_sound(e) && !e.key_text.empty();
+      const bool sound = ok && entry_is_sound(e);
       visit(std::move(e), sound);
     });
   };

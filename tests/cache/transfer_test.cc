@@ -134,9 +134,9 @@ TEST(CacheTransfer, DamagedEntriesAreNotCopied) {
   EXPECT_EQ(file_sha(dir / "src.db"), before);
 }
 
-// A source's entries are taken only when sound: an entry without its key text (its key cannot
-// be checked: it could carry any kernel under our key, and a faster time would replace ours),
-// with JSON that does not parse, or with a time that is not a positive number is skipped.
+// A source's entries are taken only when sound: one with JSON that does not parse or a time that
+// is not a positive number is skipped. One without its key text (its key cannot be checked: it
+// could carry any kernel under our key) never replaces ours, however good its record looks.
 TEST(CacheTransfer, UnsoundEntriesAreNotImported) {
   TempDir dir;
   Cache cache(options_at(dir / "kernels.db"));
@@ -144,7 +144,7 @@ TEST(CacheTransfer, UnsoundEntriesAreNotImported) {
   cache.publish(make_key(1), ours);
   {
     Cache src(options_at(dir / "src.db"));
-    for (int k = 2; k <= 5; ++k) src.publish(make_key(k), make_entry(600, uint64_t(k), 1.0));
+    for (int k = 2; k <= 6; ++k) src.publish(make_key(k), make_entry(600, uint64_t(k), 1.0));
   }
   {
     RawDb raw(dir / "src.db");
@@ -153,15 +153,19 @@ TEST(CacheTransfer, UnsoundEntriesAreNotImported) {
              key_digest(make_key(2)) + "'");
     raw.exec("UPDATE kernels SET time_us = -1 WHERE key = '" + key_digest(make_key(3)) + "'");
     raw.exec("UPDATE kernels SET params = '{not json' WHERE key = '" + key_digest(make_key(4)) + "'");
+    // Entry 6 as migrated from v1: no key text, under a key nobody holds.
+    raw.exec("UPDATE kernels SET key_text = '' WHERE key = '" + key_digest(make_key(6)) + "'");
   }
   const TransferResult r = cache.import_from(dir / "src.db");
-  EXPECT_EQ(r.added, 1u);  // entry 5
+  EXPECT_EQ(r.added, 2u);  // entries 5 and 6
   EXPECT_EQ(r.replaced, 0u);
-  EXPECT_EQ(r.skipped_corrupt, 3u);
+  EXPECT_EQ(r.kept_existing, 1u);
+  EXPECT_EQ(r.skipped_corrupt, 2u);
   const auto got = cache.load(make_key(1));
   ASSERT_TRUE(got);
   EXPECT_EQ(got->cubin, ours.cubin);
   EXPECT_TRUE(cache.load(make_key(5)));
+  EXPECT_TRUE(cache.load(make_key(6)));
   EXPECT_FALSE(cache.load(make_key(3)));
 }
 

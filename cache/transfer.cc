@@ -101,8 +101,8 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
   std::error_code ec;
   MPK_CHECK(folder.empty() || fs::is_directory(folder, ec), NotFound)
       << "export: folder " << folder.string() << " does not exist";
-  const bool exists = regular_file_exists(file, "export target");
-  MPK_CHECK(!exists || overwrite, InvalidArgument) << "export: " << file.string() << " already exists";
+  MPK_CHECK(!regular_file_exists(file, "export target") || overwrite, InvalidArgument)
+      << "export: " << file.string() << " already exists";
   // Written beside the target and renamed over it once complete: an export that fails part way
   // (a full disk, damage met in this cache) leaves the previous file as it was and no partial one.
   const fs::path part = file.string() + ".part-" + std::to_string(::getpid());
@@ -118,8 +118,13 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
           << "export: " << file.string() << " could not be completed (" << companion.filename().string()
           << " left behind)";
     }
-    if (exists) remove_database_files(file);  // its -wal must not be read with the new file
-    fs::rename(part, file);
+    // A companion of the target (an earlier export's, or a stray one) must not be read with the
+    // new file; the file itself is replaced by the rename, in one step.
+    for (const char* suffix : {"-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
+    std::error_code renamed;
+    fs::rename(part, file, renamed);
+    MPK_CHECK(!renamed, Io) << "export: cannot move " << part.string() << " to " << file.string() << ": "
+                            << renamed.message();
   } catch (...) {
     remove_database_files(part);
     throw;

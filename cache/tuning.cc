@@ -64,15 +64,16 @@ bool Cache::Impl::store_tuning_locked(const Tuning& t, bool newer_only) {
 std::vector<Tuning> read_tunings(sql::Db& db, bool partial) {
   std::vector<Tuning> out;
   try {
+    if (db.query_int("PRAGMA user_version") < 3) return out;  // a v2 file: no tunings table
     sql::Stmt s(db, "SELECT " MPK_TUNING_COLUMNS " FROM tunings ORDER BY created DESC, signature");
     while (s.step()) {
       Tuning t = read_tuning(s);
       if (tuning_is_intact(t)) out.push_back(std::move(t));
     }
   } catch (const sql::SqliteError& e) {
-    // A file of schema v2 has no tunings table: no results. Damage goes to the caller (whose
-    // with_db sets the file aside and salvages it) unless a partial list is what it asked for.
-    if (e.is_corruption() && !partial) throw;
+    // Damage (or a file replaced under this connection) goes to the caller, whose with_db sets
+    // the file aside and salvages it, unless a partial list is what it asked for.
+    if (!partial) throw;
     log(LogLevel::Debug, "kernel cache: reading tuning results stopped: {}", e.what());
   }
   return out;
@@ -99,6 +100,10 @@ std::optional<Tuning> Cache::tuning(std::string_view signature) {
   Impl& I = *impl_;
   return I.with_db([&]() -> std::optional<Tuning> {
     if (I.db->query_int("PRAGMA user_version") < 3) return std::nullopt;  // a v2 file, read-only
+    // Read and (when damaged) dropped under one write lock: another process's good result,
+    // published in between, is never the one dropped.
+    std::optional<sql::Transaction> txn;
+    if (!I.read_only) txn.emplace(*I.db);
     Tuning t;
     {
       auto s = I.stmt("SELECT " MPK_TUNING_COLUMNS " FROM tunings WHERE signature = ?1");
@@ -109,15 +114,10 @@ std::optional<Tuning> Cache::tuning(std::string_view signature) {
     if (tuning_is_intact(t)) return t;
     log(LogLevel::Warn, "kernel cache {}: tuning result {} is damaged; {}", path().string(), t.signature,
         I.read_only ? "ignoring it (read-only cache)" : "dropping it");
-    if (!I.read_only) {
-      // Only the row read: another process may have published a good one since.
-      I.stmt("DELETE FROM tunings WHERE signature = ?1 AND created = ?2 AND params = ?3 AND record = ?4")
-          ->bind(1, signature)
-          .bind(2, t.provenance.unix_time)
-          .bind(3, t.params_json)
-          .bind(4, t.record_json)
-          .run();
-      I.counters.corrupt_entries_dropped += I.db->changes() > 0;
+    if (txn) {
+      I.stmt("DELETE FROM tunings WHERE signature = ?1")->bind(1, signature).run();
+      ++I.counters.corrupt_entries_dropped;
+      txn->commit();
     }
     return std::nullopt;
   });

@@ -273,15 +273,17 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
     MPK_CHECK(position() < cap, Capacity)
         << "KV cache full (" << cap << " tokens, all used) after " << out.size()
         << " token(s) of this call";
-    // Chosen from finite logits, the token is the caller's before it is fed: a step it feeds
-    // that makes non-finite logits (the GPU's one-token prefill checks them) fails the call
-    // with the token returned and counted, as the reference does.
-    out.push_back(next);
     if (gpu_) {
+      // Chosen from finite logits, the token is the caller's before it is fed: a step it feeds
+      // that makes non-finite logits (the one-token prefill checks them, after counting the
+      // token) fails the call with the token returned, as on the reference, whose next pass
+      // finds them.
+      out.push_back(next);
       gpu_->prefill(&next, 1);
     } else {
       exec_->forward(&next, 1);
       model_->stats().tokens += 1;
+      out.push_back(next);
     }
     if (is_eos(next)) break;
   }

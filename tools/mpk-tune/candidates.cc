@@ -81,8 +81,7 @@ void check(Candidate& c, const ConfigPlan& p, const std::string& arch) {
   cuda::CompileRequest r;
   r.source = rt::megakernel_source(c.params, p.config.torch_dtype);
   r.arch = arch;
-  r.options = rt::megakernel_compile_options();
-  r.options.push_back("--ptxas-options=-v");
+  r.options = rt::megakernel_compile_options();  // with ptxas's report
   const cuda::CompileResult res = cuda::compile(r);
   c.compile_ms = res.compile_ms;
   c.ptxas = cuda::parse_ptxas_info(res.log, rt::megakernel_entry(p.config.torch_dtype));

@@ -72,8 +72,9 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view s) const
     }
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md.get());
     size_t b = ov[0], e = ov[1];
-    MPK_CHECK(b <= e && e <= s.size(), Internal) << "tokenizer regex: match [" << b << ", " << e
-                                                 << ") outside the text of " << s.size() << " bytes";
+    MPK_CHECK(b <= e && e <= s.size(), Unsupported)
+        << "tokenizer regex: a match [" << b << ", " << e << ") outside the text of " << s.size()
+        << " bytes (\\K in a lookaround?)";
     if (e > b) {
       out.emplace_back(b, e);
       start = e;

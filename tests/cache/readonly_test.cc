@@ -124,8 +124,6 @@ TEST(CacheReadOnly, FileNamesWithUriCharacters) {
   EXPECT_FALSE(fs::exists(dir / "odd "));
 }
 
-// A file this user may not write, in a folder it may write, is used read-only (with a
-// warning) instead of failing on the first write.
 // A rollback-journal file (as exports are) whose writer died mid-transaction: a read-only open
 // refuses it (reading past the hot journal would show the writer's uncommitted pages), names
 // the way out, and leaves it; a read-write open rolls the transaction back.
@@ -171,6 +169,8 @@ TEST(CacheReadOnly, HotJournalIsRefusedNotReadPast) {
   EXPECT_EQ(rw.counters().corrupt_entries_dropped, 0u);
 }
 
+// A file this user may not write, in a folder it may write, is used read-only (with a
+// warning) instead of failing on the first write.
 TEST(CacheReadOnly, WriteProtectedFileIsUsedReadOnly) {
   TempDir dir;
   fs::permissions(dir.path(), fs::perms::others_read | fs::perms::others_exec | fs::perms::group_read |

@@ -423,7 +423,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
 
 GpuSession::~GpuSession() { stats_.device_bytes -= device_bytes_; }
 
-void GpuSession::prefill(const int32_t* tokens, size_t n) {
+void GpuSession::prefill(const int32_t* tokens, size_t n, bool append_step_times) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(tokens && n >= 1, InvalidArgument) << "prefill needs at least one token";
   const int64_t vocab = m_->graph().config.vocab_size;
@@ -441,7 +441,7 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
   const std::vector<float> row = m_->embedding_row(tokens[0]);
   broken_ = true;
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
-  step_ms_.clear();
+  if (!append_step_times) step_ms_.clear();
   for (size_t a = 0; a < n;) {
     const size_t ns = std::min(n - a, kMaxStepsPerLaunch);
     const size_t ran = launch(ns, tokens + a, std::min(n - a, ns + 1), {});
@@ -541,6 +541,7 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
   has_logits_ = true;
   logits_valid_ = false;
   broken_ = false;
+  profiled_ = false;  // the chunks ran no megakernel step
   MPK_CHECK(!next_nonfinite_, Numerics)
       << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
 }
@@ -698,6 +699,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   has_logits_ = true;
   logits_valid_ = false;
   broken_ = false;
+  profiled_ = profile_on_;
   return ran;
 }
 
@@ -715,7 +717,8 @@ void GpuSession::throw_timeout(const uint32_t* status) const {
 
 std::string GpuSession::profile_json() const {
   MPK_CHECK(profile_on_, BadState) << "the session was created without profiling";
-  MPK_CHECK(has_logits_ && !broken_, BadState) << "no completed step to report";
+  MPK_CHECK(profiled_ && !broken_, BadState)
+      << "no completed megakernel step to report (a prefill on the tensor cores runs none)";
   std::vector<uint64_t> t(tables_.queue.size() * MPK_MK_PROFILE_TIMERS);
   if (!t.empty()) profile_.download(t.data(), t.size() * 8);
   return profile_report(plan_, tables_, t, int64_t(position_));
@@ -755,6 +758,7 @@ void GpuSession::reset() {
   position_ = 0;
   kv16_valid_ = 0;
   has_logits_ = false;
+  profiled_ = false;
   logits_valid_ = false;
   next_token_ = -1;
   next_chosen_by_ = {};

@@ -119,8 +119,10 @@ class GpuSession {
   // one decode step per token in as few launches as possible (the device embeds each next
   // prompt token itself). Error(InvalidArgument) for an id outside the vocabulary,
   // Error(Capacity) when the cache cannot hold them (the session is then unchanged),
-  // Error(Numerics) when the last position's logits hold NaN or Inf.
-  void prefill(const int32_t* tokens, size_t n);
+  // Error(Numerics) when the last position's logits hold NaN or Inf. `append_step_times`: the
+  // steps' times are added to step_ms() instead of replacing them (a decode that feeds its
+  // host-drawn tokens one prefill at a time).
+  void prefill(const int32_t* tokens, size_t n, bool append_step_times = false);
   // Feeds the chosen token (the argmax, or a draw under `sampling`, which draws_on_device must
   // accept), appends it to `out`, up to max_tokens times, stopping after an id in `eos`; up to
   // steps_per_launch steps per launch. Error(Capacity) when the cache fills first,
@@ -200,6 +202,7 @@ class GpuSession {
   ref::SamplingConfig next_chosen_by_;  // how next_token_ was chosen (greedy after a prefill)
   bool has_logits_ = false;
   bool broken_ = false;
+  bool profiled_ = false;  // profile_ holds a megakernel step of this sequence (not a prefill's)
   mutable bool logits_valid_ = false;
   mutable std::vector<float> logits_;
 };

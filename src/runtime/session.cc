@@ -279,7 +279,7 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
       // token) fails the call with the token returned, as on the reference, whose next pass
       // finds them.
       out.push_back(next);
-      gpu_->prefill(&next, 1);
+      gpu_->prefill(&next, 1, /*append_step_times=*/i > 0);
     } else {
       exec_->forward(&next, 1);
       model_->stats().tokens += 1;

@@ -465,6 +465,43 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
   }
 }
 
+// The profile is of the last megakernel step: none before one, after a reset, or after a
+// prefill on the tensor cores (which runs none). Step times cover every step of a decode whose
+// tokens the host draws (each fed as a one-token prefill).
+TEST(MegakernelGpuProfile, ProfileAndStepTimesAreOfTheLastCall) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const std::string dir = std::string(MPK_TEST_DATA) + "/qwen3-bf16";
+  const Expected ex = read_expected(dir);
+  std::vector<int32_t> prompt;
+  while (prompt.size() < 8) prompt.insert(prompt.end(), ex.prompt.begin(), ex.prompt.end());
+  auto m = LoadedModel::load(test_options(), dir, Backend::Gpu);
+  SessionOptions so = opts(64);
+  so.profile = true;
+  so.tensor_core_prefill = true;
+  Session s(m, so);
+  auto expect_no_profile = [&](const char* when) {
+    try {
+      (void)s.profile_json();
+      ADD_FAILURE() << "a profile " << when;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::BadState) << when << ": " << e.what();
+    }
+  };
+  expect_no_profile("before any step");
+  s.prefill(prompt.data(), prompt.size());
+  expect_no_profile("after a prefill on the tensor cores");
+  std::vector<int32_t> out;
+  s.decode(1, out);
+  EXPECT_NO_THROW((void)s.profile_json());
+  s.reset();
+  expect_no_profile("after a reset");
+  s.prefill(prompt.data(), prompt.size());
+  s.set_sampling({.temperature = 1.f, .top_k = 0, .top_p = 0.9f, .seed = 7});  // drawn on the host
+  out.clear();
+  s.decode(5, out);
+  EXPECT_EQ(s.step_ms().size(), out.size());
+}
+
 // A session of `m` teacher-forced against the reference model `rm` (capacity 64), then reset
 // and greedy from the prompt to the fixture's tokens.
 void expect_forced_then_greedy(GpuSession& s, const LoadedModel& rm, const LoadedModel& m, const Expected& ex) {

@@ -289,7 +289,8 @@ MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** m
 /// "tasks", "stages", "bytes", "span_us", "busy_us_mean", "wait_us_mean", "gbps"}],
 /// "timeline": [[task, worker, start, ready, end] in ns from the step's first start]}; a
 /// stage's span runs from its first task's ready time to its last task's end. Owned by the
-/// session, valid until the next call on it. MPK_ERROR_BAD_STATE without profiling or before any step;
+/// session, valid until the next call on it. MPK_ERROR_BAD_STATE without profiling or before any
+/// megakernel step since the last reset or tensor-core prefill (which runs none);
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
 

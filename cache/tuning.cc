@@ -100,24 +100,25 @@ std::optional<Tuning> Cache::tuning(std::string_view signature) {
   Impl& I = *impl_;
   return I.with_db([&]() -> std::optional<Tuning> {
     if (I.db->query_int("PRAGMA user_version") < 3) return std::nullopt;  // a v2 file, read-only
-    // Read and (when damaged) dropped under one write lock: another process's good result,
-    // published in between, is never the one dropped.
-    std::optional<sql::Transaction> txn;
-    if (!I.read_only) txn.emplace(*I.db);
-    Tuning t;
-    {
+    auto read = [&]() -> std::optional<Tuning> {
       auto s = I.stmt("SELECT " MPK_TUNING_COLUMNS " FROM tunings WHERE signature = ?1");
       s->bind(1, signature);
       if (!s->step()) return std::nullopt;
-      t = read_tuning(*s);
-    }
-    if (tuning_is_intact(t)) return t;
-    log(LogLevel::Warn, "kernel cache {}: tuning result {} is damaged; {}", path().string(), t.signature,
+      return read_tuning(*s);
+    };
+    std::optional<Tuning> t = read();
+    if (!t || tuning_is_intact(*t)) return t;
+    log(LogLevel::Warn, "kernel cache {}: tuning result {} is damaged; {}", path().string(), t->signature,
         I.read_only ? "ignoring it (read-only cache)" : "dropping it");
-    if (txn) {
-      I.stmt("DELETE FROM tunings WHERE signature = ?1")->bind(1, signature).run();
-      ++I.counters.corrupt_entries_dropped;
-      txn->commit();
+    if (!I.read_only) {
+      // Read again under the write lock: a good result another process published since is
+      // never the one dropped. Loads that find a good result take no lock.
+      sql::Transaction txn(*I.db);
+      if (const std::optional<Tuning> again = read(); again && !tuning_is_intact(*again)) {
+        I.stmt("DELETE FROM tunings WHERE signature = ?1")->bind(1, signature).run();
+        ++I.counters.corrupt_entries_dropped;
+      }
+      txn.commit();
     }
     return std::nullopt;
   });

@@ -85,10 +85,11 @@ void Cache::Impl::store_batch(const std::vector<Entry>& batch, Conflict conflict
 
 namespace {
 
-// Removes a database file and its companions.
-void remove_database_files(const fs::path& file) {
+// Removes a database file's companions, and with `file_too` the file.
+void remove_database_files(const fs::path& file, bool file_too = true) {
   std::error_code ec;
-  for (const char* suffix : {"", "-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
+  for (const char* suffix : {"-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
+  if (file_too) fs::remove(file, ec);
 }
 
 }  // namespace
@@ -120,7 +121,7 @@ TransferResult Cache::export_to(const fs::path& file, bool overwrite) {
     }
     // A companion of the target (an earlier export's, or a stray one) must not be read with the
     // new file; the file itself is replaced by the rename, in one step.
-    for (const char* suffix : {"-wal", "-shm", "-journal"}) fs::remove(file.string() + suffix, ec);
+    remove_database_files(file, /*file_too=*/false);
     std::error_code renamed;
     fs::rename(part, file, renamed);
     MPK_CHECK(!renamed, Io) << "export: cannot move " << part.string() << " to " << file.string() << ": "

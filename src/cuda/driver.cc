@@ -268,6 +268,9 @@ void DeviceBuffer::upload(const void* src, std::size_t bytes, std::size_t offset
   if (bytes == 0) return;
   ScopedContext bind(ctx_);
   check_cu(driver_api().cuMemcpyHtoD(ptr_ + offset, src, bytes), "cuMemcpyHtoD");
+  // From pageable memory the call may return once the bytes are staged, before they land, and
+  // a kernel on mpk's non-blocking streams is not ordered after it: wait, as copy_from does.
+  check_cu(driver_api().cuStreamSynchronize(nullptr), "cuStreamSynchronize");
 }
 
 void DeviceBuffer::download(void* dst, std::size_t bytes, std::size_t offset) const {

@@ -154,7 +154,8 @@ class DeviceBuffer {
   std::size_t size() const { return bytes_; }
 
   // Copies `bytes` between host memory and [offset, offset + bytes) of the buffer; the
-  // range must lie inside the buffer (InvalidArgument otherwise).
+  // range must lie inside the buffer (InvalidArgument otherwise). Blocking: the bytes are on
+  // the device when upload returns.
   void upload(const void* src, std::size_t bytes, std::size_t offset = 0);
   void download(void* dst, std::size_t bytes, std::size_t offset = 0) const;
   // Stream-ordered versions; host memory must stay valid until the stream reaches the copy.

@@ -30,7 +30,21 @@ expect_exit 2 "--kv-capacity -5" "${base[@]}" --kv-capacity -5
 expect_exit 2 "an unknown option" "${base[@]}" --no-such-option
 expect_exit 2 "a missing --model" --prompt-ids 1
 expect_exit 2 "a bad token id list" --model "$model" --prompt-ids 1,x
+expect_exit 2 "a blank before a token id" --model "$model" --prompt-ids " 5"
+expect_exit 2 "a signed token id" --model "$model" --prompt-ids +5
+expect_exit 2 "a token id past the vocabulary" --model "$model" --backend reference --prompt-ids 5,99999999
+expect_exit 2 "--temperature nan" "${base[@]}" --temperature nan
+expect_exit 2 "--top-p nan" "${base[@]}" --top-p nan
+expect_exit 2 "--tune-budget nan" "${base[@]}" --tune-budget nan
 expect_exit 0 "--help" --help
+# --dump-graph alone loads nothing for a backend: it works with one this machine may not have.
+if ! "$run" --model "$model" --backend gpu --dump-graph --json 2>/dev/null |
+    python3 -c "import json,sys; assert json.load(sys.stdin)['graph']"; then
+  echo "FAIL: --dump-graph alone"
+  fail=1
+else
+  echo "ok: --dump-graph alone"
+fi
 
 # The cache fills after 3 new tokens: they are printed, with the reason, and the run succeeds.
 out=$("$run" "${base[@]}" --kv-capacity 6 --max-new-tokens 10 --json 2>/dev/null)
@@ -48,6 +62,21 @@ then
 else
   echo "ok: KV cache full keeps its 3 tokens"
 fi
+# --logits-out: one row per generated token even when the cache fills; a failed run leaves an
+# earlier file as it was.
+tmp=$(mktemp -d)
+"$run" "${base[@]}" --kv-capacity 6 --max-new-tokens 10 --logits-out "$tmp/l.bin" >/dev/null 2>&1
+vocab=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['vocab_size'])" "$model/config.json")
+size=$(stat -c %s "$tmp/l.bin" 2>/dev/null || echo 0)
+echo keep > "$tmp/k.bin"
+"$run" --model "$model" --backend reference --prompt-ids 5,99999999 --logits-out "$tmp/k.bin" >/dev/null 2>&1
+if [ "$size" != $((3 * 4 * vocab)) ] || [ "$(cat "$tmp/k.bin")" != keep ] || [ -e "$tmp/k.bin.part" ]; then
+  echo "FAIL: --logits-out: $size bytes for 3 tokens of vocab $vocab; failed run left '$(head -c 20 "$tmp/k.bin")'"
+  fail=1
+else
+  echo "ok: --logits-out rows and a failed run"
+fi
+rm -rf "$tmp"
 # Text in and out: --prompt excludes --prompt-ids; the JSON holds the encoded prompt and the
 # generated text, which the streamed stdout of a plain run repeats.
 expect_exit 2 "--prompt with --prompt-ids" "${base[@]}" --prompt "hi"

@@ -36,7 +36,8 @@ std::vector<int32_t> parse_ids(const std::string& text) {
     size_t used = 0;
     long long v = 0;
     try {
-      v = std::stoll(item, &used);
+      // Digits only: stoll alone would also take leading blanks and a sign.
+      if (!item.empty() && item[0] >= '0' && item[0] <= '9') v = std::stoll(item, &used, 10);
     } catch (...) {
       used = 0;
     }
@@ -88,9 +89,11 @@ void on_progress(const char* phase, uint64_t done, uint64_t total, void* user) {
   std::fflush(stderr);
 }
 
+// A call refused as an invalid argument got it from this command line (a prompt id past the
+// vocabulary, a KV capacity past the model's positions): a usage error, exit 2.
 int die(const char* what, mpk_status s) {
   std::fprintf(stderr, "mpk-run: %s failed: %s: %s\n", what, mpk_status_name(s), mpk_last_error());
-  return 1;
+  return s == MPK_ERROR_INVALID_ARGUMENT ? 2 : 1;
 }
 
 }  // namespace
@@ -164,6 +167,13 @@ int run_cli(int argc, char** argv) {
     const int code = app.exit(e);
     return code == 0 ? 0 : 2;
   }
+  // CLI11's Range lets NaN through: every comparison with it is false.
+  for (const auto& [name, v] : {std::pair{"--temperature", temperature}, {"--top-p", top_p},
+                                {"--tune-budget", tune_budget}})
+    if (std::isnan(v)) {
+      std::fprintf(stderr, "mpk-run: %s: not a number\n", name);
+      return 2;
+    }
   const size_t max_new = size_t(max_new_arg), steps_per_launch = size_t(steps_arg);
   size_t kv_capacity = size_t(kv_capacity_arg);
   if (steps_per_launch > 1 && !logits_out.empty()) {
@@ -197,6 +207,10 @@ int run_cli(int argc, char** argv) {
       std::fprintf(stderr, "mpk-run: --dump-graph: %s\n", e.what());
       return 1;
     }
+    if (prompt.empty() && !text_mode && !info) {  // the graph alone: nothing to load for the GPU
+      if (json) std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+      return 0;
+    }
   }
 
   Progress progress;
@@ -229,6 +243,7 @@ int run_cli(int argc, char** argv) {
   std::vector<size_t> call_tokens;  // tokens each mpk_session_decode call returned
   double prefill_ms = 0;
   std::FILE* lf = nullptr;
+  const std::string logits_part = logits_out + ".part";
   std::string stop_reason = "max_new_tokens";  // or "eos", "kv_cache_full"
   bool failed_tokens = false;  // decode failed: print the tokens it produced before the error
   mpk_stats st{};  // the load's phase times, read right after it
@@ -304,9 +319,11 @@ int run_cli(int argc, char** argv) {
     samp.seed = seed;
     if (mpk_status s = mpk_session_set_sampling(sess, &samp); s != MPK_OK) return die("sampling", s);
     if (!logits_out.empty()) {
-      lf = std::fopen(logits_out.c_str(), "wb");
+      // Written beside the file and renamed over it at the end: a run that fails leaves any
+      // earlier file as it was.
+      lf = std::fopen(logits_part.c_str(), "wb");
       if (!lf) {
-        std::fprintf(stderr, "mpk-run: cannot open %s for writing\n", logits_out.c_str());
+        std::fprintf(stderr, "mpk-run: cannot open %s for writing\n", logits_part.c_str());
         return 1;
       }
     }
@@ -322,15 +339,13 @@ int run_cli(int argc, char** argv) {
     };
     const int32_t* eos = mi.eos_token_ids;
     const int32_t* eos_end = eos + std::min(mi.num_eos_token_ids, 8);
+    std::vector<float> row;  // the logits that choose the next token, written once it is chosen
     while (tokens.size() < max_new) {
       if (lf) {
         const float* l = nullptr;
         size_t v = 0;
         if (mpk_status s = mpk_session_logits(sess, &l, &v); s != MPK_OK) return die("logits", s);
-        if (std::fwrite(l, sizeof(float), v, lf) != v) {
-          std::fprintf(stderr, "mpk-run: write to %s failed\n", logits_out.c_str());
-          return 1;
-        }
+        row.assign(l, l + v);
       }
       const size_t want = std::min(steps_per_launch, max_new - tokens.size());
       std::vector<int32_t> got(want, -1);
@@ -340,6 +355,10 @@ int run_cli(int argc, char** argv) {
       launch_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t).count());
       // Tokens decoded before a failure are kept and printed with the reason.
       tokens.insert(tokens.end(), got.begin(), got.begin() + long(std::min(n, want)));
+      if (lf && n > 0 && std::fwrite(row.data(), sizeof(float), row.size(), lf) != row.size()) {
+        std::fprintf(stderr, "mpk-run: write to %s failed\n", logits_part.c_str());
+        return 1;
+      }
       for (size_t k = 0; detok && k < std::min(n, want); ++k) {
         const char* piece = nullptr;
         size_t len = 0;
@@ -398,9 +417,14 @@ int run_cli(int argc, char** argv) {
   };
   rc_exit = run();
   if (lf && std::fclose(lf) != 0 && rc_exit == 0) {
-    std::fprintf(stderr, "mpk-run: closing %s failed\n", logits_out.c_str());
+    std::fprintf(stderr, "mpk-run: closing %s failed\n", logits_part.c_str());
     rc_exit = 1;
   }
+  if (lf && rc_exit == 0 && std::rename(logits_part.c_str(), logits_out.c_str()) != 0) {
+    std::fprintf(stderr, "mpk-run: cannot rename %s to %s\n", logits_part.c_str(), logits_out.c_str());
+    rc_exit = 1;
+  }
+  if (lf && rc_exit != 0) std::remove(logits_part.c_str());
   mpk_detokenizer_destroy(detok);
   mpk_tokenizer_destroy(tok);
   mpk_session_destroy(sess);

@@ -46,6 +46,13 @@ int cmd_tune(const Context& ctx, const TuneArgs& args) {
   MPK_CHECK(!ctx.read_only, InvalidArgument) << "tune stores its result: --read-only refused";
   MPK_CHECK(cuda::driver_available() && cuda::device_count() > 0, NoDevice)
       << "tune times candidates on a GPU and this machine has none (mpk-tune candidates checks them without one)";
+  // Opened before the search: a cache that cannot take the result is found in seconds, not at
+  // the end of the budget (an unwritable file opens read-only).
+  cache::CacheOptions co;
+  co.path = ctx.cache_path;
+  cache::Cache store(std::move(co));
+  MPK_CHECK(!store.read_only(), Io) << "tune: the kernel cache " << ctx.cache_path.string()
+                                    << " cannot be written, and the search's result is stored there";
   rt::RuntimeOptions o;
   o.cache_dir = std::filesystem::absolute(ctx.cache_path).parent_path();  // "kernels.db": here
   o = rt::resolve_environment(o);
@@ -72,9 +79,13 @@ int cmd_tune(const Context& ctx, const TuneArgs& args) {
   const rt::TuneResult r = rt::tune(o, *model, graph, t);
   if (tty) std::fprintf(stderr, "\n");
   const cache::Tuning record = rt::tuning_record(r);
-  cache::CacheOptions co;
-  co.path = ctx.cache_path;
-  cache::Cache(std::move(co)).publish_tuning(record);
+  try {
+    store.publish_tuning(record);
+  } catch (const Error&) {
+    // The search's time is not lost with the write: its choice goes to stderr first.
+    std::fprintf(stderr, "mpk-tune: the search chose %s; storing it failed:\n", record.params_json.c_str());
+    throw;
+  }
 
   const json rec = json::parse(record.record_json);
   const json chosen = json::parse(record.params_json), defaults = rec["defaults"];

@@ -571,11 +571,14 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
     // it again from the same logits and writes its embedding where the next step reads it.
     MPK_CHECK(!next_nonfinite_, Numerics)
         << "the logits at position " << position_ - 1 << " are not finite (NaN or Inf)";
-    next_token_ = ref::sample_token(logits(), sampling, position_);
-    const std::vector<float> row = m_->embedding_row(next_token_);
+    // The session changes only once the embedding is in place: a failure before leaves the
+    // argmax as the token held and fed.
+    const int32_t drawn = ref::sample_token(logits(), sampling, position_);
+    const std::vector<float> row = m_->embedding_row(drawn);
     broken_ = true;  // until the embedding of the token now held is where the next step reads it
     act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
     broken_ = false;
+    next_token_ = drawn;
     next_chosen_by_ = sampling;
   }
   auto is_eos = [&](int32_t t) { return rt::is_eos(eos, t); };

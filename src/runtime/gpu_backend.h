@@ -137,6 +137,7 @@ class GpuSession {
   // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk
   // for a tensor-core prefill).
   const std::vector<double>& step_ms() const { return step_ms_; }
+  void clear_step_ms() { step_ms_.clear(); }  // a call that runs no step reports none
   // Per-task timers of the last step, summed by task kind, as JSON (profile sessions only).
   std::string profile_json() const;
   // Profile sessions: device ms of the last tensor-core prefill by step label

@@ -266,6 +266,7 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
   MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
       << "decode before prefill: no logits yet";
   const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();
+  if (gpu_) gpu_->clear_step_ms();  // the first step below replaces them; no step, none
   for (size_t i = 0; i < max_tokens; ++i) {
     const std::vector<float>& l = logits();
     check_finite_logits(l, position() - 1);

@@ -5,11 +5,13 @@
 // Each input line is one JSON string; each output line is {"ids": [...], "text": decode(ids),
 // "stream": the pieces of a StreamDecoder fed one id at a time, joined}, or {"error": "..."}
 // for an input that cannot be encoded. `--text "..."` encodes one string instead and prints
-// the ids comma-separated; `--ids 1,2,3` prints their text.
+// the ids comma-separated; `--ids 1,2,3` prints their text. Usage errors exit 2.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <climits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <string>
 
@@ -38,6 +40,21 @@ nlohmann::json run_one(const std::shared_ptr<const Tokenizer>& tok, const std::s
   return r;
 }
 
+// Comma-separated non-negative int32 ids, digits only; nullopt for anything else.
+std::optional<std::vector<int32_t>> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  for (std::string item; std::getline(ss, item, ',');) {
+    if (item.empty() || item.size() > 10 || item.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    const long long v = std::stoll(item);
+    if (v > INT32_MAX) return std::nullopt;
+    ids.push_back(int32_t(v));
+  }
+  if (ids.empty() || text.back() == ',') return std::nullopt;
+  return ids;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -48,20 +65,28 @@ int main(int argc, char** argv) {
   app.add_flag("--add-special-tokens", special, "apply the post-processor's template (e.g. a BOS token)");
   app.add_option("--text", text, "encode this text and print the ids");
   app.add_option("--ids", ids_arg, "decode these comma-separated ids");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // --help prints and succeeds; usage errors exit 2
+    return code == 0 ? 0 : 2;
+  }
+  std::optional<std::vector<int32_t>> ids;
+  if (app.count("--ids") && !(ids = parse_ids(ids_arg))) {
+    std::fprintf(stderr, "mpk-tokenize: --ids: '%s' is not a list of token ids (e.g. 5,17,300)\n", ids_arg.c_str());
+    return 2;
+  }
   try {
     const auto tok = Tokenizer::load(path);
-    if (!text.empty()) {
+    // Given, even empty: an empty --text is encoded (to nothing), not a cue to read stdin.
+    if (app.count("--text")) {
       const auto ids = tok->encode(text, special);
       for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? "," : "", ids[i]);
       std::printf("\n");
       return 0;
     }
-    if (!ids_arg.empty()) {
-      std::vector<int32_t> ids;
-      std::stringstream ss(ids_arg);
-      for (std::string item; std::getline(ss, item, ',');) ids.push_back(int32_t(std::stol(item)));
-      std::printf("%s\n", tok->decode(ids).c_str());
+    if (ids) {
+      std::printf("%s\n", tok->decode(*ids).c_str());
       return 0;
     }
     std::string line;

@@ -133,7 +133,7 @@ int cmd_candidates(std::ostream& out, const std::filesystem::path& model_dir, in
   }
   j["passed"] = passed;
   if (json)
-    out << j.dump() << '\n';
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   else
     out << fmt::format("{} of {} pass the static filters, proofs and compile; `mpk-tune tune` times them "
                        "on a GPU\n", passed, cands.size());

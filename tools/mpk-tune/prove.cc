@@ -56,7 +56,7 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   j["proved"] = all;
   j["total_ms"] = total;
   if (json)
-    out << j.dump() << '\n';
+    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
   else
     out << fmt::format("{}: {} record(s), {:.0f} ms in all (Z3 {})\n",
                        all ? "all proved" : "NOT PROVED", records.size(), total,

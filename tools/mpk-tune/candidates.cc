@@ -1,6 +1,7 @@
 // mpk-tune candidates: enumerate -> static filters -> prove -> compile, the part of the
 // superoptimizer's search that needs no GPU.
 #include "candidates.h"
+#include "report.h"
 
 #include <fmt/format.h>
 #include <tbb/parallel_for.h>
@@ -133,7 +134,7 @@ int cmd_candidates(std::ostream& out, const std::filesystem::path& model_dir, in
   }
   j["passed"] = passed;
   if (json)
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    out << json_text(j) << '\n';
   else
     out << fmt::format("{} of {} pass the static filters, proofs and compile; `mpk-tune tune` times them "
                        "on a GPU\n", passed, cands.size());

@@ -56,7 +56,7 @@ json entry_json(const cache::EntryInfo& e) {
           {"last_used", e.last_used}};
 }
 
-void print_json(const Context& ctx, const json& j) { ctx.out << j.dump(2, ' ', false, json::error_handler_t::replace) << '\n'; }
+void print_json(const Context& ctx, const json& j) { ctx.out << json_text(j, 2) << '\n'; }
 
 std::string count_text(uint64_t n) { return fmt::format("{} {}", n, n == 1 ? "entry" : "entries"); }
 

@@ -1,5 +1,6 @@
 // mpk-tune coverage: op kind x dtype x arch -> what runs it in the megakernel.
 #include "coverage.h"
+#include "report.h"
 
 #include <fmt/format.h>
 
@@ -94,7 +95,7 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
   }
   j["uncovered_ops"] = uncovered;
   if (json)
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    out << json_text(j) << '\n';
   else
     out << fmt::format("{}: {} of {} ops run on the device; host fallback: none (not built: an op "
                        "the megakernel does not run makes the GPU load fail)\n",

@@ -1,6 +1,7 @@
 // mpk-tune prove: the proofs a model's megakernel plan, the top-k draw and, for bf16 models,
 // the tensor-core prefill rest on, without a GPU or weights.
 #include "prove.h"
+#include "report.h"
 
 #include <fmt/format.h>
 
@@ -56,7 +57,7 @@ int cmd_prove(std::ostream& out, const std::filesystem::path& model_dir, int wor
   j["proved"] = all;
   j["total_ms"] = total;
   if (json)
-    out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+    out << json_text(j) << '\n';
   else
     out << fmt::format("{}: {} record(s), {:.0f} ms in all (Z3 {})\n",
                        all ? "all proved" : "NOT PROVED", records.size(), total,

@@ -1,5 +1,7 @@
 #include "report.h"
 
+#include <nlohmann/json.hpp>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -55,5 +57,9 @@ std::string utc_time(int64_t unix_seconds) {
 }
 
 std::string time_us_text(std::optional<double> t) { return t ? fmt::format("{:.2f}", *t) : "-"; }
+
+std::string json_text(const nlohmann::json& j, int indent) {
+  return j.dump(indent, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 }  // namespace mpk::tune

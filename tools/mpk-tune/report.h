@@ -2,12 +2,16 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
 
 namespace mpk::tune {
+
+// `j` as text for --json output; bytes that are not UTF-8 (a path) are replaced, not thrown on.
+std::string json_text(const nlohmann::json& j, int indent = -1);
 
 // Columns padded to their widest cell; columns listed in `right` are right-aligned.
 class Table {

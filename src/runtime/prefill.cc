@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
+#include "ir/prefill_nests.h"
 #include "runtime/embedded_kernels.h"
 #include "runtime/wgmma_asm.h"
 
@@ -123,12 +124,19 @@ CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
 }
 
 std::string prefill_source(const std::string& arch) {
-  std::string s = embedded_kernel("scalar.cuh") + embedded_kernel("prefill_common.cuh") +
-                  ir::prefill_layout_device_functions() + ir::prefill_softmax_device_functions();
-  s += "// runtime/prefill.h: kAttention; runtime/prefill.cc: kRopeMaxHeadDim.\n#define PF_ATT_ROWS " +
+  std::string s = embedded_kernel("scalar.cuh");
+  s += "// runtime/prefill.h: kAttention, kRowThreads, kArgmaxThreads; runtime/prefill.cc: kRopeMaxHeadDim.\n"
+       "#define PF_ATT_ROWS " +
        std::to_string(kAttention.rows) + "\n#define PF_ATT_THREADS " + std::to_string(kAttention.threads) +
        "\n#define PF_ATT_KEYS " + std::to_string(kAttention.keys) + "\n#define PF_ATT_PAD " +
-       std::to_string(kAttention.pad) + "\n#define PF_ROPE_MAX_D " + std::to_string(kRopeMaxHeadDim) + "\n";
+       std::to_string(kAttention.pad) + "\n#define PF_ROPE_MAX_D " + std::to_string(kRopeMaxHeadDim) +
+       "\n#define PF_ROW_THREADS " + std::to_string(kRowThreads) + "\n#define PF_ARGMAX_THREADS " +
+       std::to_string(kArgmaxThreads) + "\n";
+  s += embedded_kernel("prefill_common.cuh") + ir::prefill_layout_device_functions() +
+       ir::prefill_softmax_device_functions();
+  s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
+  for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest()})
+    s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
   if (large.wgmma) {
@@ -494,7 +502,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     MPK_ICHECK(mem_.rope_offset[r] >= 0) << "prefill: RoPE without a table";
     cuda::LaunchConfig c;
     c.grid.x = unsigned(rows);
-    c.block.x = 256;  // PF_ROW_THREADS
+    c.block.x = kRowThreads;
     cuda::launch_args(k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
                       rope.attrs.num_heads, rope.attrs.head_dim, eps, pos0);
   };
@@ -507,14 +515,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       case ir::OpKind::Embedding: {
         cuda::LaunchConfig c;
         c.grid.x = unsigned(rows);
-        c.block.x = 256;
+        c.block.x = kRowThreads;
         cuda::launch_args(k[K::Embed], c, stream, weight(op.weight), ptr(s.inputs[0]), out, cols(s.output));
         break;
       }
       case ir::OpKind::RmsNorm: {
         cuda::LaunchConfig c;
         c.grid.x = unsigned(nrows(s.output));
-        c.block.x = 256;
+        c.block.x = kRowThreads;
         cuda::launch_args(k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
                           cols(s.output), float(op.attrs.eps), int(bf16_[size_t(s.output)]));
         break;
@@ -654,13 +662,13 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         break;
       case ir::OpKind::Argmax: {
         cuda::LaunchConfig c;
-        c.block.x = 1024;
+        c.block.x = kArgmaxThreads;
         cuda::launch_args(k[K::Argmax], c, stream, ptr(s.inputs[0]), cols(s.inputs[0]), b.result);
         // The next step's embedding, as the decode megakernel's argmax task leaves it.
         const ir::Op& emb = g_.ops[size_t(steps_.front().op)];
         MPK_ICHECK(emb.kind == ir::OpKind::Embedding) << "prefill: the graph does not start with its embedding";
         cuda::LaunchConfig e;
-        e.block.x = 256;
+        e.block.x = kRowThreads;
         cuda::launch_args(k[K::Embed], e, stream, weight(emb.weight), b.result, b.embed_out,
                           cols(steps_.front().output));
         break;

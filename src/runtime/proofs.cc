@@ -14,6 +14,7 @@
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
 #include "ir/task_nests.h"
+#include "ir/prefill_nests.h"
 #include "runtime/prefill.h"
 #include "runtime/variants.h"
 #include "superopt/algebra_prover.h"
@@ -468,6 +469,13 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   needed.push_back({"prefill attention: its weights, rescale and update over scaled scores (pf_ss_*)",
                     "prefill scaled softmax",
                     [] { return superopt::prove_prefill_softmax(ir::prefill_scaled_softmax_formulas()); }});
+  // The row kernels' loop nests (ir/prefill_nests.h), proved for every shape: their block sizes
+  // are the launches' constants, the rest symbolic.
+  for (const auto& [nest, what] : {std::pair{&ir::prefill_embed_nest(), "embedding"},
+                                   std::pair{&ir::prefill_rms_norm_nest(), "RMSNorm"},
+                                   std::pair{&ir::prefill_argmax_nest(), "argmax scan"}})
+    needed.push_back({std::string("prefill ") + what + ": its loop nest", std::string("prefill nest ") + what,
+                      [nest = nest, what = what] { return superopt::prove_loop_nest(*nest, what, {}); }});
   const AttentionShape& at = kAttention;
   const int64_t att_warps = at.threads / 32;
   tiles.push_back({"prefill attention: scores of " + std::to_string(at.rows) + " queries x " +

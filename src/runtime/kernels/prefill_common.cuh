@@ -30,6 +30,35 @@ __device__ __forceinline__ void pf_store(void* out, long long i, float v, int bf
   }
 }
 
+// One element of out as fp32 (f) or bf16 (h), the two views of one place: pf_store's choice
+// with the element's address from a printed nest.
+__device__ __forceinline__ void pf_put(float& f, pf_bf16& h, float v, int bf16) {
+  if (bf16) {
+    unsigned short r;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(v));
+    h = r;
+  } else {
+    f = v;
+  }
+}
+
+__device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
+__device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
+
+// Sum over a CTA of PF_ROW_THREADS threads; every thread gets it.
+__device__ float pf_block_sum(float v) {
+  __shared__ float part[PF_ROW_THREADS / 32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  __syncthreads();
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0.f;
+#pragma unroll
+  for (int w = 0; w < PF_ROW_THREADS / 32; ++w) s += part[w];
+  return s;
+}
+
 __device__ __forceinline__ unsigned pf_smem(const void* p) {
   return (unsigned)__cvta_generic_to_shared(p);
 }

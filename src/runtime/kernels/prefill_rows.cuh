@@ -1,30 +1,11 @@
 // Prefill row and element kernels: embedding, RMSNorm, the head norms, RoPE, the KV append,
 // SiLU-gating, residual adds, and the last position's argmax with the next embedding.
 
-#define PF_ROW_THREADS 256
-
-__device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
-__device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
-
-// out[t] = table[tokens[t]] widened to fp32; one CTA per row.
-extern "C" __global__ void pf_embed(const pf_bf16* __restrict__ table, const int* __restrict__ tokens,
-                                    float* __restrict__ out, int H) {
-  const pf_bf16* row = table + (long long)tokens[blockIdx.x] * H;
-  for (int i = threadIdx.x; i < H; i += blockDim.x) out[(long long)blockIdx.x * H + i] = mk_bf16_to_f32(row[i]);
-}
-
-// Sum over a CTA of PF_ROW_THREADS threads; every thread gets it.
-__device__ float pf_block_sum(float v) {
-  __shared__ float part[PF_ROW_THREADS / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0.f;
-#pragma unroll
-  for (int w = 0; w < PF_ROW_THREADS / 32; ++w) s += part[w];
-  return s;
+// out[t] = table[tokens[t]] widened to fp32; one CTA of PF_ROW_THREADS per row
+// (ir::prefill_embed_nest).
+extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
+pf_embed(const pf_bf16* __restrict__ table, const int* __restrict__ tokens, float* __restrict__ out, int H) {
+  pf_embed_row(table, tokens, out, H);
 }
 
 // out[t] = w * (x[t] * rsqrt(mean(x[t]^2) + eps)), one CTA of PF_ROW_THREADS per row; out in
@@ -32,11 +13,7 @@ __device__ float pf_block_sum(float v) {
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, void* __restrict__ out, int H, float eps,
             int bf16) {
-  const float* xr = x + (long long)blockIdx.x * H;
-  float ss = 0.f;
-  for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) ss += xr[i] * xr[i];
-  const float r = 1.0f / sqrtf(pf_block_sum(ss) / float(H) + eps);
-  for (int i = threadIdx.x; i < H; i += PF_ROW_THREADS) pf_store(out, (long long)blockIdx.x * H + i, w[i] * (xr[i] * r), bf16);
+  pf_rms_norm_row(x, w, out, H, eps, bf16);  // ir::prefill_rms_norm_nest
 }
 
 // The same over each head's D-slice: one warp per (row, head), `units` = rows * heads.
@@ -140,19 +117,15 @@ extern "C" __global__ void pf_add(const float* a, const float* b, float* out, lo
   for (long long i = pf_gid(); i < n; i += pf_gstride()) out[i] = a[i] + b[i];
 }
 
-// One CTA of 1024 threads (the decode kernels' order, mk_better): result[0] = argmax(logits[0, V)), result[1] = 1 when a logit is NaN
-// or Inf, else 0.
-extern "C" __global__ void __launch_bounds__(1024) pf_argmax(const float* __restrict__ logits, int V,
-                                                             int* __restrict__ result) {
+// One CTA of PF_ARGMAX_THREADS (the decode kernels' order, mk_better): result[0] =
+// argmax(logits[0, V)), result[1] = 1 when a logit is NaN or Inf, else 0.
+extern "C" __global__ void __launch_bounds__(PF_ARGMAX_THREADS)
+pf_argmax(const float* __restrict__ logits, int V, int* __restrict__ result) {
   __shared__ float bv[32];
   __shared__ int bi[32], bad[32];
-  float v = logits[0];
-  int idx = 0, nonfinite = 0;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    const float x = logits[i];
-    nonfinite |= !(fabsf(x) <= 3.402823466e38f);
-    mk_better(v, idx, x, i);
-  }
+  float v;
+  int idx, nonfinite;
+  pf_argmax_scan(logits, V, v, idx, nonfinite);  // ir::prefill_argmax_nest
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
     mk_better(v, idx, __shfl_xor_sync(0xffffffffu, v, o), __shfl_xor_sync(0xffffffffu, idx, o));

@@ -1,0 +1,97 @@
+// The prefill row kernels' loop nests (ir/prefill_nests.h): proved for every shape, the same
+// obligations by running them, printed as the nests, and every mutant of their expressions
+// judged against running it.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <string>
+
+#include "ir/prefill_nests.h"
+#include "superopt/loop_prover.h"
+#include "tests/superopt/loop_nest_util.h"
+#include "tests/superopt/test_util.h"
+
+namespace mpk::superopt {
+namespace {
+
+using ir::IndexExpr;
+
+struct Case {
+  const ir::LoopNest* nest;
+  const char* what;
+  size_t obligations;
+  ir::IndexEnv fixed;  // for running it, with `var` in [1, count)
+  const char* var;
+};
+
+// The case run for every `var` in [1, count): each shape has at least one element.
+bool runs_right(const Case& c, const ir::LoopNest& n, int64_t count) {
+  for (int64_t x = 1; x < count; ++x) {
+    ir::IndexEnv env = c.fixed;
+    env[c.var] = x;
+    if (!brute_force(n, env, "unused", 1)) return false;
+  }
+  return true;
+}
+
+std::vector<Case> cases() {
+  return {{&ir::prefill_embed_nest(), "embedding", 7, {{"row", 2}, {"tok", 3}, {"threads", 3}}, "H"},
+          {&ir::prefill_rms_norm_nest(), "RMSNorm", 16, {{"row", 3}, {"threads", 4}}, "H"},
+          {&ir::prefill_argmax_nest(), "argmax scan", 5, {{"threads", 5}}, "V"}};
+}
+
+TEST(PrefillNests, AreProvedForEveryShape) {
+  for (const Case& c : cases()) {
+    const ProofRecord r = prove_loop_nest(*c.nest, c.what, {});
+    EXPECT_TRUE(r.proved()) << c.what << ": " << failed(r);
+    EXPECT_EQ(r.obligations.size(), c.obligations) << c.what;
+    EXPECT_TRUE(runs_right(c, *c.nest, 40)) << c.what;
+  }
+}
+
+TEST(PrefillNests, ThePrintedFunctionsAreTheNests) {
+  for (const Case& c : cases()) {
+    const ir::LoopNest& n = *c.nest;
+    const std::string p = ir::print(n);
+    EXPECT_EQ(p.rfind(n.signature + " {\n", 0), 0u) << p;
+    for (const ir::Param& q : n.params)
+      EXPECT_EQ(p.find("const int " + q.name + " = " + q.c + ";") != std::string::npos,
+                ir::names(p.substr(p.find('{')), q.name))
+          << q.name;
+    for (const ir::Access& a : n.accesses) {
+      EXPECT_NE(p.find(element(a)), std::string::npos) << c.what << ": " << a.name << "\n" << p;
+      EXPECT_EQ(p.find('{' + a.name + '}'), std::string::npos) << "access " << a.name << " left unprinted";
+    }
+  }
+  const std::string rms = ir::print(ir::prefill_rms_norm_nest());
+  EXPECT_NE(rms.find("for (int i = threadIdx.x; i < H; i += threads) {"), std::string::npos) << rms;
+  EXPECT_NE(rms.find("const int threads = PF_ROW_THREADS;"), std::string::npos) << rms;
+}
+
+TEST(PrefillNests, WrongNestsAreRefuted) {
+  // The scaling pass one element past the row: out of the row, and of the weight.
+  ir::LoopNest past = ir::prefill_rms_norm_nest();
+  ASSERT_EQ(past.body[3].kind, ir::Stmt::Loop);
+  past.body[3].expr = IndexExpr::var("H") + 1;
+  const ProofRecord r = prove_loop_nest(past, "RMSNorm", {});
+  EXPECT_FALSE(r.proved());
+  EXPECT_NE(failed(r).find("inside"), std::string::npos) << failed(r);
+  // The embedding reading its own output row of the table instead of the token's.
+  ir::LoopNest own = ir::prefill_embed_nest();
+  own.accesses[0].index = IndexExpr::var("row") * IndexExpr::var("H") + IndexExpr::var("i");
+  EXPECT_FALSE(prove_loop_nest(own, "embedding", {}).proved());
+  EXPECT_FALSE(brute_force(own, {{"row", 2}, {"tok", 3}, {"threads", 3}}, "H", 4));
+}
+
+TEST(PrefillNests, MutantsAgreeWithRunningThem) {
+  for (const Case& c : cases()) {
+    Tally tally{c.what};
+    std::map<std::string, int64_t> fixed(c.fixed.begin(), c.fixed.end());
+    fixed.erase("threads");  // the prover takes the launch's; the run walks every value anyway
+    judge_mutants(*c.nest, fixed, 1,
+                  [&](const ir::LoopNest& m) { return runs_right(c, m, 12); }, tally);
+  }
+}
+
+}  // namespace
+}  // namespace mpk::superopt

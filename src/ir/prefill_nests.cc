@@ -1,6 +1,11 @@
 // The prefill's row kernels' loop nests (ir/prefill_nests.h).
 #include "ir/prefill_nests.h"
 
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
 namespace mpk::ir {
 namespace {
 
@@ -12,8 +17,10 @@ Param row_param() { return {"row", "(int)blockIdx.x", 0, INT32_MAX}; }
 Param row_threads() { return {"threads", "PF_ROW_THREADS", 256, 256}; }
 Param argmax_threads() { return {"threads", "PF_ARGMAX_THREADS", 1024, 1024}; }
 
-// Element i of a row walked once by the block's threads: each of [0, n) once, at i = ii.
-Cover each_of(const IndexExpr& n, const IndexExpr& at) { return {{{"ii", n}}, at, {{"i", v("ii")}}}; }
+// Element `var` of a row walked once by the block's threads: each of [0, n) once, at var = ii.
+Cover each_of(const IndexExpr& n, const IndexExpr& at, const char* var = "i") {
+  return {{{"ii", n}}, at, {{var, v("ii")}}};
+}
 
 }  // namespace
 
@@ -71,6 +78,81 @@ const LoopNest& prefill_argmax_nest() {
               loop("i", LoopKind::Threads, V, 1,
                    {code("const float x = {x};"), code("nonfinite |= !(fabsf(x) <= 3.402823466e38f);"),
                     code("mk_better(v, idx, x, i);")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& prefill_head_norm_rope_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr heads = v("heads"), half = v("half"), row = v("row"), nw = v("nw"), MD = v("MD"), norm = v("norm");
+    const IndexExpr D = v("D"), h = v("h"), i = v("i"), j = v("j"), tid = v("tid"), warp = v("warp");
+    const IndexExpr hh = v("hh"), ii = v("ii"), jj = v("jj");
+    const IndexExpr D2 = half * 2, first = row * heads * D2;  // D over the parameters; the row's first
+    // Element e of head `head` of the row: printed over the let D, covered over the parameters.
+    auto at = [&](const IndexExpr& head, const IndexExpr& e) { return (row * heads + head) * D + e; };
+    auto at_p = [&](const IndexExpr& head, const IndexExpr& e) { return (row * heads + head) * D2 + e; };
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_head_norm_rope_row(const float* __restrict__ x, "
+                  "const float* __restrict__ w, const float* __restrict__ inv_freq, float* __restrict__ out, "
+                  "float* cs, float* sn, float* buf, int heads_, int D_, float eps, int pos0)";
+    m.params = {{"heads", "heads_", 1, 1 << 10},
+                {"half", "D_ / 2", 1, kRopeMaxHeadDim / 2},
+                row_param(),
+                {"norm", "(w != nullptr)", 0, 1},
+                {"MD", "PF_ROPE_MAX_D", kRopeMaxHeadDim, kRopeMaxHeadDim},
+                {"nw", "(PF_ROW_THREADS / 32)", 8, 8},
+                row_threads()};
+    m.ranges = {{"row", first, first + heads * D2},
+                {"weight", 0, D2},
+                {"half", 0, half},
+                {"buffers", 0, nw * MD}};
+    // Head hh's element e: its warp's lane e % 32 (heads by warp, elements by lane).
+    auto by = [&](const IndexExpr& e, const char* var) -> std::map<std::string, IndexExpr> {
+      return {{"tid", hh % nw * 32 + e % 32}, {"h", hh}, {var, e}};
+    };
+    const Cover each_half = each_of(half, v("ii"), "j");
+    const std::vector<std::pair<IndexExpr, IndexExpr>> normed = {{0, norm}}, copied = {{norm, 1}};
+    const Cover elem_n{{{"hh", heads}, {"ii", D2}}, at_p(hh, ii), by(ii, "i"), normed};
+    const Cover elem_c{{{"hh", heads}, {"ii", D2}}, at_p(hh, ii), by(ii, "i"), copied};
+    const IndexExpr slot = warp * MD + i;
+    m.accesses = {
+        {"f", "inv_freq", "half", j, true, {each_half}},
+        {"cw", "cs", "half", j, true, {each_half}, CType::Int},
+        {"sw", "sn", "half", j, true, {each_half}, CType::Int},
+        {"xn", "x", "row", at(h, i), true, {elem_n}},  // the norm's sum
+        {"xs", "x", "row", at(h, i), true, {elem_n}},  // the norm's scaling
+        {"xc", "x", "row", at(h, i), true, {elem_c}},  // the copy
+        {"wn", "w", "weight", i, false, {}},
+        {"hw", "buf", "buffers", slot, false, {}, CType::Int},
+        {"ha", "buf", "buffers", warp * MD + j, false, {}, CType::Int},
+        {"hb", "buf", "buffers", warp * MD + j + half, false, {}, CType::Int},
+        {"cr", "cs", "half", j, false, {}, CType::Int},
+        {"sr", "sn", "half", j, false, {}, CType::Int},
+        {"y1", "out", "row", at(h, j), true, {{{{"hh", heads}, {"jj", half}}, at_p(hh, jj), by(jj, "j")}}},
+        {"y2", "out", "row", at(h, j + half), true, {{{{"hh", heads}, {"jj", half}}, at_p(hh, jj + half), by(jj, "j")}}},
+    };
+    const IndexExpr lane = v("lane");
+    m.body = {
+        let("D", D2),
+        loop("j", LoopKind::Threads, half, 1,
+             {code("const float angle = float(pos0 + row) * {f};"), code("{cw} = cosf(angle);"),
+              code("{sw} = sinf(angle);")}),
+        code("__syncthreads();  // cs, sn"),
+        thread("tid"),
+        let("warp", tid >> 5),
+        let("lane", tid & 31),
+        loop_from("h", warp, heads, nw,
+                  {guard(0, norm,  // pf_head_rms_norm's sum order: lane-strided, then the butterfly
+                         {code("float ss = 0.f;"), loop_from("i", lane, D, 32, {code("ss += {xn} * {xn};")}),
+                          code("const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);"),
+                          loop_from("i", lane, D, 32, {code("{hw} = {wn} * ({xs} * r);")})}),
+                   guard(norm, 1, {loop_from("i", lane, D, 32, {code("{hw} = {xc};")})}),
+                   code("__syncwarp();"),
+                   loop_from("j", lane, half, 32,
+                             {code("const float a = {ha}, b = {hb}, c = {cr}, s = {sr};"),
+                              code("{y1} = a * c + (-b) * s;"), code("{y2} = b * c + a * s;")}),
+                   code("__syncwarp();  // the buffer is refilled for the next head")})};
     return m;
   }();
   return n;

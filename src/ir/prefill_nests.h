@@ -8,6 +8,10 @@
 
 namespace mpk::ir {
 
+// The largest head dimension pf_head_norm_rope takes (its shared buffers; PF_ROPE_MAX_D in the
+// kernels): the prefill refuses a model past it (runtime/prefill.cc: prefill_unsupported).
+inline constexpr int kRopeMaxHeadDim = 256;
+
 // pf_embed: row `row` (blockIdx.x) of the output is row `tok` (tokens[row]) of the table,
 // widened to fp32; the block's threads walk the H elements. Ranges: the token's table row, the
 // output row. Accesses: the table (each element of the token's row read once, every one) and
@@ -28,5 +32,18 @@ const LoopNest& prefill_rms_norm_nest();
 // thread's start), the logits (each once, every one). Printed as pf_argmax_scan(logits, V, v,
 // idx, nonfinite).
 const LoopNest& prefill_argmax_nest();
+
+// pf_head_norm_rope: row `row` (blockIdx.x, position pos0 + row) of `heads` heads of D = 2 half
+// elements (even: prefill_unsupported), each head RMS-normed by w when `norm` (w not null), then
+// rotated by RoPE. The block's threads take the row's cos and sin of the half frequencies into
+// shared cs and sn; after the barrier, warp `warp` (of nw) takes heads warp, warp + nw, ...:
+// its lanes stage the head (normed or copied) in the warp's D slots of buf, then write the two
+// rotated halves. Ranges: the row's heads D elements (in and out), the weight, the frequencies
+// and cs/sn, the warps' buffers. Accesses: the frequencies, cs and sn (each written once, every
+// one), x in the norm's two passes or the copy (each element once, every one, in its mode), the
+// weight, the buffer and cs/sn read per head, the output's halves (each element written once,
+// every one). Printed as pf_head_norm_rope_row(x, w, inv_freq, out, cs, sn, buf, heads, D, eps,
+// pos0).
+const LoopNest& prefill_head_norm_rope_nest();
 
 }  // namespace mpk::ir

@@ -29,8 +29,7 @@ int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
 constexpr int kHeadDims[] = {16, 32, 64, 128};
-// The largest head dim the head norm and RoPE kernel takes (PF_ROPE_MAX_D: its shared buffers).
-constexpr int kRopeMaxHeadDim = 256;
+using ir::kRopeMaxHeadDim;  // the head norm and RoPE kernel's largest head dim
 
 int padded_head_dim(int d) {
   for (int p : kHeadDims)
@@ -125,7 +124,7 @@ CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
 
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh");
-  s += "// runtime/prefill.h: kAttention, kRowThreads, kArgmaxThreads; runtime/prefill.cc: kRopeMaxHeadDim.\n"
+  s += "// runtime/prefill.h: kAttention, kRowThreads, kArgmaxThreads; ir/prefill_nests.h: kRopeMaxHeadDim.\n"
        "#define PF_ATT_ROWS " +
        std::to_string(kAttention.rows) + "\n#define PF_ATT_THREADS " + std::to_string(kAttention.threads) +
        "\n#define PF_ATT_KEYS " + std::to_string(kAttention.keys) + "\n#define PF_ATT_PAD " +
@@ -135,7 +134,8 @@ std::string prefill_source(const std::string& arch) {
   s += embedded_kernel("prefill_common.cuh") + ir::prefill_layout_device_functions() +
        ir::prefill_softmax_device_functions();
   s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
-  for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest()})
+  for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest(),
+                                &ir::prefill_head_norm_rope_nest()})
     s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
@@ -297,6 +297,13 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
 }
 
 int prefill_padded_head_dim(const ir::Graph& g) { return padded_head_dim(g.kv_cache.head_dim); }
+
+std::vector<std::pair<int64_t, int64_t>> prefill_rope_shapes(const ir::Graph& g) {
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  for (const ir::Op& op : g.ops)
+    if (op.kind == ir::OpKind::Rope) shapes.insert({op.attrs.num_heads, op.attrs.head_dim});
+  return {shapes.begin(), shapes.end()};
+}
 
 std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::string& arch) {
   const std::string large = gemm_tile(true, arch).entry, small = gemm_tile(false, arch).entry;

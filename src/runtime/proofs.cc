@@ -377,7 +377,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
   return out;
 }
 
-std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp) {
+std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp,
+                                      const std::vector<std::pair<int64_t, int64_t>>& rope_shapes) {
   std::vector<Needed> needed;
   for (int64_t parts : split_counts)
     needed.push_back({"prefill GEMM: K steps over " + std::to_string(parts) + " part" + (parts == 1 ? "" : "s"),
@@ -470,12 +471,21 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                     "prefill scaled softmax",
                     [] { return superopt::prove_prefill_softmax(ir::prefill_scaled_softmax_formulas()); }});
   // The row kernels' loop nests (ir/prefill_nests.h), proved for every shape: their block sizes
-  // are the launches' constants, the rest symbolic.
+  // are the launches' constants, the rest symbolic; the head norm and RoPE per shape (its
+  // products of heads and head dim make the symbolic proof take a minute).
   for (const auto& [nest, what] : {std::pair{&ir::prefill_embed_nest(), "embedding"},
                                    std::pair{&ir::prefill_rms_norm_nest(), "RMSNorm"},
                                    std::pair{&ir::prefill_argmax_nest(), "argmax scan"}})
     needed.push_back({std::string("prefill ") + what + ": its loop nest", std::string("prefill nest ") + what,
                       [nest = nest, what = what] { return superopt::prove_loop_nest(*nest, what, {}); }});
+  for (const auto& [heads, d] : rope_shapes) {
+    const std::string shape = std::to_string(heads) + " heads of " + std::to_string(d);
+    needed.push_back({"prefill head norm and RoPE: its loop nest, " + shape, "prefill nest rope " + shape,
+                      [heads = heads, d = d] {
+                        return superopt::prove_loop_nest(ir::prefill_head_norm_rope_nest(), "head norm and RoPE",
+                                                         {{"heads", heads}, {"half", d / 2}});
+                      }});
+  }
   const AttentionShape& at = kAttention;
   const int64_t att_warps = at.threads / 32;
   tiles.push_back({"prefill attention: scores of " + std::to_string(at.rows) + " queries x " +
@@ -551,7 +561,7 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
 
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms) {
   return prefill_proofs(prefill_split_counts(graph, int64_t(kPrefillChunk), num_sms),
-                        prefill_padded_head_dim(graph));
+                        prefill_padded_head_dim(graph), prefill_rope_shapes(graph));
 }
 
 std::string verification_record(const std::vector<PlanProof>& proofs) {

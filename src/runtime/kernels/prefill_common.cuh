@@ -45,11 +45,17 @@ __device__ __forceinline__ void pf_put(float& f, pf_bf16& h, float v, int bf16) 
 __device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
 
+// Sum over a warp by the butterfly; every lane gets it.
+__device__ __forceinline__ float pf_warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 // Sum over a CTA of PF_ROW_THREADS threads; every thread gets it.
 __device__ float pf_block_sum(float v) {
   __shared__ float part[PF_ROW_THREADS / 32];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  v = pf_warp_sum(v);
   __syncthreads();
   if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = v;
   __syncthreads();

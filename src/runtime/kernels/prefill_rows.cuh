@@ -25,9 +25,7 @@ extern "C" __global__ void pf_head_rms_norm(const float* __restrict__ x, const f
   const float* xr = x + u * D;
   float ss = 0.f;
   for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  const float r = 1.0f / sqrtf(ss / float(D) + eps);
+  const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);
   for (int i = lane; i < D; i += 32) out[u * D + i] = w[i] * (xr[i] * r);
 }
 
@@ -41,36 +39,8 @@ pf_head_norm_rope(const float* __restrict__ x, const float* __restrict__ w, cons
                   float* __restrict__ out, int heads, int D, float eps, int pos0) {
   __shared__ float cs[PF_ROPE_MAX_D / 2], sn[PF_ROPE_MAX_D / 2];
   __shared__ float buf[PF_ROW_THREADS / 32][PF_ROPE_MAX_D];
-  const int half = D / 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  for (int j = threadIdx.x; j < half; j += PF_ROW_THREADS) {
-    const float angle = float(pos0 + (int)blockIdx.x) * inv_freq[j];
-    cs[j] = cosf(angle);
-    sn[j] = sinf(angle);
-  }
-  __syncthreads();
-  float* hb = buf[warp];
-  for (int h = warp; h < heads; h += PF_ROW_THREADS / 32) {
-    const long long base = ((long long)blockIdx.x * heads + h) * D;
-    const float* xr = x + base;
-    if (w) {  // pf_head_rms_norm's sum order: lane-strided, then the butterfly
-      float ss = 0.f;
-      for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
-#pragma unroll
-      for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-      const float r = 1.0f / sqrtf(ss / float(D) + eps);
-      for (int i = lane; i < D; i += 32) hb[i] = w[i] * (xr[i] * r);
-    } else {
-      for (int i = lane; i < D; i += 32) hb[i] = xr[i];
-    }
-    __syncwarp();
-    float* yr = out + base;
-    for (int j = lane; j < half; j += 32) {
-      const float a = hb[j], b = hb[j + half], c = cs[j], s = sn[j];
-      yr[j] = a * c + (-b) * s;
-      yr[j + half] = b * c + a * s;
-    }
-    __syncwarp();  // hb is refilled for the next head
-  }
+  // ir::prefill_head_norm_rope_nest
+  pf_head_norm_rope_row(x, w, inv_freq, out, cs, sn, &buf[0][0], heads, D, eps, pos0);
 }
 
 // Rows [0, T) of k and v ([T, Hkv * D]) into the caches [Hkv][cap][D] at positions pos0 + t,

@@ -4,8 +4,8 @@
 // type (Access::type), every intermediate inside its type as a side condition; quantifier-free;
 // a time limit per query. A Threads loop's variable
 // ranges over [0, end), each value taken once (thread t takes t, t + threads, ...: the values
-// of [0, end) and each by one thread and step, when the nest runs on `threads` threads from
-// threadIdx.x 0: the caller's contract); a Serial or Unrolled one's over the multiples of its
+// of [0, end) and each by one thread and step, when the nest runs on `threads` threads whose
+// thread_index takes 0 .. threads - 1: the caller's contract); a Serial or Unrolled one's over the multiples of its
 // step below its end. Code outside every Threads loop runs in every thread (a thread binding
 // names that thread; a cover's inverse may name it). A loop, let or thread binding may not hide
 // a parameter; a loop may hide an enclosing loop of the same name, as in C. A parameter the

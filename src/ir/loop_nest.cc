@@ -22,7 +22,7 @@ class Printer {
       case Stmt::Loop: {
         const std::string e = to_c(s.expr, CType::Int), v = s.var;
         if (s.loop == LoopKind::Threads) {
-          out += pad + "for (int " + v + " = threadIdx.x; " + v + " < " + e + "; " + v + " += " + n_.threads +
+          out += pad + "for (int " + v + " = " + n_.thread_index + "; " + v + " < " + e + "; " + v + " += " + n_.threads +
                  ") {\n";
         } else {
           if (s.loop == LoopKind::Unrolled) out += pad + "#pragma unroll\n";

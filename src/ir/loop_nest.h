@@ -114,6 +114,9 @@ struct LoopNest {
   std::vector<Access> accesses;
   Block body;
   std::string threads = "threads";  // the parameter a Threads loop steps by
+  // Where a Threads loop starts: the thread's index among `threads` (a grid-strided nest: the
+  // thread's index in the grid, with `threads` the grid's threads).
+  std::string thread_index = "threadIdx.x";
 };
 
 // Whether the block binds `param` (Stmt::Bind) anywhere.

@@ -22,6 +22,16 @@ Cover each_of(const IndexExpr& n, const IndexExpr& at, const char* var = "i") {
   return {{{"ii", n}}, at, {{var, v("ii")}}};
 }
 
+// A nest whose Threads loops walk the whole grid: n elements (as the launches' `n`, long long,
+// inside kPrefillMaxElements) by the grid's threads.
+void grid_strided(LoopNest& m) {
+  m.params = {{"n", "(int)n_", 1, kPrefillMaxElements},
+              {"stride", "(int)(gridDim.x * blockDim.x)", 1, kPrefillMaxGridThreads}};
+  m.threads = "stride";
+  m.thread_index = "(int)(blockIdx.x * blockDim.x + threadIdx.x)";
+  m.ranges = {{"all", 0, v("n")}};
+}
+
 }  // namespace
 
 const LoopNest& prefill_embed_nest() {
@@ -153,6 +163,39 @@ const LoopNest& prefill_head_norm_rope_nest() {
                              {code("const float a = {ha}, b = {hb}, c = {cr}, s = {sr};"),
                               code("{y1} = a * c + (-b) * s;"), code("{y2} = b * c + a * s;")}),
                    code("__syncwarp();  // the buffer is refilled for the next head")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& prefill_silu_mul_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = v("n"), i = v("i"), ii = v("ii");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_silu_mul_all(const float* __restrict__ gate, "
+                  "const float* __restrict__ up, void* __restrict__ out, long long n_, int bf16)";
+    grid_strided(m);
+    const Cover all = each_of(N, ii);
+    m.accesses = {{"g", "gate", "all", i, true, {all}},
+                  {"u", "up", "all", i, true, {all}},
+                  {"o32", "((float*)out)", "all", i, true, {all}},
+                  {"o16", "((pf_bf16*)out)", "all", i, true, {all}}};
+    m.body = {loop("i", LoopKind::Threads, N, 1, {code("pf_put({o32}, {o16}, mk_silu_mul({g}, {u}), bf16);")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& prefill_add_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = v("n"), i = v("i"), ii = v("ii");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_add_all(const float* a, const float* b, float* out, long long n_)";
+    grid_strided(m);
+    const Cover all = each_of(N, ii);
+    m.accesses = {{"a", "a", "all", i, true, {all}}, {"b", "b", "all", i, true, {all}},
+                  {"out", "out", "all", i, true, {all}}};
+    m.body = {loop("i", LoopKind::Threads, N, 1, {code("{out} = {a} + {b};")})};
     return m;
   }();
   return n;

@@ -4,6 +4,8 @@
 // function the kernel's entry calls; the entries hold no index arithmetic of their own.
 #pragma once
 
+#include <cstdint>
+
 #include "ir/loop_nest.h"
 
 namespace mpk::ir {
@@ -11,6 +13,12 @@ namespace mpk::ir {
 // The largest head dimension pf_head_norm_rope takes (its shared buffers; PF_ROPE_MAX_D in the
 // kernels): the prefill refuses a model past it (runtime/prefill.cc: prefill_unsupported).
 inline constexpr int kRopeMaxHeadDim = 256;
+
+// The element-wise kernels walk the grid in int: at most this many elements (their last index
+// plus the grid's threads, at most 65,536 x 256, stays inside int). The prefill refuses a model
+// whose chunk holds more (prefill_unsupported).
+inline constexpr int64_t kPrefillMaxElements = INT32_MAX - (int64_t(1) << 24);
+inline constexpr int64_t kPrefillMaxGridThreads = int64_t(1) << 24;
 
 // pf_embed: row `row` (blockIdx.x) of the output is row `tok` (tokens[row]) of the table,
 // widened to fp32; the block's threads walk the H elements. Ranges: the token's table row, the
@@ -45,5 +53,14 @@ const LoopNest& prefill_argmax_nest();
 // every one). Printed as pf_head_norm_rope_row(x, w, inv_freq, out, cs, sn, buf, heads, D, eps,
 // pos0).
 const LoopNest& prefill_head_norm_rope_nest();
+
+// pf_silu_mul: out[i] = silu(gate[i]) up[i] for i < n, in fp32 or bf16 (`bf16` picks the view),
+// the grid's threads walking the n elements. Accesses: gate, up, out (each element once,
+// every one). Printed as pf_silu_mul_all(gate, up, out, n, bf16).
+const LoopNest& prefill_silu_mul_nest();
+
+// pf_add: out[i] = a[i] + b[i] for i < n, the grid's threads walking the n elements.
+// Accesses: a, b, out (each element once, every one). Printed as pf_add_all(a, b, out, n).
+const LoopNest& prefill_add_nest();
 
 }  // namespace mpk::ir

@@ -84,6 +84,12 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
           return std::string(ir::op_name(op.kind)) + " over head_dim " + std::to_string(op.attrs.head_dim) +
                  ": the prefill's head norm and RoPE take even head dims up to " + std::to_string(kRopeMaxHeadDim);
         break;
+      case ir::OpKind::SiluMul:
+      case ir::OpKind::Add:
+        if (g.tensor(op.output).shape.back() > ir::kPrefillMaxElements / int64_t(kPrefillChunk))
+          return std::string(ir::op_name(op.kind)) + " over rows of " + std::to_string(g.tensor(op.output).shape.back()) +
+                 ": a chunk's elements must stay below " + std::to_string(ir::kPrefillMaxElements);
+        break;
       case ir::OpKind::LastRow: ++last_rows; break;
       default: break;
     }
@@ -135,7 +141,8 @@ std::string prefill_source(const std::string& arch) {
        ir::prefill_softmax_device_functions();
   s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
   for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest(),
-                                &ir::prefill_head_norm_rope_nest()})
+                                &ir::prefill_head_norm_rope_nest(), &ir::prefill_silu_mul_nest(),
+                                &ir::prefill_add_nest()})
     s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
@@ -497,10 +504,10 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     MPK_ICHECK(mem_.const_offset[size_t(w)] >= 0) << "prefill: " << g_.weight(w).name << " not in the consts";
     return b.consts + uint64_t(mem_.const_offset[size_t(w)]);
   };
-  auto elementwise = [](long long n) {
+  auto elementwise = [](long long n) {  // at most kPrefillMaxGridThreads (the grid-strided nests)
     cuda::LaunchConfig c;
     c.block.x = 256;
-    c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
+    c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, ir::kPrefillMaxGridThreads / 256));
     return c;
   };
   // RoPE op r of rows x to out, after the head norm of weight w (0: none).
@@ -655,12 +662,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       case ir::OpKind::SiluMul: {
         if (std::exchange(silu_done, false)) break;  // the SwiGLU kernel wrote it
         const long long n = (long long)nrows(s.output) * cols(s.output);
+        MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
         cuda::launch_args(k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
                           int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::Add: {
         const long long n = (long long)nrows(s.output) * cols(s.output);
+        MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
         cuda::launch_args(k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
         break;
       }

@@ -475,7 +475,9 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
   // products of heads and head dim make the symbolic proof take a minute).
   for (const auto& [nest, what] : {std::pair{&ir::prefill_embed_nest(), "embedding"},
                                    std::pair{&ir::prefill_rms_norm_nest(), "RMSNorm"},
-                                   std::pair{&ir::prefill_argmax_nest(), "argmax scan"}})
+                                   std::pair{&ir::prefill_argmax_nest(), "argmax scan"},
+                                   std::pair{&ir::prefill_silu_mul_nest(), "SiLU-gating"},
+                                   std::pair{&ir::prefill_add_nest(), "add"}})
     needed.push_back({std::string("prefill ") + what + ": its loop nest", std::string("prefill nest ") + what,
                       [nest = nest, what = what] { return superopt::prove_loop_nest(*nest, what, {}); }});
   for (const auto& [heads, d] : rope_shapes) {

@@ -14,6 +14,7 @@
 
 #include "base/error.h"
 #include "ir/builder.h"
+#include "ir/prefill_nests.h"
 #include "ir/layouts.h"
 #include "model/model.h"
 #include "runtime/megakernel.h"
@@ -57,6 +58,13 @@ TEST(Prefill, TakesBf16ModelsOnly) {
     if (op.kind == ir::OpKind::Rope) op.attrs.head_dim = 258;
   EXPECT_NE(prefill_unsupported(odd, DType::BF16).find("rope over head_dim 258"), std::string::npos)
       << prefill_unsupported(odd, DType::BF16);
+  // A chunk of SiLU-gated rows past the element-wise kernels' int walk is refused by name.
+  model::Config big = f.model->config;
+  big.intermediate_size = ir::kPrefillMaxElements / int64_t(kPrefillChunk) + 8;
+  const std::string why = prefill_unsupported(ir::build(big, DType::BF16), DType::BF16);
+  EXPECT_NE(why.find("silu_mul over rows of " + std::to_string(big.intermediate_size)), std::string::npos) << why;
+  big.intermediate_size -= 8 + big.intermediate_size % 8;  // the largest taken (a multiple of 8)
+  EXPECT_EQ(prefill_unsupported(ir::build(big, DType::BF16), DType::BF16), "");
 }
 
 // The coverage text names the attention entry enqueue_attention launches: the wgmma one on
@@ -327,8 +335,9 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 descriptors + 2
   // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
-  // softmax; the row kernels' nests (embedding, RMSNorm, argmax; head norm and RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 3 + ropes.size());
+  // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add; head norm
+  // and RoPE per shape)
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 5 + ropes.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);

@@ -25,7 +25,8 @@ struct Case {
   const char* var;
   int64_t count;
   std::map<std::string, int64_t> proved = {};  // fixed for the proof (the load's shape)
-  size_t stride = 1;                           // every stride-th mutant judged
+  size_t stride = 1;                           // every stride-th mutant judged; 0: none (no
+                                               // expression but the bare index to mutate)
 };
 
 // The case run for every `var` in [1, count): each shape has at least one element.
@@ -46,6 +47,8 @@ std::vector<Case> cases() {
   return {{&ir::prefill_embed_nest(), "embedding", 7, {{"row", 2}, {"tok", 3}, {"threads", 3}}, "H", 40},
           {&ir::prefill_rms_norm_nest(), "RMSNorm", 16, {{"row", 3}, {"threads", 4}}, "H", 40},
           {&ir::prefill_argmax_nest(), "argmax scan", 5, {{"threads", 5}}, "V", 40},
+          {&ir::prefill_silu_mul_nest(), "SiLU-gating", 13, {{"stride", 7}}, "n", 40, {}, 0},
+          {&ir::prefill_add_nest(), "add", 10, {{"stride", 7}}, "n", 40, {}, 0},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, normed", 31, with(rope, 1), "row", 6,
            {{"heads", 32}, {"half", 64}}, 6},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, copied", 31, with(rope, 0), "row", 6,
@@ -78,6 +81,10 @@ TEST(PrefillNests, ThePrintedFunctionsAreTheNests) {
   const std::string rms = ir::print(ir::prefill_rms_norm_nest());
   EXPECT_NE(rms.find("for (int i = threadIdx.x; i < H; i += threads) {"), std::string::npos) << rms;
   EXPECT_NE(rms.find("const int threads = PF_ROW_THREADS;"), std::string::npos) << rms;
+  const std::string add = ir::print(ir::prefill_add_nest());  // the grid's threads
+  EXPECT_NE(add.find("for (int i = (int)(blockIdx.x * blockDim.x + threadIdx.x); i < n; i += stride) {"),
+            std::string::npos)
+      << add;
 }
 
 TEST(PrefillNests, WrongNestsAreRefuted) {
@@ -93,10 +100,18 @@ TEST(PrefillNests, WrongNestsAreRefuted) {
   own.accesses[0].index = IndexExpr::var("row") * IndexExpr::var("H") + IndexExpr::var("i");
   EXPECT_FALSE(prove_loop_nest(own, "embedding", {}).proved());
   EXPECT_FALSE(brute_force(own, {{"row", 2}, {"tok", 3}, {"threads", 3}}, "H", 4));
+  // A grid-strided walk over up to INT32_MAX elements: its last step leaves int.
+  ir::LoopNest wide = ir::prefill_add_nest();
+  ASSERT_EQ(wide.params[0].name, "n");
+  wide.params[0].hi = INT32_MAX;
+  const ProofRecord w = prove_loop_nest(wide, "add", {});
+  EXPECT_FALSE(w.proved());
+  EXPECT_NE(failed(w).find("loops"), std::string::npos) << failed(w);
 }
 
 TEST(PrefillNests, MutantsAgreeWithRunningThem) {
   for (const Case& c : cases()) {
+    if (c.stride == 0) continue;
     Tally tally{c.what};
     const std::map<std::string, int64_t> fixed(c.fixed.begin(), c.fixed.end());
     judge_mutants(*c.nest, fixed, c.stride,

@@ -78,14 +78,13 @@ extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* _
   }
 }
 
+// ir::prefill_silu_mul_nest, ir::prefill_add_nest (n inside kPrefillMaxElements).
 extern "C" __global__ void pf_silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
                                        void* __restrict__ out, long long n, int bf16) {
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) pf_store(out, i, mk_silu_mul(gate[i], up[i]), bf16);
+  pf_silu_mul_all(gate, up, out, n, bf16);
 }
 
-extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) {
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) out[i] = a[i] + b[i];
-}
+extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) { pf_add_all(a, b, out, n); }
 
 // One CTA of PF_ARGMAX_THREADS (the decode kernels' order, mk_better): result[0] =
 // argmax(logits[0, V)), result[1] = 1 when a logit is NaN or Inf, else 0.

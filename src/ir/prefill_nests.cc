@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "ir/layouts.h"
+
 namespace mpk::ir {
 namespace {
 
@@ -181,6 +183,51 @@ const LoopNest& prefill_silu_mul_nest() {
                   {"o32", "((float*)out)", "all", i, true, {all}},
                   {"o16", "((pf_bf16*)out)", "all", i, true, {all}}};
     m.body = {loop("i", LoopKind::Threads, N, 1, {code("pf_put({o32}, {o16}, mk_silu_mul({g}, {u}), bf16);")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& prefill_kv_store_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr T = v("T"), Hkv = v("Hkv"), half = v("half"), cap = v("cap"), pos0 = v("pos0");
+    const IndexExpr N = v("n"), i = v("i"), e = v("e"), d = v("d"), th = v("th"), D = v("D");
+    const IndexExpr rr = v("rr"), ee = v("ee"), ii = v("ii");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_kv_store_all(const float* __restrict__ k, "
+                  "const float* __restrict__ v, float* __restrict__ kc, float* __restrict__ vc, "
+                  "pf_bf16* __restrict__ kc16, pf_bf16* __restrict__ vc16, int T_, int Hkv_, int D_, int cap_, "
+                  "int pos0_)";
+    grid_strided(m);
+    m.params = {{"T", "T_", 1, kPrefillMaxChunkRows},  {"Hkv", "Hkv_", 1, 1 << 10},
+                {"half", "D_ / 2", 1, kRopeMaxHeadDim / 2}, {"cap", "cap_", 1, int64_t(1) << 20},
+                {"pos0", "pos0_", 0, int64_t(1) << 20},  m.params[1]};  // the grid's stride
+    m.ranges = {{"pairs", 0, T * Hkv * half}, {"row", 0, half * 2}};
+    const std::vector<std::pair<IndexExpr, IndexExpr>> fits = {{pos0 + T - 1, cap}};
+    // A cache element is the pair (chunk row th = t Hkv + hk, element d of the row), printed at
+    // its place kv_elem(hk, pos0 + t, d): distinct pairs are distinct places inside the cache
+    // for positions below the capacity (the attention rows' proof): a chunk past the capacity
+    // writes nothing (the guard; the session never asks for one).
+    const IndexExpr place = substitute(attention_rows_formula().kv_elem, {{"h", v("array") % Hkv},
+                                                                          {"j", pos0 + v("array") / Hkv},
+                                                                          {"e", v("index")},
+                                                                          {"cap", cap},
+                                                                          {"D", D}});
+    const Cover pair{{{"ii", T * Hkv * half}}, ii, {{"i", ii}}, fits};
+    const Cover row{{{"rr", T * Hkv}, {"ee", half}}, ee * 2, {{"i", rr * half + ee}}, fits, rr};
+    auto cache = [&](const char* name, const char* base) {
+      return Access{name, base, "row", d, true, {row}, CType::LongLong, th, T * Hkv, place};
+    };
+    m.accesses = {{"k2", "((const float2*)k)", "pairs", i, true, {pair}},
+                  {"v2", "((const float2*)v)", "pairs", i, true, {pair}},
+                  cache("kc", "kc"), cache("vc", "vc"), cache("kh", "kc16"), cache("vh", "vc16")};
+    m.body = {let("D", half * 2), let("n", T * Hkv * half),
+              guard(pos0 + T - 1, cap,
+                    {loop("i", LoopKind::Threads, N, 1,
+                          {let("e", i * 2), let("d", e % D), let("th", e / D),
+                           code("const float2 kv = {k2}, vv = {v2};"), code("*(float2*)&{kc} = kv;"),
+                           code("*(float2*)&{vc} = vv;"), code("*(unsigned*)&{kh} = pf_pack_bf16(kv.x, kv.y);"),
+                           code("*(unsigned*)&{vh} = pf_pack_bf16(vv.x, vv.y);")})})};
     return m;
   }();
   return n;

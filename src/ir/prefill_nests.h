@@ -19,6 +19,8 @@ inline constexpr int kRopeMaxHeadDim = 256;
 // whose chunk holds more (prefill_unsupported).
 inline constexpr int64_t kPrefillMaxElements = INT32_MAX - (int64_t(1) << 24);
 inline constexpr int64_t kPrefillMaxGridThreads = int64_t(1) << 24;
+// The most rows a prefill chunk has (runtime/prefill.h: kPrefillChunk is at most this).
+inline constexpr int64_t kPrefillMaxChunkRows = 4096;
 
 // pf_embed: row `row` (blockIdx.x) of the output is row `tok` (tokens[row]) of the table,
 // widened to fp32; the block's threads walk the H elements. Ranges: the token's table row, the
@@ -58,6 +60,16 @@ const LoopNest& prefill_head_norm_rope_nest();
 // the grid's threads walking the n elements. Accesses: gate, up, out (each element once,
 // every one). Printed as pf_silu_mul_all(gate, up, out, n, bf16).
 const LoopNest& prefill_silu_mul_nest();
+
+// pf_kv_store: rows [0, T) of the chunk's K and V ([T][Hkv][D], D = 2 half) into the layer's
+// caches at positions pos0 + t (ir::AttentionRows' kv_elem; capacity cap), fp32 and the bf16
+// shadow, one element pair per iteration (the grid's threads walk the T Hkv half pairs). A
+// chunk past the capacity writes nothing (the session never asks for one). Ranges: the chunk's
+// pairs, the layer's cache. Accesses: K and V as float2 pairs (each once, every one), the
+// caches at the pair's first element (each written once, every one where the chunk fits; pairs
+// start at even elements, D being even). Printed as pf_kv_store_all(k, v, kc, vc, kc16, vc16,
+// T, Hkv, D, cap, pos0).
+const LoopNest& prefill_kv_store_nest();
 
 // pf_add: out[i] = a[i] + b[i] for i < n, the grid's threads walking the n elements.
 // Accesses: a, b, out (each element once, every one). Printed as pf_add_all(a, b, out, n).

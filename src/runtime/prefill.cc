@@ -141,8 +141,8 @@ std::string prefill_source(const std::string& arch) {
        ir::prefill_softmax_device_functions();
   s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
   for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest(),
-                                &ir::prefill_head_norm_rope_nest(), &ir::prefill_silu_mul_nest(),
-                                &ir::prefill_add_nest()})
+                                &ir::prefill_head_norm_rope_nest(), &ir::prefill_kv_store_nest(),
+                                &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest()})
     s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);

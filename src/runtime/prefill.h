@@ -20,6 +20,7 @@
 #include "cuda/driver.h"
 #include "cuda/nvrtc.h"
 #include "ir/graph.h"
+#include "ir/prefill_nests.h"
 #include "runtime/megakernel.h"
 
 namespace mpk::rt {
@@ -27,6 +28,7 @@ namespace mpk::rt {
 inline constexpr const char* kPrefillCodegenVersion = "pf-v0.5.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
+static_assert(int64_t(kPrefillChunk) <= ir::kPrefillMaxChunkRows, "the nests are proved for chunks of these rows");
 
 // Empty when the prefill kernels run `graph` with weights of `dtype`; otherwise why not (such
 // a model prefills through the decode step, one token at a time).

@@ -378,7 +378,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 }
 
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp,
-                                      const std::vector<std::pair<int64_t, int64_t>>& rope_shapes) {
+                                      const std::vector<std::pair<int64_t, int64_t>>& rope_shapes,
+                                      std::pair<int64_t, int64_t> kv_shape) {
   std::vector<Needed> needed;
   for (int64_t parts : split_counts)
     needed.push_back({"prefill GEMM: K steps over " + std::to_string(parts) + " part" + (parts == 1 ? "" : "s"),
@@ -480,6 +481,14 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                                    std::pair{&ir::prefill_add_nest(), "add"}})
     needed.push_back({std::string("prefill ") + what + ": its loop nest", std::string("prefill nest ") + what,
                       [nest = nest, what = what] { return superopt::prove_loop_nest(*nest, what, {}); }});
+  if (kv_shape.first > 0) {  // the KV append, per (KV heads, head dim): every capacity and position
+    const auto [hkv, d] = kv_shape;
+    const std::string shape = std::to_string(hkv) + " KV heads of " + std::to_string(d);
+    needed.push_back({"prefill KV append: its loop nest, " + shape, "prefill nest kv store " + shape, [hkv = hkv, d = d] {
+                        return superopt::prove_loop_nest(ir::prefill_kv_store_nest(), "KV append",
+                                                         {{"Hkv", hkv}, {"half", d / 2}});
+                      }});
+  }
   for (const auto& [heads, d] : rope_shapes) {
     const std::string shape = std::to_string(heads) + " heads of " + std::to_string(d);
     needed.push_back({"prefill head norm and RoPE: its loop nest, " + shape, "prefill nest rope " + shape,
@@ -563,7 +572,8 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
 
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms) {
   return prefill_proofs(prefill_split_counts(graph, int64_t(kPrefillChunk), num_sms),
-                        prefill_padded_head_dim(graph), prefill_rope_shapes(graph));
+                        prefill_padded_head_dim(graph), prefill_rope_shapes(graph),
+                        {graph.kv_cache.num_kv_heads, graph.kv_cache.head_dim});
 }
 
 std::string verification_record(const std::vector<PlanProof>& proofs) {

@@ -325,7 +325,8 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   const std::vector<int64_t> counts = prefill_split_counts(g, 4096, 132);
   const std::vector<std::pair<int64_t, int64_t>> ropes = prefill_rope_shapes(g);
   ASSERT_EQ(ropes, (std::vector<std::pair<int64_t, int64_t>>{{8, 128}, {16, 128}}));  // K and Q
-  const std::vector<PlanProof> proofs = prefill_proofs(counts, prefill_padded_head_dim(g), ropes);
+  const std::vector<PlanProof> proofs =
+      prefill_proofs(counts, prefill_padded_head_dim(g), ropes, {g.kv_cache.num_kv_heads, g.kv_cache.head_dim});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   size_t obligations = 0;
   for (const PlanProof& p : proofs) {
@@ -335,9 +336,9 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 descriptors + 2
   // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
-  // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add; head norm
-  // and RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 5 + ropes.size());
+  // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, the KV
+  // append; head norm and RoPE per shape)
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 6 + ropes.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 #include <string>
 
+#include "ir/layouts.h"
 #include "ir/prefill_nests.h"
 #include "superopt/loop_prover.h"
 #include "tests/superopt/loop_nest_util.h"
@@ -49,6 +51,10 @@ std::vector<Case> cases() {
           {&ir::prefill_argmax_nest(), "argmax scan", 5, {{"threads", 5}}, "V", 40},
           {&ir::prefill_silu_mul_nest(), "SiLU-gating", 13, {{"stride", 7}}, "n", 40, {}, 0},
           {&ir::prefill_add_nest(), "add", 10, {{"stride", 7}}, "n", 40, {}, 0},
+          // The KV append of 2 KV heads of 6 into a capacity of 9 from position 2: chunks of
+          // 1 .. 9 rows (those past the capacity write nothing); proved for Qwen3's 8 of 128.
+          {&ir::prefill_kv_store_nest(), "KV append", 19, {{"Hkv", 2}, {"half", 3}, {"cap", 9}, {"pos0", 2}, {"stride", 5}},
+           "T", 10, {{"Hkv", 8}, {"half", 64}}, 2},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, normed", 31, with(rope, 1), "row", 6,
            {{"heads", 32}, {"half", 64}}, 6},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, copied", 31, with(rope, 0), "row", 6,
@@ -107,6 +113,27 @@ TEST(PrefillNests, WrongNestsAreRefuted) {
   const ProofRecord w = prove_loop_nest(wide, "add", {});
   EXPECT_FALSE(w.proved());
   EXPECT_NE(failed(w).find("loops"), std::string::npos) << failed(w);
+}
+
+// The KV append's pairs (chunk row, element) land at their places in the cache: distinct, even
+// (each holds a pair of floats), inside [0, Hkv cap D), at position pos0 + row / Hkv.
+TEST(PrefillNests, KvAppendPlacesAreDistinctPairsOfTheCache) {
+  const ir::Access& kc = ir::prefill_kv_store_nest().accesses[2];
+  ASSERT_EQ(kc.name, "kc");
+  for (const int64_t hkv : {1, 2, 3})
+    for (const int64_t D : {2, 6})
+      for (const int64_t pos0 : {0, 3}) {
+        const int64_t cap = 11, T = cap - pos0;  // the chunk fills the cache
+        std::set<int64_t> seen;
+        for (int64_t th = 0; th < T * hkv; ++th)
+          for (int64_t d = 0; d < D; d += 2) {
+            const int64_t p = ir::eval(kc.place, {{"array", th}, {"index", d}, {"Hkv", hkv}, {"pos0", pos0},
+                                                   {"cap", cap}, {"D", D}});
+            EXPECT_TRUE(p % 2 == 0 && p >= 0 && p + 1 < hkv * cap * D) << p;
+            EXPECT_TRUE(seen.insert(p).second) << p;
+            EXPECT_EQ(p, ir::kv_elem(th % hkv, pos0 + th / hkv, d, cap, D));
+          }
+      }
 }
 
 TEST(PrefillNests, MutantsAgreeWithRunningThem) {

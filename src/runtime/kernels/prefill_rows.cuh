@@ -44,23 +44,11 @@ pf_head_norm_rope(const float* __restrict__ x, const float* __restrict__ w, cons
 }
 
 // Rows [0, T) of k and v ([T, Hkv * D]) into the caches [Hkv][cap][D] at positions pos0 + t,
-// fp32 and the bf16 shadow attention reads.
+// fp32 and the bf16 shadow attention reads (ir::prefill_kv_store_nest).
 extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                        float* __restrict__ kc, float* __restrict__ vc, pf_bf16* __restrict__ kc16,
                                        pf_bf16* __restrict__ vc16, int T, int Hkv, int D, int cap, int pos0) {
-  const long long n = (long long)T * Hkv * D / 2;  // pairs: D is even
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) {
-    const long long e = 2 * i;
-    const int d = int(e % D);
-    const long long th = e / D;
-    const int t = int(th / Hkv), hk = int(th % Hkv);
-    const long long dst = pf_kv_elem(hk, pos0 + t, d, cap, D);  // where the decode reads it (ir::AttentionRows)
-    const float2 kv = *(const float2*)(k + e), vv = *(const float2*)(v + e);
-    *(float2*)(kc + dst) = kv;
-    *(float2*)(vc + dst) = vv;
-    *(unsigned*)(kc16 + dst) = pf_pack_bf16(kv.x, kv.y);
-    *(unsigned*)(vc16 + dst) = pf_pack_bf16(vv.x, vv.y);
-  }
+  pf_kv_store_all(k, v, kc, vc, kc16, vc16, T, Hkv, D, cap, pos0);
 }
 
 // The bf16 shadow of positions [from, to) of every plane ([cap][D] of one layer, KV head, and

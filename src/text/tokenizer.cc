@@ -479,6 +479,12 @@ std::shared_ptr<const Tokenizer> Tokenizer::load(const std::filesystem::path& pa
       }
       impl->id_bytes[id] = all ? bytes : s;
     }
+    // The template's ids go into every encoded prompt: each must be a token (an unknown id would
+    // reach the model and decode to nothing).
+    for (const TemplateItem& item : impl->single)
+      for (const int32_t id : item.ids)
+        MPK_CHECK(size_t(id) < impl->id_kind.size() && impl->id_kind[size_t(id)] != 0, InvalidModel)
+            << origin << ": the post-processor's template adds id " << id << ", which is no token";
     impl->bpe = std::make_unique<Bpe>(std::move(vocab), merges, flag(m, "ignore_merges", false, origin));
     // A normalized added token is matched in normalized text, so in its normalized form.
     for (AddedToken& t : impl->added)

@@ -255,5 +255,24 @@ TEST_F(Malformed, EachDefectHasItsStatus) {
   EXPECT_NO_THROW(Tokenizer::load((std::ofstream(dir_ / "tokenizer.json") << base_.dump(), dir_)));
 }
 
+// A post-processor template whose special token's id is not in the vocabulary: refused at load
+// (it would be added to every prompt and reach the model).
+TEST_F(Malformed, TemplateIdsMustBeTokens) {
+  std::ifstream in(kDir / "llama3-small" / "tokenizer.json");
+  Json j = Json::parse(in);
+  EXPECT_NO_THROW(Tokenizer::load((std::ofstream(dir_ / "tokenizer.json") << j.dump(), dir_)));
+  Json& specials = j["post_processor"]["processors"][1]["special_tokens"];
+  ASSERT_TRUE(specials.is_object() && !specials.empty()) << j["post_processor"].dump();
+  for (auto& [name, s] : specials.items()) s["ids"] = {1000000};  // below kMaxId, past the vocabulary
+  EXPECT_EQ(load_json(j), ErrorKind::InvalidModel);
+  std::string why;
+  try {
+    Tokenizer::load(dir_);
+  } catch (const Error& e) {
+    why = e.what();
+  }
+  EXPECT_NE(why.find("template adds id 1000000, which is no token"), std::string::npos) << why;
+}
+
 }  // namespace
 }  // namespace mpk::text

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 
 #include "base/error.h"
 #include "base/percentile.h"
+#include "base/token_ids.h"
 #include "ir/builder.h"
 #include "ir/graph.h"
 #include "model/model.h"
@@ -28,26 +30,11 @@ using Clock = std::chrono::steady_clock;
 using mpk::percentile;
 
 std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    size_t comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
-    size_t used = 0;
-    long long v = 0;
-    try {
-      // Digits only: stoll alone would also take leading blanks and a sign.
-      if (!item.empty() && item[0] >= '0' && item[0] <= '9') v = std::stoll(item, &used, 10);
-    } catch (...) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || v < 0 || v > INT32_MAX)
-      throw CLI::ValidationError("--prompt-ids", "'" + item + "' is not a token id (comma-separated non-negative integers)");
-    ids.push_back(int32_t(v));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return ids;
+  std::optional<std::vector<int32_t>> ids = mpk::parse_token_ids(text);
+  if (!ids)
+    throw CLI::ValidationError("--prompt-ids",
+                               "'" + text + "' is not a list of token ids (comma-separated non-negative integers)");
+  return *ids;
 }
 
 const char* backend_str(mpk_backend b) {

@@ -9,13 +9,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
-#include <climits>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "base/error.h"
+#include "base/token_ids.h"
 #include "text/tokenizer.h"
 
 namespace {
@@ -40,21 +39,6 @@ nlohmann::json run_one(const std::shared_ptr<const Tokenizer>& tok, const std::s
   return r;
 }
 
-// Comma-separated non-negative int32 ids, digits only; nullopt for anything else.
-std::optional<std::vector<int32_t>> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  std::stringstream ss(text);
-  for (std::string item; std::getline(ss, item, ',');) {
-    if (item.empty() || item.size() > 10 || item.find_first_not_of("0123456789") != std::string::npos)
-      return std::nullopt;
-    const long long v = std::stoll(item);
-    if (v > INT32_MAX) return std::nullopt;
-    ids.push_back(int32_t(v));
-  }
-  if (ids.empty() || text.back() == ',') return std::nullopt;
-  return ids;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -72,7 +56,7 @@ int main(int argc, char** argv) {
     return code == 0 ? 0 : 2;
   }
   std::optional<std::vector<int32_t>> ids;
-  if (app.count("--ids") && !(ids = parse_ids(ids_arg))) {
+  if (app.count("--ids") && !(ids = mpk::parse_token_ids(ids_arg))) {
     std::fprintf(stderr, "mpk-tokenize: --ids: '%s' is not a list of token ids (e.g. 5,17,300)\n", ids_arg.c_str());
     return 2;
   }

@@ -279,6 +279,17 @@ mpk_status mpk_model_info_get(const mpk_model* model, mpk_model_info* info) {
   MPK_API_END();
 }
 
+mpk_status mpk_model_eos_token_ids(const mpk_model* model, int32_t* ids, size_t capacity, size_t* count) {
+  MPK_API_BEGIN();
+  MPK_NULL_CHECK(model);
+  MPK_NULL_CHECK(count);
+  MPK_CHECK(ids || capacity == 0, InvalidArgument) << "ids is NULL with a capacity of " << capacity;
+  const std::vector<int>& eos = model->impl->model().config.eos_token_ids;
+  for (size_t i = 0; i < eos.size() && i < capacity; ++i) ids[i] = int32_t(eos[i]);
+  *count = eos.size();
+  MPK_API_END();
+}
+
 void mpk_model_destroy(mpk_model* model) { delete model; }
 
 mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {

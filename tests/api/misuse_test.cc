@@ -1,6 +1,12 @@
 // Each misuse of the C API returns its documented status and a message; nothing crashes.
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 
@@ -17,7 +23,7 @@ TEST(ApiMisuse, StatusNames) {
   EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
   EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
   EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
-  EXPECT_STREQ(mpk_version(), "0.6.0");
+  EXPECT_STREQ(mpk_version(), "0.7.0");
 }
 
 TEST(ApiMisuse, RuntimeCreateArguments) {
@@ -127,6 +133,44 @@ TEST(ApiMisuse, GpuBackendFailsClearlyWithoutDevice) {
   }
   mpk_model_destroy(m);
   mpk_runtime_destroy(rt);
+}
+
+// The info holds the first 8 end-of-sequence ids; mpk_model_eos_token_ids gives every one.
+TEST(ApiMisuse, EveryEosIdIsReadable) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("mpk_eos_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* f : {"model.safetensors", "tokenizer.json"}) fs::copy_file(fs::path(fixture(kModel)) / f, dir / f);
+  std::ifstream in(fs::path(fixture(kModel)) / "config.json");
+  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t at = config.find("\"eos_token_id\"");
+  ASSERT_NE(at, std::string::npos) << config;
+  const size_t end = config.find_first_of(",}", config.find(':', at));
+  config.replace(at, end - at, "\"eos_token_id\": [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]");
+  std::ofstream(dir / "config.json") << config;
+  {
+    Loaded l(dir.string());
+    ASSERT_NE(l.model, nullptr);
+    EXPECT_EQ(l.info.num_eos_token_ids, 10);
+    EXPECT_EQ(l.info.eos_token_ids[7], 17);
+    size_t count = 0;
+    EXPECT_EQ(mpk_model_eos_token_ids(l.model, nullptr, 0, &count), MPK_OK);
+    EXPECT_EQ(count, 10u);
+    int32_t ids[12];
+    std::fill(std::begin(ids), std::end(ids), -7);
+    EXPECT_EQ(mpk_model_eos_token_ids(l.model, ids, 3, &count), MPK_OK);  // the first 3 of 10
+    EXPECT_EQ(count, 10u);
+    EXPECT_EQ(ids[2], 12);
+    EXPECT_EQ(ids[3], -7);
+    EXPECT_EQ(mpk_model_eos_token_ids(l.model, ids, 12, &count), MPK_OK);
+    EXPECT_EQ(ids[9], 19);
+    EXPECT_EQ(ids[10], -7);
+    EXPECT_EQ(mpk_model_eos_token_ids(l.model, nullptr, 1, &count), MPK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(mpk_model_eos_token_ids(l.model, ids, 12, nullptr), MPK_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(mpk_model_eos_token_ids(nullptr, ids, 12, &count), MPK_ERROR_INVALID_ARGUMENT);
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ApiMisuse, InfoAndStatsNeedStructSize) {

@@ -324,8 +324,13 @@ int run_cli(int argc, char** argv) {
       size_t n = 0;
       if (mpk_session_step_times(sess, &t, &n) == MPK_OK) device_ms.insert(device_ms.end(), t, t + n);
     };
-    const int32_t* eos = mi.eos_token_ids;
-    const int32_t* eos_end = eos + std::min(mi.num_eos_token_ids, 8);
+    size_t num_eos = 0;  // every id the session stops at (mpk_model_info holds 8)
+    if (mpk_status s = mpk_model_eos_token_ids(model, nullptr, 0, &num_eos); s != MPK_OK) return die("model", s);
+    std::vector<int32_t> eos_ids(num_eos);
+    if (mpk_status s = mpk_model_eos_token_ids(model, eos_ids.data(), eos_ids.size(), &num_eos); s != MPK_OK)
+      return die("model", s);
+    const int32_t* eos = eos_ids.data();
+    const int32_t* eos_end = eos + eos_ids.size();
     std::vector<float> row;  // the logits that choose the next token, written once it is chosen
     while (tokens.size() < max_new) {
       if (lf) {

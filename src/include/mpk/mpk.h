@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 6
+#define MPK_VERSION_MINOR 7
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -186,6 +186,11 @@ MPK_API mpk_status mpk_model_load(mpk_runtime* rt, const char* model_dir,
                                   const mpk_model_config* cfg, mpk_model** out);
 /// Fills `info` (info->struct_size must be set). Thread-safe.
 MPK_API mpk_status mpk_model_info_get(const mpk_model* model, mpk_model_info* info);
+/// Since 0.7: every end-of-sequence id of the model (mpk_model_info holds the first 8): writes
+/// the first min(capacity, total) to ids (NULL allowed when capacity is 0) and the total to
+/// *count. The ids at which mpk_session_decode stops. MPK_ERROR_INVALID_ARGUMENT for a NULL
+/// model or count, or NULL ids with a capacity. Thread-safe.
+MPK_API mpk_status mpk_model_eos_token_ids(const mpk_model* model, int32_t* ids, size_t capacity, size_t* count);
 /// Destroys a model; its sessions must be destroyed first. NULL is a no-op.
 MPK_API void mpk_model_destroy(mpk_model* model);
 

@@ -233,6 +233,34 @@ const LoopNest& prefill_kv_store_nest() {
   return n;
 }
 
+const LoopNest& prefill_gemm_reduce_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = v("n"), cols = v("N"), splits = v("splits"), i = v("i"), z = v("z");
+    const IndexExpr ii = v("ii"), zz = v("zz");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_gemm_reduce_all(const float* __restrict__ partial, int splits_, "
+                  "const float* __restrict__ bias, const float* R, float* C, int M_, int N_)";
+    grid_strided(m);  // n: M N, which the launch checks against kPrefillMaxElements
+    m.params = {{"n", "(int)((long long)M_ * N_)", 1, kPrefillMaxElements},
+                {"N", "N_", 1, 1 << 24},
+                {"splits", "splits_", 2, 1 << 10},
+                m.params[1]};  // the grid's stride
+    m.ranges = {{"all", 0, N}, {"partials", 0, splits * N}, {"bias", 0, cols}};
+    const Cover all = each_of(N, ii);
+    m.accesses = {{"p0", "partial", "partials", i, true, {all}},
+                  {"pz", "partial", "partials", z * N + i, true,
+                   {{{{"zz", splits - 1}, {"ii", N}}, (zz + 1) * N + ii, {{"z", zz + 1}, {"i", ii}}}}},
+                  {"b", "bias", "bias", i % cols, false, {}},
+                  {"r", "R", "all", i, true, {all}},
+                  {"c", "C", "all", i, true, {all}}};
+    m.body = {loop("i", LoopKind::Threads, N, 1,
+                   {code("float v = {p0};"), loop_from("z", 1, splits, 1, {code("v += {pz};")}),
+                    code("if (bias) v += {b};"), code("if (R) v += {r};"), code("{c} = v;")})};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& prefill_add_nest() {
   static const LoopNest n = [] {
     const IndexExpr N = v("n"), i = v("i"), ii = v("ii");

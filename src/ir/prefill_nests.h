@@ -71,6 +71,14 @@ const LoopNest& prefill_silu_mul_nest();
 // T, Hkv, D, cap, pos0).
 const LoopNest& prefill_kv_store_nest();
 
+// pf_gemm_reduce: C[i] = the sum over z of partial[z n + i] in z order, plus bias[i % N] and
+// R[i] when given, for the n = M N elements of a split GEMM's output, the grid's threads
+// walking them. Ranges: the output, the splits' partial tiles, the bias. Accesses: the first
+// split's and the others' partials (each term read once, every one), the bias, R and C (each
+// output element once, every one). Printed as pf_gemm_reduce_all(partial, splits, bias, R, C,
+// M, N).
+const LoopNest& prefill_gemm_reduce_nest();
+
 // pf_add: out[i] = a[i] + b[i] for i < n, the grid's threads walking the n elements.
 // Accesses: a, b, out (each element once, every one). Printed as pf_add_all(a, b, out, n).
 const LoopNest& prefill_add_nest();

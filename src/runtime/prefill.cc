@@ -142,7 +142,8 @@ std::string prefill_source(const std::string& arch) {
   s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
   for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest(),
                                 &ir::prefill_head_norm_rope_nest(), &ir::prefill_kv_store_nest(),
-                                &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest()})
+                                &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest(),
+                                &ir::prefill_gemm_reduce_nest()})
     s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
@@ -653,6 +654,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           else
             cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
                               tg.g);
+          // Splits only under a wave of small tiles: far below the reduce's int walk.
+          MPK_ICHECK(gl.splits == 1 || m * n <= ir::kPrefillMaxElements)
+              << "prefill: split GEMM of " << m << " x " << n;
           if (gl.splits > 1)
             cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
                               dst, m, n);

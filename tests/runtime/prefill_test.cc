@@ -336,9 +336,9 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 descriptors + 2
   // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
-  // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, the KV
-  // append; head norm and RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 6 + ropes.size());
+  // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, split-K
+  // reduce, the KV append; head norm and RoPE per shape)
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 7 + ropes.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);

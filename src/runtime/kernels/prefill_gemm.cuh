@@ -171,15 +171,8 @@ __device__ __forceinline__ int pf_group_member(const PfGemmGroup& grp, int& t) {
 // The entries (PF_GEMM_ENTRY lines) are printed after these files from the host's tile table
 // (runtime/prefill.cc: gemm_tile), which its launches and proofs read too.
 
-// C = sum over z of partial[z] (in z order) (+ bias) (+ R).
+// C = sum over z of partial[z] (in z order) (+ bias) (+ R) (ir::prefill_gemm_reduce_nest).
 extern "C" __global__ void pf_gemm_reduce(const float* __restrict__ partial, int splits, const float* __restrict__ bias,
                                           const float* R, float* C, int M, int N) {
-  const long long n = (long long)M * N;
-  for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-    float v = partial[i];
-    for (int z = 1; z < splits; ++z) v += partial[z * n + i];
-    if (bias) v += bias[i % N];
-    if (R) v += R[i];
-    C[i] = v;
-  }
+  pf_gemm_reduce_all(partial, splits, bias, R, C, M, N);
 }

@@ -93,33 +93,44 @@ class Watchdog {
 Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
                  const z3::expr& goal, const std::vector<z3::expr>& shown, unsigned timeout_ms) {
   const auto t0 = std::chrono::steady_clock::now();
-  z3::solver s(ctx);
-  s.add(assumptions);
-  s.add(!goal);
   Obligation o;
   o.name = name;
   Watchdog& w = Watchdog::instance();
   const uint64_t id = w.arm(ctx, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
-  const z3::check_result result = s.check();
-  const bool timed_out = w.disarm(id);
-  switch (result) {
-    case z3::unsat: o.result = "proved"; break;
-    case z3::sat: {
-      o.result = "refuted";
-      const z3::model m = s.get_model();
-      auto add = [&](const std::string& n, const std::string& v) {
-        o.counterexample += (o.counterexample.empty() ? "" : " ") + n + "=" + v;
-      };
-      for (const z3::expr& x : shown) add(x.to_string(), m.eval(x, true).to_string());
-      if (shown.empty())
-        for (unsigned i = 0; i < m.num_consts(); ++i)
-          add(m.get_const_decl(i).name().str(), m.get_const_interp(m.get_const_decl(i)).to_string());
-      break;
+  bool timed_out = false;
+  // An interrupt may also surface as an exception ("canceled") from the check or from reading
+  // the model: that query is unknown, like a time-out, never an error of the caller's.
+  try {
+    z3::solver s(ctx);
+    s.add(assumptions);
+    s.add(!goal);
+    const z3::check_result result = s.check();
+    timed_out = w.disarm(id);
+    switch (result) {
+      case z3::unsat: o.result = "proved"; break;
+      case z3::sat: {
+        o.result = "refuted";
+        const z3::model m = s.get_model();
+        auto add = [&](const std::string& n, const std::string& v) {
+          o.counterexample += (o.counterexample.empty() ? "" : " ") + n + "=" + v;
+        };
+        for (const z3::expr& x : shown) add(x.to_string(), m.eval(x, true).to_string());
+        if (shown.empty())
+          for (unsigned i = 0; i < m.num_consts(); ++i)
+            add(m.get_const_decl(i).name().str(), m.get_const_interp(m.get_const_decl(i)).to_string());
+        break;
+      }
+      default:
+        o.result = "unknown";
+        o.counterexample =
+            timed_out ? "over the time limit of " + std::to_string(timeout_ms) + " ms" : s.reason_unknown();
+        break;
     }
-    default:
-      o.result = "unknown";
-      o.counterexample = timed_out ? "over the time limit of " + std::to_string(timeout_ms) + " ms" : s.reason_unknown();
-      break;
+  } catch (const z3::exception& e) {
+    timed_out = w.disarm(id) || timed_out;
+    o.result = "unknown";
+    o.counterexample = timed_out ? "over the time limit of " + std::to_string(timeout_ms) + " ms"
+                                 : std::string("Z3: ") + e.msg();
   }
   o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return o;

@@ -16,8 +16,8 @@ IndexExpr v(const char* name) { return IndexExpr::var(name); }
 // One CTA per row (runtime/prefill.cc launches a grid of the rows).
 Param row_param() { return {"row", "(int)blockIdx.x", 0, INT32_MAX}; }
 // The block's threads: the kernels' launch bounds, the launches' block sizes (runtime/prefill.h).
-Param row_threads() { return {"threads", "PF_ROW_THREADS", 256, 256}; }
-Param argmax_threads() { return {"threads", "PF_ARGMAX_THREADS", 1024, 1024}; }
+Param row_threads() { return {"threads", "PF_ROW_THREADS", kPrefillRowThreads, kPrefillRowThreads}; }
+Param argmax_threads() { return {"threads", "PF_ARGMAX_THREADS", kPrefillArgmaxThreads, kPrefillArgmaxThreads}; }
 
 // Element `var` of a row walked once by the block's threads: each of [0, n) once, at var = ii.
 Cover each_of(const IndexExpr& n, const IndexExpr& at, const char* var = "i") {
@@ -113,12 +113,12 @@ const LoopNest& prefill_head_norm_rope_nest() {
                 row_param(),
                 {"norm", "(w != nullptr)", 0, 1},
                 {"MD", "PF_ROPE_MAX_D", kRopeMaxHeadDim, kRopeMaxHeadDim},
-                {"nw", "(PF_ROW_THREADS / 32)", 8, 8},
+                {"nw", "(PF_ROW_THREADS / 32)", kPrefillRowThreads / 32, kPrefillRowThreads / 32},
                 row_threads()};
     m.ranges = {{"row", first, first + heads * D2},
                 {"weight", 0, D2},
                 {"half", 0, half},
-                {"buffers", 0, nw * MD}};
+                {"buffer", 0, MD}};
     // Head hh's element e: its warp's lane e % 32 (heads by warp, elements by lane).
     auto by = [&](const IndexExpr& e, const char* var) -> std::map<std::string, IndexExpr> {
       return {{"tid", hh % nw * 32 + e % 32}, {"h", hh}, {var, e}};
@@ -127,7 +127,7 @@ const LoopNest& prefill_head_norm_rope_nest() {
     const std::vector<std::pair<IndexExpr, IndexExpr>> normed = {{0, norm}}, copied = {{norm, 1}};
     const Cover elem_n{{{"hh", heads}, {"ii", D2}}, at_p(hh, ii), by(ii, "i"), normed};
     const Cover elem_c{{{"hh", heads}, {"ii", D2}}, at_p(hh, ii), by(ii, "i"), copied};
-    const IndexExpr slot = warp * MD + i;
+    const IndexExpr in_buf = v("array") * MD + v("index");  // slot `index` of warp `array`'s
     m.accesses = {
         {"f", "inv_freq", "half", j, true, {each_half}},
         {"cw", "cs", "half", j, true, {each_half}, CType::Int},
@@ -136,13 +136,15 @@ const LoopNest& prefill_head_norm_rope_nest() {
         {"xs", "x", "row", at(h, i), true, {elem_n}},  // the norm's scaling
         {"xc", "x", "row", at(h, i), true, {elem_c}},  // the copy
         {"wn", "w", "weight", i, false, {}},
-        {"hw", "buf", "buffers", slot, false, {}, CType::Int},
-        {"ha", "buf", "buffers", warp * MD + j, false, {}, CType::Int},
-        {"hb", "buf", "buffers", warp * MD + j + half, false, {}, CType::Int},
+        // The staging buffer as pairs (warp, slot): each warp inside its own MD slots.
+        {"hw", "buf", "buffer", i, false, {}, CType::Int, warp, nw, in_buf},
+        {"ha", "buf", "buffer", j, false, {}, CType::Int, warp, nw, in_buf},
+        {"hb", "buf", "buffer", j + half, false, {}, CType::Int, warp, nw, in_buf},
         {"cr", "cs", "half", j, false, {}, CType::Int},
         {"sr", "sn", "half", j, false, {}, CType::Int},
         {"y1", "out", "row", at(h, j), true, {{{{"hh", heads}, {"jj", half}}, at_p(hh, jj), by(jj, "j")}}},
-        {"y2", "out", "row", at(h, j + half), true, {{{{"hh", heads}, {"jj", half}}, at_p(hh, jj + half), by(jj, "j")}}},
+        {"y2", "out", "row", at(h, j + half), true,
+         {{{{"hh", heads}, {"jj", half}}, at_p(hh, jj + half), by(jj, "j")}}},
     };
     const IndexExpr lane = v("lane");
     m.body = {
@@ -200,8 +202,8 @@ const LoopNest& prefill_kv_store_nest() {
                   "int pos0_)";
     grid_strided(m);
     m.params = {{"T", "T_", 1, kPrefillMaxChunkRows},  {"Hkv", "Hkv_", 1, 1 << 10},
-                {"half", "D_ / 2", 1, kRopeMaxHeadDim / 2}, {"cap", "cap_", 1, int64_t(1) << 20},
-                {"pos0", "pos0_", 0, int64_t(1) << 20},  m.params[1]};  // the grid's stride
+                {"half", "D_ / 2", 1, kRopeMaxHeadDim / 2}, {"cap", "cap_", 1, INT32_MAX},
+                {"pos0", "pos0_", 0, INT32_MAX - kPrefillMaxChunkRows},  m.params[1]};  // the grid's stride
     m.ranges = {{"pairs", 0, T * Hkv * half}, {"row", 0, half * 2}};
     const std::vector<std::pair<IndexExpr, IndexExpr>> fits = {{pos0 + T - 1, cap}};
     // A cache element is the pair (chunk row th = t Hkv + hk, element d of the row), printed at
@@ -265,7 +267,8 @@ const LoopNest& prefill_add_nest() {
   static const LoopNest n = [] {
     const IndexExpr N = v("n"), i = v("i"), ii = v("ii");
     LoopNest m;
-    m.signature = "__device__ __forceinline__ void pf_add_all(const float* a, const float* b, float* out, long long n_)";
+    m.signature =
+        "__device__ __forceinline__ void pf_add_all(const float* a, const float* b, float* out, long long n_)";
     grid_strided(m);
     const Cover all = each_of(N, ii);
     m.accesses = {{"a", "a", "all", i, true, {all}}, {"b", "b", "all", i, true, {all}},

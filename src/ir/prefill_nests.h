@@ -10,6 +10,11 @@
 
 namespace mpk::ir {
 
+// The row kernels' block sizes (PF_ROW_THREADS, PF_ARGMAX_THREADS in the kernels): the
+// launches use them and the nests are proved for them.
+inline constexpr int kPrefillRowThreads = 256;
+inline constexpr int kPrefillArgmaxThreads = 1024;
+
 // The largest head dimension pf_head_norm_rope takes (its shared buffers; PF_ROPE_MAX_D in the
 // kernels): the prefill refuses a model past it (runtime/prefill.cc: prefill_unsupported).
 inline constexpr int kRopeMaxHeadDim = 256;

@@ -65,6 +65,8 @@ std::vector<bool> prefill_bf16_tensors(const ir::Graph& g) {
 std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
   if (weight_dtype != DType::BF16)
     return std::string("the tensor-core prefill reads bf16 weights, the model's are ") + dtype_name(weight_dtype);
+  if (g.kv_cache.head_dim % 2 != 0)  // the KV append and shadow move element pairs
+    return "head_dim " + std::to_string(g.kv_cache.head_dim) + " is odd";
   if (padded_head_dim(g.kv_cache.head_dim) < 0)
     return "head_dim " + std::to_string(g.kv_cache.head_dim) + " is above the prefill attention's 128";
   int last_rows = 0;
@@ -87,7 +89,8 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
       case ir::OpKind::SiluMul:
       case ir::OpKind::Add:
         if (g.tensor(op.output).shape.back() > ir::kPrefillMaxElements / int64_t(kPrefillChunk))
-          return std::string(ir::op_name(op.kind)) + " over rows of " + std::to_string(g.tensor(op.output).shape.back()) +
+          return std::string(ir::op_name(op.kind)) + " over rows of " +
+                 std::to_string(g.tensor(op.output).shape.back()) +
                  ": a chunk's elements must stay below " + std::to_string(ir::kPrefillMaxElements);
         break;
       case ir::OpKind::LastRow: ++last_rows; break;
@@ -564,6 +567,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         const uint64_t vc = b.kv + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes;
         const uint64_t kc16 = b.kv16 + uint64_t(op.layer) * layer_bytes / 2;
         const uint64_t vc16 = b.kv16 + uint64_t(g_.kv_cache.num_layers + op.layer) * layer_bytes / 2;
+        // The KV append writes nothing for a chunk past the capacity (ir::prefill_kv_store_nest).
+        MPK_ICHECK(int64_t(pos0) + rows <= cap)
+            << "prefill: rows " << pos0 << " + " << rows << " past the KV capacity " << cap;
         cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
                           ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
         enqueue_attention(k, stream, {ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,

@@ -34,10 +34,9 @@ static_assert(int64_t(kPrefillChunk) <= ir::kPrefillMaxChunkRows, "the nests are
 // a model prefills through the decode step, one token at a time).
 std::string prefill_unsupported(const ir::Graph& graph, DType weight_dtype);
 
-// The block sizes of the row kernels printed from loop nests (ir/prefill_nests.h): the launches
-// use them and the nests are proved for them. kRowThreads is the kernels' PF_ROW_THREADS.
-inline constexpr int kRowThreads = 256;
-inline constexpr int kArgmaxThreads = 1024;  // pf_argmax's __launch_bounds__
+// The block sizes of the row kernels printed from loop nests (ir/prefill_nests.h).
+inline constexpr int kRowThreads = ir::kPrefillRowThreads;
+inline constexpr int kArgmaxThreads = ir::kPrefillArgmaxThreads;
 
 // A GEMM tile shape of kernels/prefill_gemm.cuh (mma.sync) or prefill_wgmma.cuh (wgmma): its
 // kernel entries (`entry` and `entry`_group) are printed from this table by prefill_source, and

@@ -43,7 +43,7 @@ bool runs_right(const Case& c, const ir::LoopNest& n, int64_t count) {
 
 std::vector<Case> cases() {
   // The head norm and RoPE run with 3 heads of 8, buffers of 16 floats and 2 warps, rows 1 .. 5;
-  // proved for Qwen3-8B's query heads (the load proves each model's shapes).
+  // proved for Qwen3-8B's query and KV heads (the load proves each model's shapes).
   const ir::IndexEnv rope = {{"heads", 3}, {"half", 4}, {"MD", 16}, {"nw", 2}, {"threads", 64}};
   auto with = [](ir::IndexEnv e, int64_t norm) { return e["norm"] = norm, e; };
   return {{&ir::prefill_embed_nest(), "embedding", 7, {{"row", 2}, {"tok", 3}, {"threads", 3}}, "H", 40},
@@ -59,7 +59,7 @@ std::vector<Case> cases() {
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, normed", 31, with(rope, 1), "row", 6,
            {{"heads", 32}, {"half", 64}}, 6},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, copied", 31, with(rope, 0), "row", 6,
-           {{"heads", 32}, {"half", 64}}, 6}};
+           {{"heads", 8}, {"half", 64}}, 6}};
 }
 
 TEST(PrefillNests, AreProvedForEveryShape) {
@@ -107,6 +107,15 @@ TEST(PrefillNests, WrongNestsAreRefuted) {
   own.accesses[0].index = IndexExpr::var("row") * IndexExpr::var("H") + IndexExpr::var("i");
   EXPECT_FALSE(prove_loop_nest(own, "embedding", {}).proved());
   EXPECT_FALSE(brute_force(own, {{"row", 2}, {"tok", 3}, {"threads", 3}}, "H", 4));
+  // A warp staging past its own slots of the buffer (head dim 256: its MD slots are full).
+  ir::LoopNest spill = ir::prefill_head_norm_rope_nest();
+  ASSERT_EQ(spill.accesses[7].name, "hw");
+  spill.accesses[7].index = IndexExpr::var("i") + 128;
+  const ProofRecord sp = prove_loop_nest(spill, "head norm and RoPE", {{"heads", 16}, {"half", 128}});
+  EXPECT_FALSE(sp.proved());
+  EXPECT_NE(failed(sp).find("hw inside buffer"), std::string::npos) << failed(sp);
+  EXPECT_TRUE(prove_loop_nest(ir::prefill_head_norm_rope_nest(), "head norm and RoPE", {{"heads", 16}, {"half", 128}})
+                  .proved());
   // A grid-strided walk over up to INT32_MAX elements: its last step leaves int.
   ir::LoopNest wide = ir::prefill_add_nest();
   ASSERT_EQ(wide.params[0].name, "n");

@@ -1,14 +1,17 @@
 // The prefill kernels run a chunk of T prompt tokens through the graph one op at a time
-// (runtime/prefill.h launches them). Their source is assembled from scalar.cuh (the bf16
-// widening and argmax order the megakernel uses too), prefill_common.cuh,
-// prefill_rows.cuh, prefill_gemm.cuh and prefill_attention.cuh, without headers.
+// (runtime/prefill.h launches them). Their source is assembled (runtime/prefill.cc:
+// prefill_source) from scalar.cuh (the bf16 widening and argmax order the megakernel uses
+// too), the shapes as #defines, prefill_common.cuh, the printed layout formulas and row-kernel
+// loop nests (ir/prefill_nests.h), prefill_rows.cuh, prefill_gemm.cuh and
+// prefill_attention.cuh (and the wgmma files on sm_90a), without headers.
 //
 // Numerics: bf16 weights; fp32 activations, residuals, norms, RoPE, softmax statistics and KV
 // cache, as the decode kernels. The tensor cores (mma.sync m16n8k16, fp32 accumulation) take
 // their activation operands rounded to bf16: the projections' inputs, attention's Q, K and V,
 // and the softmax weights P. Formulas otherwise as src/ref/kernels.cc (no fast math).
 //
-// This file: the bf16 conversions and the tensor-core and async-copy instructions.
+// This file: the bf16 conversions and stores, the grid index, the warp and block sums, and the
+// tensor-core and async-copy instructions.
 
 typedef unsigned short pf_bf16;  // the bits of a bf16 value
 

@@ -23,6 +23,14 @@ struct Use {
   std::vector<z3::expr> iteration;
 };
 
+// Whether C code holds a barrier of the whole block: __syncthreads, or the kernels' helpers
+// around one (mk_sync, pf_block_sum).
+bool block_barrier(const std::string& code) {
+  for (const char* b : {"mk_sync", "__syncthreads", "pf_block_sum"})
+    if (ir::names(code, b)) return true;
+  return false;
+}
+
 class Walker {
  public:
   Walker(z3::context& ctx, const ir::LoopNest& n, std::string suffix, const Env& forced)
@@ -113,7 +121,7 @@ class Walker {
           break;
         case ir::Stmt::Code:
           // Every thread must reach a barrier: none where threads take different paths.
-          MPK_CHECK(s.code.find("mk_sync") == std::string::npos || (!threaded && !thread_bound_), InvalidArgument)
+          MPK_CHECK(!block_barrier(s.code) || (!threaded && !thread_bound_), InvalidArgument)
               << "loop nest: a barrier inside a block-strided loop or after the thread binding";
           for (size_t i = 0; i < n_.accesses.size(); ++i)
             if (s.code.find("{" + n_.accesses[i].name + "}") != std::string::npos) {

@@ -11,8 +11,9 @@
 // a parameter; a loop may hide an enclosing loop of the same name, as in C. A parameter the
 // body binds is in scope from its bind on. Refused (InvalidArgument), as the model does not
 // cover them: a block-strided loop inside another or after the thread binding (its values'
-// threads are not modelled), a thread binding inside a block-strided loop, a barrier (mk_sync)
-// inside a block-strided loop or after the thread binding.
+// threads are not modelled), a thread binding inside a block-strided loop, a block barrier
+// (mk_sync, __syncthreads, pf_block_sum) inside a block-strided loop or after the thread
+// binding. Warp barriers and shuffles are not checked.
 #pragma once
 
 #include <cstdint>

@@ -595,6 +595,13 @@ TEST(LoopNestProofs, WhatTheCGetsWrongIsRefuted) {
   EXPECT_THROW(prove_loop_nest(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f; mk_sync();")})}, j),
                                "test", {}),
                Error);
+  for (const char* barrier : {"__syncthreads();", "const float s = pf_block_sum(x);"})
+    EXPECT_THROW(prove_loop_nest(nest({ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;"),
+                                                                                     ir::code(barrier)})},
+                                      j),
+                                 "test", {}),
+                 Error)
+        << barrier;
   // A cover's mode must hold wherever its access runs: written for n < 5, covered "when n < 1"
   // (never: the cover would say nothing) is refuted; "when n < 5" is proved.
   ir::LoopNest moded = nest({ir::guard(n, 5, {ir::loop("j", ir::LoopKind::Threads, n, 1, {ir::code("{out} = 0.f;")})})}, j);

@@ -22,19 +22,8 @@ __device__ __forceinline__ unsigned pf_pack_bf16(float lo, float hi) {
   return r;
 }
 
-// out[i] = v as fp32, or rounded to bf16 when `bf16` (the input of a projection only).
-__device__ __forceinline__ void pf_store(void* out, long long i, float v, int bf16) {
-  if (bf16) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    ((pf_bf16*)out)[i] = h;
-  } else {
-    ((float*)out)[i] = v;
-  }
-}
-
-// One element of out as fp32 (f) or bf16 (h), the two views of one place: pf_store's choice
-// with the element's address from a printed nest.
+// One element of out as fp32 (f) or bf16 (h, rounded to nearest even), the two views of one
+// place, as `bf16` says (bf16: the input of a projection only).
 __device__ __forceinline__ void pf_put(float& f, pf_bf16& h, float v, int bf16) {
   if (bf16) {
     unsigned short r;
@@ -43,6 +32,11 @@ __device__ __forceinline__ void pf_put(float& f, pf_bf16& h, float v, int bf16) 
   } else {
     f = v;
   }
+}
+
+// out[i] = v as fp32, or rounded to bf16 when `bf16`.
+__device__ __forceinline__ void pf_store(void* out, long long i, float v, int bf16) {
+  pf_put(((float*)out)[i], ((pf_bf16*)out)[i], v, bf16);
 }
 
 __device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }

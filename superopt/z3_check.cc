@@ -7,6 +7,8 @@
 #include <mutex>
 #include <thread>
 
+#include "base/error.h"
+
 namespace mpk::superopt {
 namespace {
 
@@ -31,7 +33,8 @@ class Watchdog {
   }
 
   // Whether the query was interrupted. The interrupt happens under the lock, so none comes after
-  // this returns (one that came after the query returned does nothing).
+  // this returns; one that came after the query returned stays on the context (check() clears
+  // it).
   bool disarm(uint64_t id) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = armed_.find(id);
@@ -95,17 +98,26 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
   const auto t0 = std::chrono::steady_clock::now();
   Obligation o;
   o.name = name;
+  z3::solver s(ctx);
+  s.add(assumptions);
+  s.add(!goal);
   Watchdog& w = Watchdog::instance();
-  const uint64_t id = w.arm(ctx, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms));
-  bool timed_out = false;
-  // An interrupt may also surface as an exception ("canceled") from the check or from reading
-  // the model: that query is unknown, like a time-out, never an error of the caller's.
+  // Armed just before the check (which clears a stale interrupt as it starts); disarmed on every
+  // path, so that the watchdog never interrupts a context after it is gone.
+  struct Armed {
+    Watchdog& w;
+    uint64_t id;
+    bool fired = false, done = false;
+    bool disarm() {
+      if (!done) fired = w.disarm(id), done = true;
+      return fired;
+    }
+    ~Armed() { disarm(); }
+  } armed{w, w.arm(ctx, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms))};
+  const std::string over = "over the time limit of " + std::to_string(timeout_ms) + " ms";
   try {
-    z3::solver s(ctx);
-    s.add(assumptions);
-    s.add(!goal);
     const z3::check_result result = s.check();
-    timed_out = w.disarm(id);
+    const bool timed_out = armed.disarm();
     switch (result) {
       case z3::unsat: o.result = "proved"; break;
       case z3::sat: {
@@ -122,15 +134,24 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
       }
       default:
         o.result = "unknown";
-        o.counterexample =
-            timed_out ? "over the time limit of " + std::to_string(timeout_ms) + " ms" : s.reason_unknown();
+        o.counterexample = timed_out ? over : s.reason_unknown();
         break;
     }
   } catch (const z3::exception& e) {
-    timed_out = w.disarm(id) || timed_out;
+    // An interrupt can also surface as "canceled" from the check or from reading the model:
+    // unknown, like a time-out. Any other Z3 error is the prover's own.
+    const bool timed_out = armed.disarm();
+    MPK_CHECK(timed_out || std::string(e.msg()) == "canceled", Internal) << name << ": Z3: " << e.msg();
     o.result = "unknown";
-    o.counterexample = timed_out ? "over the time limit of " + std::to_string(timeout_ms) + " ms"
-                                 : std::string("Z3: ") + e.msg();
+    o.counterexample = timed_out ? over : "interrupted";
+  }
+  // An interrupt that came after the check returned stays on the context and would cancel the
+  // next query at once: an empty check clears it.
+  if (armed.fired) {
+    try {
+      z3::solver(ctx).check();
+    } catch (const z3::exception&) {
+    }
   }
   o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return o;

@@ -24,9 +24,9 @@ struct Use {
 };
 
 // Whether C code holds a barrier of the whole block: __syncthreads, or the kernels' helpers
-// around one (mk_sync, pf_block_sum).
+// around one (mk_sync, mk_sync_wait, mk_block_argmax, pf_block_sum).
 bool block_barrier(const std::string& code) {
-  for (const char* b : {"mk_sync", "__syncthreads", "pf_block_sum"})
+  for (const char* b : {"mk_sync", "mk_sync_wait", "__syncthreads", "mk_block_argmax", "pf_block_sum"})
     if (ir::names(code, b)) return true;
   return false;
 }

@@ -12,8 +12,8 @@
 // body binds is in scope from its bind on. Refused (InvalidArgument), as the model does not
 // cover them: a block-strided loop inside another or after the thread binding (its values'
 // threads are not modelled), a thread binding inside a block-strided loop, a block barrier
-// (mk_sync, __syncthreads, pf_block_sum) inside a block-strided loop or after the thread
-// binding. Warp barriers and shuffles are not checked.
+// (__syncthreads and the kernels' helpers around one) inside a block-strided loop or after the
+// thread binding. Warp barriers and shuffles are not checked.
 #pragma once
 
 #include <cstdint>

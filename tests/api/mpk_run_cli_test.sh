@@ -32,6 +32,14 @@ expect_exit 2 "a missing --model" --prompt-ids 1
 expect_exit 2 "a bad token id list" --model "$model" --prompt-ids 1,x
 expect_exit 2 "a blank before a token id" --model "$model" --prompt-ids " 5"
 expect_exit 2 "a signed token id" --model "$model" --prompt-ids +5
+# A typo in a long list: the message names the item, not the whole list.
+long_ids="$(seq -s, 1 400),x7,5"
+expect_exit 2 "a typo in a long token id list" --model "$model" --prompt-ids "$long_ids"
+long_err=$("$run" --model "$model" --prompt-ids "$long_ids" 2>&1)
+if [[ "$long_err" != *"'x7' is not a token id"* ]]; then
+  echo "FAIL: the bad item is not named"
+  fail=1
+fi
 expect_exit 2 "a token id past the vocabulary" --model "$model" --backend reference --prompt-ids 5,99999999
 expect_exit 2 "--temperature nan" "${base[@]}" --temperature nan
 expect_exit 2 "--top-p nan" "${base[@]}" --top-p nan

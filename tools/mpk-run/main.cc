@@ -31,10 +31,19 @@ using mpk::percentile;
 
 std::vector<int32_t> parse_ids(const std::string& text) {
   std::optional<std::vector<int32_t>> ids = mpk::parse_token_ids(text);
-  if (!ids)
-    throw CLI::ValidationError("--prompt-ids",
-                               "'" + text + "' is not a list of token ids (comma-separated non-negative integers)");
-  return *ids;
+  if (ids) return *ids;
+  // Name the first item that is not an id (the whole list may be long).
+  std::string bad = text;
+  for (size_t pos = 0;; pos = text.find(',', pos) + 1) {
+    const std::string item = text.substr(pos, text.find(',', pos) - pos);
+    if (!mpk::parse_token_ids(item)) {
+      bad = item.size() > 40 ? item.substr(0, 40) + "..." : item;
+      break;
+    }
+    if (text.find(',', pos) == std::string::npos) break;
+  }
+  throw CLI::ValidationError("--prompt-ids",
+                             "'" + bad + "' is not a token id (comma-separated non-negative integers)");
 }
 
 const char* backend_str(mpk_backend b) {

@@ -1,16 +1,16 @@
 // Each misuse of the C API returns its documented status and a message; nothing crashes.
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 
 #include "api_fixture.h"
+#include "patch_fixture.h"
 
 namespace {
 
@@ -137,20 +137,13 @@ TEST(ApiMisuse, GpuBackendFailsClearlyWithoutDevice) {
 
 // The info holds the first 8 end-of-sequence ids; mpk_model_eos_token_ids gives every one.
 TEST(ApiMisuse, EveryEosIdIsReadable) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / ("mpk_eos_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  for (const char* f : {"model.safetensors", "tokenizer.json"}) fs::copy_file(fs::path(fixture(kModel)) / f, dir / f);
-  std::ifstream in(fs::path(fixture(kModel)) / "config.json");
-  std::string config((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t at = config.find("\"eos_token_id\"");
-  ASSERT_NE(at, std::string::npos) << config;
-  const size_t end = config.find_first_of(",}", config.find(':', at));
-  config.replace(at, end - at, "\"eos_token_id\": [10, 11, 12, 13, 14, 15, 16, 17, 18, 19]");
-  std::ofstream(dir / "config.json") << config;
+  mpk::testing::PatchedFixture fx(fixture(kModel));
+  std::filesystem::remove(fx.dir() / "generation_config.json");  // only config.json's ids
+  nlohmann::json config = nlohmann::json::parse(std::ifstream(fx.dir() / "config.json"));
+  config["eos_token_id"] = {10, 11, 12, 13, 14, 15, 16, 17, 18, 19};
+  std::ofstream(fx.dir() / "config.json") << config.dump();
   {
-    Loaded l(dir.string());
+    Loaded l(fx.dir().string());
     ASSERT_NE(l.model, nullptr);
     EXPECT_EQ(l.info.num_eos_token_ids, 10);
     EXPECT_EQ(l.info.eos_token_ids[7], 17);
@@ -170,7 +163,6 @@ TEST(ApiMisuse, EveryEosIdIsReadable) {
     EXPECT_EQ(mpk_model_eos_token_ids(l.model, ids, 12, nullptr), MPK_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(mpk_model_eos_token_ids(nullptr, ids, 12, &count), MPK_ERROR_INVALID_ARGUMENT);
   }
-  fs::remove_all(dir);
 }
 
 TEST(ApiMisuse, InfoAndStatsNeedStructSize) {

@@ -11,6 +11,51 @@
 // (deterministic), then the bias and the residual.
 
 
+// Calls f(i, r, c) for accumulator i = (mi * NI + ni) * 4 + h * 2 + e of this thread, the
+// element at row r = om + pf_frag_row<WN, WTM>(warp, mi, lane, h) and column c = on +
+// pf_frag_col<WN, WTN>(warp, ni, lane, e) of the output (a warp's fragments of a tile).
+template <int MI, int NI, int WN, int WTM, int WTN, typename F>
+__device__ __forceinline__ void pf_tile_each(int om, int on, F&& f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          f((mi * NI + ni) * 4 + h * 2 + e, om + pf_frag_row<WN, WTM>(warp, mi, lane, h),
+            on + pf_frag_col<WN, WTN>(warp, ni, lane, e));
+}
+
+// Stores the accumulators of a BM x BN tile at (om, on) (pf_tile_each's order) into the M x N
+// output `out`, those inside it; unless `split` (out: a K part's partial tile) with the bias and
+// then the residual R added, the reference's order: (x . w + b) + residual. Each add is a pass of
+// its own with no store and no branch, so that its loads are in flight together (one load per
+// store would put a round trip to memory between every two stores): an element past M or N
+// adds the value at its row and column clamped into the output, in this tile too, and is not
+// stored. R is not C (the host never passes one buffer as both: a step's output never shares
+// its inputs' memory).
+template <int BM, int BN, int MI, int NI, int WN, int WTM, int WTN>
+__device__ __forceinline__ void pf_tile_store(float* acc, int om, int on, int M, int N, const float* __restrict__ bias,
+                                              const float* __restrict__ R, float* __restrict__ out, bool split) {
+  if (!split && bias)
+    pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int, int c) { acc[i] += bias[min(c, N - 1)]; });
+  if (!split && R) {
+    const float* __restrict__ rt = R + (long long)om * N + on;  // int offsets from the tile's corner
+    pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
+      acc[i] += rt[(min(r, M - 1) - om) * N + (min(c, N - 1) - on)];
+    });
+  }
+  if (om + BM <= M && on + BN <= N)  // the whole tile: no bounds checks
+    pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) { out[(long long)r * N + c] = acc[i]; });
+  else
+    pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
+      if (r < M && c < N) out[(long long)r * N + c] = acc[i];
+    });
+}
+
 template <int BM, int BN, int BK, int WARPS_M, int WARPS_N, int STAGES>
 __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, const pf_bf16* __restrict__ W,
                                              const float* __restrict__ bias, const float* R, float* C,
@@ -98,28 +143,8 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   const int om = origin[0], on = origin[1];
 
   const bool split = gridDim.z > 1;
-  float* out = split ? partial + (long long)blockIdx.z * M * N : C;
-#pragma unroll
-  for (int mi = 0; mi < MI; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < NI; ++ni)
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = om + pf_frag_row<WARPS_N, WTM>(warp, mi, lane, h);
-        if (r >= M) continue;
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int c = on + pf_frag_col<WARPS_N, WTN>(warp, ni, lane, e);
-          if (c >= N) continue;
-          float v = acc[mi][ni][h * 2 + e];
-          const long long o = (long long)r * N + c;
-          if (!split) {  // the reference's order: (x . w + b) + residual
-            if (bias) v += bias[c];
-            if (R) v += R[o];
-          }
-          out[o] = v;
-        }
-      }
+  pf_tile_store<BM, BN, MI, NI, WARPS_N, WTM, WTN>(&acc[0][0][0], om, on, M, N, bias, R,
+                                                   split ? partial + (long long)blockIdx.z * M * N : C, split);
 }
 
 // Up to PF_GROUP_MAX projections of one input: weights, biases (or null), outputs, widths and

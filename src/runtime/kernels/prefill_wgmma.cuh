@@ -274,16 +274,8 @@ __device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap
   float acc[128];
   if (!pf_wgmma_mainloop(acc, ma, mw, K, m0, n0)) return;
   const bool split = gridDim.z > 1;
-  float* out = split ? partial + (long long)blockIdx.z * M * N : C;
-  pf_wg_each<PF_WG_BN / 8>(m0, n0, M, N, [&](int i, int r, int c) {
-    float v = acc[i];
-    const long long o = (long long)r * N + c;
-    if (!split) {  // the reference's order: (x . w + b) + residual
-      if (bias) v += bias[c];
-      if (R) v += R[o];
-    }
-    out[o] = v;
-  });
+  pf_tile_store<PF_WG_BM, PF_WG_BN, 1, PF_WG_BN / 8, 1, 16, PF_WG_BN>(
+      acc, m0, n0, M, N, bias, R, split ? partial + (long long)blockIdx.z * M * N : C, split);
 }
 
 // The SwiGLU tile's epilogue: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one

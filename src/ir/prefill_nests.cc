@@ -235,6 +235,42 @@ const LoopNest& prefill_kv_store_nest() {
   return n;
 }
 
+const LoopNest& prefill_kv_shadow_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr half = v("half"), cap = v("cap"), from = v("from"), len = v("len"), p = v("p");
+    const IndexExpr N = v("n"), i = v("i"), j = v("j"), d = v("d"), jj = v("jj"), ee = v("ee");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_kv_shadow_plane(const float* __restrict__ kv, "
+                  "pf_bf16* __restrict__ kv16, int cap_, int D_, int from_, int len_)";
+    grid_strided(m);
+    m.params = {{"p", "(int)blockIdx.y", 0, kPrefillMaxPlanes - 1},
+                {"half", "D_ / 2", 1, kRopeMaxHeadDim / 2},
+                {"cap", "cap_", 1, INT32_MAX},
+                {"from", "from_", 0, INT32_MAX},
+                {"len", "len_", 1, kPrefillMaxShadowPositions},
+                m.params[1]};  // the grid's stride
+    // Plane p is KV head p of ir::AttentionRows (the planes follow each other as heads).
+    auto elem = [&](const IndexExpr& pos, const IndexExpr& e) {
+      return substitute(attention_rows_formula().kv_elem,
+                        {{"h", p}, {"j", pos}, {"e", e}, {"cap", cap}, {"D", half * 2}});
+    };
+    m.ranges = {{"plane", elem(0, 0), elem(cap, 0)}};
+    // Each pair (position from + jj, element 2 ee) of the plane's positions once and every one,
+    // where they lie inside the capacity (the session's never lie past it).
+    const Cover pair{{{"jj", len}, {"ee", half}}, elem(from + jj, ee * 2), {{"i", jj * half + ee}},
+                     {{len - 1, cap - from}}};
+    m.accesses = {{"x", "kv", "plane", elem(j, d), true, {pair}}, {"h", "kv16", "plane", elem(j, d), true, {pair}}};
+    m.body = {let("n", len * half),
+              guard(len - 1, cap - from,  // from + len - 1 < cap, in int for any from
+                    {loop("i", LoopKind::Threads, N, 1,
+                          {let("j", from + i / half), let("d", i % half * 2),
+                           code("const float2 x = *(const float2*)&{x};"),
+                           code("*(unsigned*)&{h} = pf_pack_bf16(x.x, x.y);")})})};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& prefill_gemm_reduce_nest() {
   static const LoopNest n = [] {
     const IndexExpr N = v("n"), cols = v("N"), splits = v("splits"), i = v("i"), z = v("z");

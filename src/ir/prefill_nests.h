@@ -26,6 +26,11 @@ inline constexpr int64_t kPrefillMaxElements = INT32_MAX - (int64_t(1) << 24);
 inline constexpr int64_t kPrefillMaxGridThreads = int64_t(1) << 24;
 // The most rows a prefill chunk has (runtime/prefill.h: kPrefillChunk is at most this).
 inline constexpr int64_t kPrefillMaxChunkRows = 4096;
+// pf_kv_shadow: at most this many planes (a grid's y blocks) and positions per launch (their
+// element pairs inside kPrefillMaxElements for any head dim the prefill takes); the host
+// splits longer ranges.
+inline constexpr int64_t kPrefillMaxPlanes = 65535;
+inline constexpr int64_t kPrefillMaxShadowPositions = kPrefillMaxElements / (kRopeMaxHeadDim / 2);
 
 // pf_embed: row `row` (blockIdx.x) of the output is row `tok` (tokens[row]) of the table,
 // widened to fp32; the block's threads walk the H elements. Ranges: the token's table row, the
@@ -75,6 +80,14 @@ const LoopNest& prefill_silu_mul_nest();
 // start at even elements, D being even). Printed as pf_kv_store_all(k, v, kc, vc, kc16, vc16,
 // T, Hkv, D, cap, pos0).
 const LoopNest& prefill_kv_store_nest();
+
+// pf_kv_shadow: the bf16 shadow of positions [from, from + len) of plane p (blockIdx.y: a
+// layer's KV head, keys or values; ir::AttentionRows' kv_elem with the planes as heads, capacity
+// cap, D = 2 half) from its fp32 cache, one element pair per iteration (the grid's threads walk
+// the len half pairs). Positions past the capacity: nothing (the session never asks for them).
+// Range: the plane. Accesses: the fp32 pair and its bf16 shadow at the same place (each once,
+// every one). Printed as pf_kv_shadow_plane(kv, kv16, cap, D, from, len).
+const LoopNest& prefill_kv_shadow_nest();
 
 // pf_gemm_reduce: C[i] = the sum over z of partial[z n + i] in z order, plus bias[i % N] and
 // R[i] when given, for the n = M N elements of a split GEMM's output, the grid's threads

@@ -43,6 +43,17 @@ bool writes_bf16(ir::OpKind k) {
   return k == ir::OpKind::RmsNorm || k == ir::OpKind::SiluMul || k == ir::OpKind::Attention;
 }
 
+// The KV cache's planes: each layer's KV heads, keys and values.
+int64_t kv_planes(const ir::Graph& g) { return 2 * int64_t(g.kv_cache.num_layers) * g.kv_cache.num_kv_heads; }
+
+// A grid-strided element-wise launch over n elements: at most kPrefillMaxGridThreads threads.
+cuda::LaunchConfig elementwise(long long n) {
+  cuda::LaunchConfig c;
+  c.block.x = 256;
+  c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, ir::kPrefillMaxGridThreads / 256));
+  return c;
+}
+
 }  // namespace
 
 std::vector<bool> prefill_bf16_tensors(const ir::Graph& g) {
@@ -67,6 +78,9 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
     return std::string("the tensor-core prefill reads bf16 weights, the model's are ") + dtype_name(weight_dtype);
   if (g.kv_cache.head_dim % 2 != 0)  // the KV append and shadow move element pairs
     return "head_dim " + std::to_string(g.kv_cache.head_dim) + " is odd";
+  if (kv_planes(g) > ir::kPrefillMaxPlanes)  // the shadow's grid rows
+    return std::to_string(kv_planes(g)) + " KV cache planes (layers x KV heads x 2), above " +
+           std::to_string(ir::kPrefillMaxPlanes);
   if (padded_head_dim(g.kv_cache.head_dim) < 0)
     return "head_dim " + std::to_string(g.kv_cache.head_dim) + " is above the prefill attention's 128";
   int last_rows = 0;
@@ -145,7 +159,7 @@ std::string prefill_source(const std::string& arch) {
   s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
   for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest(),
                                 &ir::prefill_head_norm_rope_nest(), &ir::prefill_kv_store_nest(),
-                                &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest(),
+                                &ir::prefill_kv_shadow_nest(), &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest(),
                                 &ir::prefill_gemm_reduce_nest()})
     s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
@@ -464,12 +478,16 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
 void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream& stream,
                                     const PrefillBases& b, int from, int to) const {
   if (to <= from) return;
-  const int planes = 2 * g_.kv_cache.num_layers * g_.kv_cache.num_kv_heads, d = g_.kv_cache.head_dim;
-  const long long n = (long long)planes * (to - from) * d / 2;
-  cuda::LaunchConfig c;
-  c.block.x = 256;
-  c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65536));
-  cuda::launch_args(k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, planes, int(mem_.kv_capacity), d, from, to);
+  const int64_t planes = kv_planes(g_), d = g_.kv_cache.head_dim;
+  MPK_ICHECK(planes <= ir::kPrefillMaxPlanes && from >= 0 && to <= mem_.kv_capacity)
+      << "prefill: shadow of " << planes << " planes, positions " << from << " .. " << to;
+  // Launches of at most kPrefillMaxShadowPositions positions (ir::prefill_kv_shadow_nest).
+  for (int p0 = from; p0 < to; p0 += int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions))) {
+    const int len = int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions));
+    cuda::LaunchConfig c = elementwise((long long)len * d / 2);
+    c.grid.y = unsigned(planes);
+    cuda::launch_args(k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);
+  }
 }
 
 std::string PrefillProgram::step_label(const PrefillStep& s) const {
@@ -507,12 +525,6 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     if (w < 0) return 0;
     MPK_ICHECK(mem_.const_offset[size_t(w)] >= 0) << "prefill: " << g_.weight(w).name << " not in the consts";
     return b.consts + uint64_t(mem_.const_offset[size_t(w)]);
-  };
-  auto elementwise = [](long long n) {  // at most kPrefillMaxGridThreads (the grid-strided nests)
-    cuda::LaunchConfig c;
-    c.block.x = 256;
-    c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, ir::kPrefillMaxGridThreads / 256));
-    return c;
   };
   // RoPE op r of rows x to out, after the head norm of weight w (0: none).
   auto launch_rope = [&](size_t r, uint64_t w, float eps, uint64_t x, uint64_t out) {

@@ -489,6 +489,10 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                         return superopt::prove_loop_nest(ir::prefill_kv_store_nest(), "KV append",
                                                          {{"Hkv", hkv}, {"half", d / 2}});
                       }});
+    needed.push_back({"prefill KV shadow: its loop nest, head dim " + std::to_string(d),
+                      "prefill nest kv shadow " + std::to_string(d), [d = d] {
+                        return superopt::prove_loop_nest(ir::prefill_kv_shadow_nest(), "KV shadow", {{"half", d / 2}});
+                      }});
   }
   for (const auto& [heads, d] : rope_shapes) {
     const std::string shape = std::to_string(heads) + " heads of " + std::to_string(d);

@@ -72,7 +72,8 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // in the kernels). The row kernels' loop nests (ir/prefill_nests.h): embedding, RMSNorm and
 // the argmax scan, SiLU-gating and add for every shape, the head norm and RoPE for each of
 // `rope_shapes` (heads, head dim; every row and position), the KV append for `kv_shape` (KV
-// heads, head dim; every chunk, capacity and position; none when the KV heads are 0).
+// heads, head dim; every chunk, capacity and position; none when the KV heads are 0) and the
+// KV shadow for its head dim (every plane, capacity and range of positions).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp,
                                       const std::vector<std::pair<int64_t, int64_t>>& rope_shapes,
                                       std::pair<int64_t, int64_t> kv_shape);

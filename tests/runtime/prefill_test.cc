@@ -337,8 +337,8 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
   // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, split-K
-  // reduce, the KV append; head norm and RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 7 + ropes.size());
+  // reduce, the KV append and shadow; head norm and RoPE per shape)
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 8 + ropes.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
@@ -347,6 +347,7 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   EXPECT_NE(record.find("P as the A operand from the score accumulators"), std::string::npos);
   EXPECT_NE(record.find("P V's descriptors read the values (MN-major) where the TMA stored them"), std::string::npos);
   EXPECT_NE(record.find("weights, rescale and update over scaled scores"), std::string::npos);
+  EXPECT_NE(record.find("prefill KV shadow: its loop nest, head dim 128"), std::string::npos);
   std::printf("%zu split counts (%lld..%lld), %zu proofs, %zu obligations in %.0f ms\n", counts.size(),
               (long long)counts.front(), (long long)counts.back(), proofs.size(), obligations, ms);
 }

@@ -56,6 +56,10 @@ std::vector<Case> cases() {
           // 1 .. 9 rows (those past the capacity write nothing); proved for Qwen3's 8 of 128.
           {&ir::prefill_kv_store_nest(), "KV append", 19, {{"Hkv", 2}, {"half", 3}, {"cap", 9}, {"pos0", 2}, {"stride", 5}},
            "T", 10, {{"Hkv", 8}, {"half", 64}}, 2},
+          // The shadow of plane 2 (heads of 6, capacity 9) from position 2: 1 .. 9 positions
+          // (those past the capacity: none written); proved for head dim 128.
+          {&ir::prefill_kv_shadow_nest(), "KV shadow", 7, {{"p", 2}, {"half", 3}, {"cap", 9}, {"from", 2}, {"stride", 5}},
+           "len", 10, {{"half", 64}}, 4},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, normed", 31, with(rope, 1), "row", 6,
            {{"heads", 32}, {"half", 64}}, 6},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, copied", 31, with(rope, 0), "row", 6,

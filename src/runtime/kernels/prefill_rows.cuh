@@ -51,19 +51,12 @@ extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float*
   pf_kv_store_all(k, v, kc, vc, kc16, vc16, T, Hkv, D, cap, pos0);
 }
 
-// The bf16 shadow of positions [from, to) of every plane ([cap][D] of one layer, KV head, and
-// keys or values), from the fp32 cache: positions the decode step wrote since the last prefill.
-extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* __restrict__ kv16, int planes,
-                                        int cap, int D, int from, int to) {
-  const long long per_plane = (long long)(to - from) * D / 2;
-  const long long n = per_plane * planes;
-  for (long long i = pf_gid(); i < n; i += pf_gstride()) {
-    // Plane p is a KV head's rows of ir::AttentionRows (the planes follow each other as heads).
-    const long long p = i / per_plane, pe = 2 * (i % per_plane);  // element pe of the plane's positions
-    const long long o = pf_kv_elem(p, from + pe / D, pe % D, cap, D);
-    const float2 x = *(const float2*)(kv + o);
-    *(unsigned*)(kv16 + o) = pf_pack_bf16(x.x, x.y);
-  }
+// The bf16 shadow of positions [from, from + len) of plane blockIdx.y ([cap][D] of one layer, KV
+// head, and keys or values) from the fp32 cache: positions the decode step wrote since the last
+// prefill (ir::prefill_kv_shadow_nest).
+extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* __restrict__ kv16, int cap, int D,
+                                        int from, int len) {
+  pf_kv_shadow_plane(kv, kv16, cap, D, from, len);
 }
 
 // ir::prefill_silu_mul_nest, ir::prefill_add_nest (n inside kPrefillMaxElements).

@@ -172,6 +172,38 @@ const LoopNest& prefill_head_norm_rope_nest() {
   return n;
 }
 
+const LoopNest& prefill_head_rms_norm_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr heads = v("heads"), half = v("half"), row = v("row"), nw = v("nw");
+    const IndexExpr D = v("D"), h = v("h"), i = v("i"), tid = v("tid"), warp = v("warp"), lane = v("lane");
+    const IndexExpr hh = v("hh"), ii = v("ii");
+    const IndexExpr D2 = half * 2, first = row * heads * D2;
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_head_rms_norm_row(const float* __restrict__ x, "
+                  "const float* __restrict__ w, float* __restrict__ out, int heads_, int D_, float eps)";
+    m.params = {{"heads", "heads_", 1, 1 << 10},
+                {"half", "D_ / 2", 1, kRopeMaxHeadDim / 2},
+                row_param(),
+                {"nw", "(PF_ROW_THREADS / 32)", kPrefillRowThreads / 32, kPrefillRowThreads / 32},
+                row_threads()};
+    m.ranges = {{"row", first, first + heads * D2}, {"weight", 0, D2}};
+    // Head hh's element e: its warp's lane e % 32 (heads by warp, elements by lane).
+    const Cover each{{{"hh", heads}, {"ii", D2}}, first + hh * D2 + ii, {{"tid", hh % nw * 32 + ii % 32}, {"h", hh}, {"i", ii}}};
+    const IndexExpr at = (row * heads + h) * D + i;
+    m.accesses = {{"xn", "x", "row", at, true, {each}},  // the sum
+                  {"xs", "x", "row", at, true, {each}},  // the scaling
+                  {"wn", "w", "weight", i, false, {}},
+                  {"y", "out", "row", at, true, {each}}};
+    m.body = {let("D", D2), thread("tid"), let("warp", tid >> 5), let("lane", tid & 31),
+              loop_from("h", warp, heads, nw,
+                        {code("float ss = 0.f;"), loop_from("i", lane, D, 32, {code("ss += {xn} * {xn};")}),
+                         code("const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);"),
+                         loop_from("i", lane, D, 32, {code("{y} = {wn} * ({xs} * r);")})})};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& prefill_silu_mul_nest() {
   static const LoopNest n = [] {
     const IndexExpr N = v("n"), i = v("i"), ii = v("ii");

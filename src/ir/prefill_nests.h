@@ -66,6 +66,15 @@ const LoopNest& prefill_argmax_nest();
 // pos0).
 const LoopNest& prefill_head_norm_rope_nest();
 
+// pf_head_rms_norm: row `row` (blockIdx.x) of `heads` heads of D = 2 half elements, each head
+// RMS-normed by w, where no RoPE follows (pf_head_norm_rope's norm, without the rotation):
+// warp `warp` (of nw) takes heads warp, warp + nw, ..., its lanes walking the head's elements
+// twice (the squares' lane-strided sum, then the warp's butterfly, then the scaled elements).
+// Ranges: the row's heads D elements (in and out), the weight. Accesses: x in both passes and
+// the output (each element once, every one), the weight per head. Printed as
+// pf_head_rms_norm_row(x, w, out, heads, D, eps).
+const LoopNest& prefill_head_rms_norm_nest();
+
 // pf_silu_mul: out[i] = silu(gate[i]) up[i] for i < n, in fp32 or bf16 (`bf16` picks the view),
 // the grid's threads walking the n elements. Accesses: gate, up, out (each element once,
 // every one). Printed as pf_silu_mul_all(gate, up, out, n, bf16).

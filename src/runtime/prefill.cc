@@ -158,7 +158,8 @@ std::string prefill_source(const std::string& arch) {
        ir::prefill_softmax_device_functions();
   s += "// Printed from src/ir/prefill_nests.cc (proved by superopt/): do not edit.\n";
   for (const ir::LoopNest* n : {&ir::prefill_embed_nest(), &ir::prefill_rms_norm_nest(), &ir::prefill_argmax_nest(),
-                                &ir::prefill_head_norm_rope_nest(), &ir::prefill_kv_store_nest(),
+                                &ir::prefill_head_rms_norm_nest(), &ir::prefill_head_norm_rope_nest(),
+                                &ir::prefill_kv_store_nest(),
                                 &ir::prefill_kv_shadow_nest(), &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest(),
                                 &ir::prefill_gemm_reduce_nest()})
     s += ir::print(*n);
@@ -323,10 +324,11 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
 
 int prefill_padded_head_dim(const ir::Graph& g) { return padded_head_dim(g.kv_cache.head_dim); }
 
-std::vector<std::pair<int64_t, int64_t>> prefill_rope_shapes(const ir::Graph& g) {
+std::vector<std::pair<int64_t, int64_t>> prefill_head_shapes(const ir::Graph& g) {
   std::set<std::pair<int64_t, int64_t>> shapes;
   for (const ir::Op& op : g.ops)
-    if (op.kind == ir::OpKind::Rope) shapes.insert({op.attrs.num_heads, op.attrs.head_dim});
+    if (op.kind == ir::OpKind::Rope || op.kind == ir::OpKind::HeadRmsNorm)
+      shapes.insert({op.attrs.num_heads, op.attrs.head_dim});
   return {shapes.begin(), shapes.end()};
 }
 
@@ -562,11 +564,10 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           launch_rope(size_t(s.rope_op), cnst(op.weight), float(op.attrs.eps), ptr(s.inputs[0]), out);
           break;
         }
-        const long long units = (long long)nrows(s.output) * op.attrs.num_heads;
         cuda::LaunchConfig c;
-        c.block.x = 256;
-        c.grid.x = unsigned((units * 32 + 255) / 256);
-        cuda::launch_args(k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, units,
+        c.grid.x = unsigned(nrows(s.output));
+        c.block.x = kRowThreads;
+        cuda::launch_args(k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, op.attrs.num_heads,
                           op.attrs.head_dim, float(op.attrs.eps));
         break;
       }

@@ -178,8 +178,9 @@ cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms);
 std::vector<int64_t> prefill_split_counts(const ir::Graph& graph, int64_t max_rows, int num_sms);
 // The attention entry's padded head dimension for the graph (16, 32, 64 or 128; -1: none).
 int prefill_padded_head_dim(const ir::Graph& graph);
-// The (heads, head dim) of every RoPE op of `graph`, each once: pf_head_norm_rope's shapes.
-std::vector<std::pair<int64_t, int64_t>> prefill_rope_shapes(const ir::Graph& graph);
+// The (heads, head dim) of every RoPE and head-norm op of `graph`, each once: the shapes
+// pf_head_norm_rope and pf_head_rms_norm are proved for.
+std::vector<std::pair<int64_t, int64_t>> prefill_head_shapes(const ir::Graph& graph);
 // The kernels that run an op of `kind` in the prefill of `graph` compiled for `arch` (mpk-tune
 // coverage), e.g. "pf_wgmma_128x256 | pf_gemm_64x128 (+ _group, pf_gemm_reduce)"; "view" for
 // last_row.

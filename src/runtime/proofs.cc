@@ -378,7 +378,7 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 }
 
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp,
-                                      const std::vector<std::pair<int64_t, int64_t>>& rope_shapes,
+                                      const std::vector<std::pair<int64_t, int64_t>>& head_shapes,
                                       std::pair<int64_t, int64_t> kv_shape) {
   std::vector<Needed> needed;
   for (int64_t parts : split_counts)
@@ -494,11 +494,16 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                         return superopt::prove_loop_nest(ir::prefill_kv_shadow_nest(), "KV shadow", {{"half", d / 2}});
                       }});
   }
-  for (const auto& [heads, d] : rope_shapes) {
+  for (const auto& [heads, d] : head_shapes) {
     const std::string shape = std::to_string(heads) + " heads of " + std::to_string(d);
     needed.push_back({"prefill head norm and RoPE: its loop nest, " + shape, "prefill nest rope " + shape,
                       [heads = heads, d = d] {
                         return superopt::prove_loop_nest(ir::prefill_head_norm_rope_nest(), "head norm and RoPE",
+                                                         {{"heads", heads}, {"half", d / 2}});
+                      }});
+    needed.push_back({"prefill head norm: its loop nest, " + shape, "prefill nest head norm " + shape,
+                      [heads = heads, d = d] {
+                        return superopt::prove_loop_nest(ir::prefill_head_rms_norm_nest(), "head norm",
                                                          {{"heads", heads}, {"half", d / 2}});
                       }});
   }
@@ -577,7 +582,7 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
 
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms) {
   return prefill_proofs(prefill_split_counts(graph, int64_t(kPrefillChunk), num_sms),
-                        prefill_padded_head_dim(graph), prefill_rope_shapes(graph),
+                        prefill_padded_head_dim(graph), prefill_head_shapes(graph),
                         {graph.kv_cache.num_kv_heads, graph.kv_cache.head_dim});
 }
 

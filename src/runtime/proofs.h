@@ -70,15 +70,15 @@ std::vector<PlanProof> plan_proofs(const std::vector<MkTask>& tasks, const Megak
 // the products), the shared-memory sizes (derived from the tables the kernels are printed
 // from: gemm_tile, kAttention) and the rescale of O (a multiply by the proved factor, written
 // in the kernels). The row kernels' loop nests (ir/prefill_nests.h): embedding, RMSNorm and
-// the argmax scan, SiLU-gating and add for every shape, the head norm and RoPE for each of
-// `rope_shapes` (heads, head dim; every row and position), the KV append for `kv_shape` (KV
+// the argmax scan, SiLU-gating and add for every shape, the head norm with RoPE and without for
+// each of `head_shapes` (heads, head dim; every row and position), the KV append for `kv_shape` (KV
 // heads, head dim; every chunk, capacity and position; none when the KV heads are 0) and the
 // KV shadow for its head dim (every plane, capacity and range of positions).
 std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, int dp,
-                                      const std::vector<std::pair<int64_t, int64_t>>& rope_shapes,
+                                      const std::vector<std::pair<int64_t, int64_t>>& head_shapes,
                                       std::pair<int64_t, int64_t> kv_shape);
 // The same for `graph`'s prefill on a device of num_sms SMs: its split counts for chunks of up to
-// kPrefillChunk rows, its padded head dimension, its RoPE shapes and its KV cache's shape.
+// kPrefillChunk rows, its padded head dimension, its head shapes and its KV cache's shape.
 std::vector<PlanProof> prefill_proofs(const ir::Graph& graph, int num_sms);
 
 // The proofs the top-k draw rests on (kernels/sample.cuh, sample_topk.cuh): its loop nests for

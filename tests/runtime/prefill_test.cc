@@ -323,7 +323,7 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   const ir::Graph g = ir::build(c, DType::BF16);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int64_t> counts = prefill_split_counts(g, 4096, 132);
-  const std::vector<std::pair<int64_t, int64_t>> ropes = prefill_rope_shapes(g);
+  const std::vector<std::pair<int64_t, int64_t>> ropes = prefill_head_shapes(g);
   ASSERT_EQ(ropes, (std::vector<std::pair<int64_t, int64_t>>{{8, 128}, {16, 128}}));  // K and Q
   const std::vector<PlanProof> proofs =
       prefill_proofs(counts, prefill_padded_head_dim(g), ropes, {g.kv_cache.num_kv_heads, g.kv_cache.head_dim});
@@ -337,8 +337,8 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
   // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, split-K
-  // reduce, the KV append and shadow; head norm and RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 8 + ropes.size());
+  // reduce, the KV append and shadow; head norm with and without RoPE per shape)
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 8 + 2 * ropes.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);

@@ -60,6 +60,8 @@ std::vector<Case> cases() {
           // (those past the capacity: none written); proved for head dim 128.
           {&ir::prefill_kv_shadow_nest(), "KV shadow", 7, {{"p", 2}, {"half", 3}, {"cap", 9}, {"from", 2}, {"stride", 5}},
            "len", 10, {{"half", 64}}, 4},
+          {&ir::prefill_head_rms_norm_nest(), "head norm", 11, {{"heads", 3}, {"half", 20}, {"nw", 2}, {"threads", 64}},
+           "row", 4, {{"heads", 32}, {"half", 64}}, 3},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, normed", 31, with(rope, 1), "row", 6,
            {{"heads", 32}, {"half", 64}}, 6},
           {&ir::prefill_head_norm_rope_nest(), "head norm and RoPE, copied", 31, with(rope, 0), "row", 6,

@@ -16,17 +16,12 @@ pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, void* __re
   pf_rms_norm_row(x, w, out, H, eps, bf16);  // ir::prefill_rms_norm_nest
 }
 
-// The same over each head's D-slice: one warp per (row, head), `units` = rows * heads.
-extern "C" __global__ void pf_head_rms_norm(const float* __restrict__ x, const float* __restrict__ w,
-                                            float* __restrict__ out, long long units, int D, float eps) {
-  const long long u = pf_gid() >> 5;
-  const int lane = threadIdx.x & 31;
-  if (u >= units) return;
-  const float* xr = x + u * D;
-  float ss = 0.f;
-  for (int i = lane; i < D; i += 32) ss += xr[i] * xr[i];
-  const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);
-  for (int i = lane; i < D; i += 32) out[u * D + i] = w[i] * (xr[i] * r);
+// The same over each head's D-slice of row blockIdx.x (ir::prefill_head_rms_norm_nest), one CTA
+// of PF_ROW_THREADS per row, a warp per head at a time.
+extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
+pf_head_rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int heads, int D,
+                 float eps) {
+  pf_head_rms_norm_row(x, w, out, heads, D, eps);
 }
 
 // Rotate-half RoPE of every head of row blockIdx.x at position pos0 + blockIdx.x (inv_freq[D /

@@ -288,7 +288,7 @@ const LoopNest& prefill_kv_shadow_nest() {
     };
     m.ranges = {{"plane", elem(0, 0), elem(cap, 0)}};
     // Each pair (position from + jj, element 2 ee) of the plane's positions once and every one,
-    // where they lie inside the capacity (the session's never lie past it).
+    // where the range lies inside the capacity (the session's always does).
     const Cover pair{{{"jj", len}, {"ee", half}}, elem(from + jj, ee * 2), {{"i", jj * half + ee}},
                      {{len - 1, cap - from}}};
     m.accesses = {{"x", "kv", "plane", elem(j, d), true, {pair}}, {"h", "kv16", "plane", elem(j, d), true, {pair}}};

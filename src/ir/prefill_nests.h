@@ -93,7 +93,8 @@ const LoopNest& prefill_kv_store_nest();
 // pf_kv_shadow: the bf16 shadow of positions [from, from + len) of plane p (blockIdx.y: a
 // layer's KV head, keys or values; ir::AttentionRows' kv_elem with the planes as heads, capacity
 // cap, D = 2 half) from its fp32 cache, one element pair per iteration (the grid's threads walk
-// the len half pairs). Positions past the capacity: nothing (the session never asks for them).
+// the len half pairs). A range reaching past the capacity writes nothing at all (the session
+// never asks for one: the launch checks it).
 // Range: the plane. Accesses: the fp32 pair and its bf16 shadow at the same place (each once,
 // every one). Printed as pf_kv_shadow_plane(kv, kv16, cap, D, from, len).
 const LoopNest& prefill_kv_shadow_nest();

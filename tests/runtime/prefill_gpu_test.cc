@@ -16,6 +16,7 @@
 
 #include "gpu_device.h"
 #include "patch_fixture.h"
+#include "ir/prefill_nests.h"
 #include "ref/executor.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/runtime.h"
@@ -424,6 +425,53 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
     check_gemm_tiles(arch, 200, 520, 136);
     check_gemm_tiles(arch, 130, 300, 1048);
     check_gemm_tiles(arch, 1100, 520, 136);
+  }
+}
+
+// The head RMSNorm without RoPE (a norm no model's graph leaves unfused, so no prefill of the
+// fixtures runs it): rows of heads against the formula in double precision, the output poisoned
+// first (an element left unwritten fails).
+TEST(PrefillGpuRows, HeadNormWithoutRopeMatchesTheFormula) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const std::optional<PrefillKernels> kernels = kernels_for(ctx, "sm_80");
+  ASSERT_TRUE(kernels.has_value());
+  cuda::Stream stream(ctx);
+  uint32_t state = 777;
+  auto rnd = [&] {  // xorshift32 in [-1, 1)
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return float(state % 20000) / 10000.f - 1.f;
+  };
+  const float eps = 1e-6f;
+  // More heads than warps (the warps' second pass), a head dim under and over a warp's lanes.
+  for (const auto& [rows, heads, D] : {std::tuple{5, 11, 40}, std::tuple{3, 2, 128}, std::tuple{2, 9, 6}}) {
+    std::vector<float> x(size_t(rows) * heads * D), w(static_cast<size_t>(D));
+    for (auto& v : x) v = rnd();
+    for (auto& v : w) v = 1.f + 0.1f * rnd();
+    cuda::DeviceBuffer dx(ctx, x.size() * 4), dw(ctx, w.size() * 4), dout(ctx, x.size() * 4);
+    dx.upload(x.data(), x.size() * 4);
+    dw.upload(w.data(), w.size() * 4);
+    dout.fill_bytes(0xff);
+    cuda::LaunchConfig c;
+    c.grid.x = unsigned(rows);
+    c.block.x = unsigned(ir::kPrefillRowThreads);
+    cuda::launch_args((*kernels)[PrefillKernels::HeadRmsNorm], c, stream, dx.ptr(), dw.ptr(), dout.ptr(), heads, D, eps);
+    stream.synchronize();
+    std::vector<float> got(x.size());
+    dout.download(got.data(), got.size() * 4);
+    double worst = 0;
+    for (int u = 0; u < rows * heads; ++u) {
+      double ss = 0;
+      for (int i = 0; i < D; ++i) ss += double(x[size_t(u) * D + i]) * x[size_t(u) * D + i];
+      const double r = 1.0 / std::sqrt(ss / D + eps);
+      for (int i = 0; i < D; ++i) {
+        const size_t e = size_t(u) * D + size_t(i);
+        ASSERT_TRUE(std::isfinite(got[e])) << "element " << e << " of " << rows << " x " << heads << " x " << D;
+        worst = std::max(worst, std::abs(got[e] - w[size_t(i)] * (x[e] * r)) / (std::abs(w[size_t(i)] * x[e] * r) + 1e-3));
+      }
+    }
+    EXPECT_LT(worst, 1e-5) << rows << " x " << heads << " x " << D;
+    std::printf("[prefill head norm] %d rows x %d heads x %d: max relative error %.2e\n", rows, heads, D, worst);
   }
 }
 

@@ -65,6 +65,13 @@ TEST(Prefill, TakesBf16ModelsOnly) {
   EXPECT_NE(why.find("silu_mul over rows of " + std::to_string(big.intermediate_size)), std::string::npos) << why;
   big.intermediate_size -= 8 + big.intermediate_size % 8;  // the largest taken (a multiple of 8)
   EXPECT_EQ(prefill_unsupported(ir::build(big, DType::BF16), DType::BF16), "");
+  // More KV cache planes than the KV shadow's grid rows.
+  ir::Graph deep = load("qwen3-bf16").g;
+  deep.kv_cache.num_layers = int(ir::kPrefillMaxPlanes / (2 * deep.kv_cache.num_kv_heads)) + 1;
+  EXPECT_NE(prefill_unsupported(deep, DType::BF16).find("KV cache planes"), std::string::npos)
+      << prefill_unsupported(deep, DType::BF16);
+  deep.kv_cache.num_layers -= 1;
+  EXPECT_EQ(prefill_unsupported(deep, DType::BF16), "");
 }
 
 // The coverage text names the attention entry enqueue_attention launches: the wgmma one on
@@ -107,6 +114,14 @@ TEST(Prefill, HeadNormTakesOnlyARopeOfItsShape) {
   for (const PrefillStep& s : q.steps()) fused += s.rope_op >= 0;
   EXPECT_EQ(ropes, 2 * l.g.config.num_layers);
   EXPECT_EQ(fused, 2 * l.g.config.num_layers);
+  // The head norms left alone are proved for their own shapes, the RoPEs for theirs.
+  const int64_t hq = l.g.config.num_heads, hkv = l.g.config.num_kv_heads, d = l.g.config.head_dim;
+  const std::vector<std::pair<int64_t, int64_t>> want = {{hkv, d}, {hq, d}, {2 * hkv, d / 2}, {2 * hq, d / 2}};
+  std::vector<std::pair<int64_t, int64_t>> got = prefill_head_shapes(g);
+  std::sort(got.begin(), got.end());
+  std::vector<std::pair<int64_t, int64_t>> sorted = want;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(got, sorted);
 }
 
 // Liveness from the steps, independently of the allocator: a tensor lives from the step writing
@@ -323,10 +338,10 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   const ir::Graph g = ir::build(c, DType::BF16);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int64_t> counts = prefill_split_counts(g, 4096, 132);
-  const std::vector<std::pair<int64_t, int64_t>> ropes = prefill_head_shapes(g);
-  ASSERT_EQ(ropes, (std::vector<std::pair<int64_t, int64_t>>{{8, 128}, {16, 128}}));  // K and Q
+  const std::vector<std::pair<int64_t, int64_t>> heads = prefill_head_shapes(g);
+  ASSERT_EQ(heads, (std::vector<std::pair<int64_t, int64_t>>{{8, 128}, {16, 128}}));  // K and Q
   const std::vector<PlanProof> proofs =
-      prefill_proofs(counts, prefill_padded_head_dim(g), ropes, {g.kv_cache.num_kv_heads, g.kv_cache.head_dim});
+      prefill_proofs(counts, prefill_padded_head_dim(g), heads, {g.kv_cache.num_kv_heads, g.kv_cache.head_dim});
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   size_t obligations = 0;
   for (const PlanProof& p : proofs) {
@@ -338,7 +353,7 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
   // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, split-K
   // reduce, the KV append and shadow; head norm with and without RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 8 + 2 * ropes.size());
+  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 8 + 2 * heads.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);

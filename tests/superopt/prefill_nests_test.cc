@@ -56,8 +56,8 @@ std::vector<Case> cases() {
           // 1 .. 9 rows (those past the capacity write nothing); proved for Qwen3's 8 of 128.
           {&ir::prefill_kv_store_nest(), "KV append", 19, {{"Hkv", 2}, {"half", 3}, {"cap", 9}, {"pos0", 2}, {"stride", 5}},
            "T", 10, {{"Hkv", 8}, {"half", 64}}, 2},
-          // The shadow of plane 2 (heads of 6, capacity 9) from position 2: 1 .. 9 positions
-          // (those past the capacity: none written); proved for head dim 128.
+          // The shadow of plane 2 (heads of 6, capacity 9) from position 2: 1 .. 9 positions (a
+          // range past the capacity writes nothing); proved for head dim 128.
           {&ir::prefill_kv_shadow_nest(), "KV shadow", 7, {{"p", 2}, {"half", 3}, {"cap", 9}, {"from", 2}, {"stride", 5}},
            "len", 10, {{"half", 64}}, 4},
           {&ir::prefill_head_rms_norm_nest(), "head norm", 11, {{"heads", 3}, {"half", 20}, {"nw", 2}, {"threads", 64}},

@@ -34,6 +34,16 @@ void grid_strided(LoopNest& m) {
   m.ranges = {{"all", 0, v("n")}};
 }
 
+// A warp's RMSNorm of one head into access `out` (`{out} = ...`): its lanes' strided sum of the
+// squares of {xn}, the warp's butterfly, then each element {xs} scaled by the weight {wn}.
+// The head norm with RoPE and without share it (the same sum order).
+Block head_norm_stmts(const std::string& out) {
+  const IndexExpr lane = v("lane"), D = v("D");
+  return {code("float ss = 0.f;"), loop_from("i", lane, D, 32, {code("ss += {xn} * {xn};")}),
+          code("const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);"),
+          loop_from("i", lane, D, 32, {code("{" + out + "} = {wn} * ({xs} * r);")})};
+}
+
 }  // namespace
 
 const LoopNest& prefill_embed_nest() {
@@ -157,10 +167,7 @@ const LoopNest& prefill_head_norm_rope_nest() {
         let("warp", tid >> 5),
         let("lane", tid & 31),
         loop_from("h", warp, heads, nw,
-                  {guard(0, norm,  // pf_head_rms_norm's sum order: lane-strided, then the butterfly
-                         {code("float ss = 0.f;"), loop_from("i", lane, D, 32, {code("ss += {xn} * {xn};")}),
-                          code("const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);"),
-                          loop_from("i", lane, D, 32, {code("{hw} = {wn} * ({xs} * r);")})}),
+                  {guard(0, norm, head_norm_stmts("hw")),
                    guard(norm, 1, {loop_from("i", lane, D, 32, {code("{hw} = {xc};")})}),
                    code("__syncwarp();"),
                    loop_from("j", lane, half, 32,
@@ -195,10 +202,7 @@ const LoopNest& prefill_head_rms_norm_nest() {
                   {"wn", "w", "weight", i, false, {}},
                   {"y", "out", "row", at, true, {each}}};
     m.body = {let("D", D2), thread("tid"), let("warp", tid >> 5), let("lane", tid & 31),
-              loop_from("h", warp, heads, nw,
-                        {code("float ss = 0.f;"), loop_from("i", lane, D, 32, {code("ss += {xn} * {xn};")}),
-                         code("const float r = 1.0f / sqrtf(pf_warp_sum(ss) / float(D) + eps);"),
-                         loop_from("i", lane, D, 32, {code("{y} = {wn} * ({xs} * r);")})})};
+              loop_from("h", warp, heads, nw, head_norm_stmts("y"))};
     return m;
   }();
   return n;

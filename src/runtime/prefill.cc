@@ -484,8 +484,8 @@ void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream&
   MPK_ICHECK(planes <= ir::kPrefillMaxPlanes && from >= 0 && to <= mem_.kv_capacity)
       << "prefill: shadow of " << planes << " planes, positions " << from << " .. " << to;
   // Launches of at most kPrefillMaxShadowPositions positions (ir::prefill_kv_shadow_nest).
-  for (int p0 = from; p0 < to; p0 += int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions))) {
-    const int len = int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions));
+  for (int p0 = from, len = 0; p0 < to; p0 += len) {
+    len = int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions));
     cuda::LaunchConfig c = elementwise((long long)len * d / 2);
     c.grid.y = unsigned(planes);
     cuda::launch_args(k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);

@@ -656,6 +656,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           const GemmLaunch gl = gemm_launch(m, n, kk, num_sms_);
           const uint64_t res = j == 0 && s.residual >= 0 ? ptr(s.residual) : 0, bias = cnst(mo.bias);
           const uint64_t ws = b.scratch + uint64_t(workspace_offset_), dst = ptr(outs[j]);
+          // The tiles read R and write C as __restrict__ (kernels/prefill_gemm.cuh: pf_tile_store).
+          MPK_ICHECK(res == 0 || res != dst) << "prefill: a residual in its output's memory";
           MPK_ICHECK(gl.splits == 1 || int64_t(gl.splits) * m * n * 4 <= gemm_workspace_bytes(num_sms_))
               << "prefill: K-split workspace";
           const TileGrid tg = tile_grid(gl.grid_m, gl.grid_n);

@@ -33,8 +33,11 @@ bool block_barrier(const std::string& code) {
 
 class Walker {
  public:
-  Walker(z3::context& ctx, const ir::LoopNest& n, std::string suffix, const Env& forced)
-      : ctx_(ctx), n_(n), suffix_(std::move(suffix)), forced_(forced), e32_(ctx, 32), e64_(ctx, 64) {}
+  // closed_exits: a kept loop's exit value as a term (a cover's inverse must name every value);
+  // else a constant the path condition pins (see Stmt::Loop below).
+  Walker(z3::context& ctx, const ir::LoopNest& n, std::string suffix, const Env& forced, bool closed_exits = false)
+      : ctx_(ctx), n_(n), suffix_(std::move(suffix)), forced_(forced), closed_exits_(closed_exits), e32_(ctx, 32),
+        e64_(ctx, 64) {}
 
   std::vector<Use> walk(const Env& params) {
     params_ = &params;
@@ -72,7 +75,7 @@ class Walker {
           auto f = forced_.find(s.var);
           // A Z3 constant of its own per loop: a loop inside another of the same name hides it.
           const std::string name = s.var + "#" + std::to_string(loops_++) + suffix_;
-          const z3::expr v = f != forced_.end() ? f->second : ctx_.int_const(name.c_str());
+          z3::expr v = f != forced_.end() ? f->second : ctx_.int_const(name.c_str());
           // The increment stays inside int (the last value plus the step).
           const z3::expr imax = ctx_.int_val(INT32_MAX);
           if (s.loop == ir::LoopKind::Threads) {
@@ -82,6 +85,11 @@ class Walker {
             const Term step = e32_.encode(s.step, env), start = e32_.encode(s.start, env);
             def = def && step.defined && start.defined && step.value >= 1 && end.value - 1 + step.value <= imax;
             in = v >= start.value && v < end.value && z3::mod(v - start.value, step.value) == 0;
+            if (s.kept && f == forced_.end()) {  // v = start + k step: no modulo (Z3 timed out on it)
+              const z3::expr k = ctx_.int_const((name + "k").c_str());
+              v = start.value + k * step.value;
+              in = k >= 0 && v < end.value;
+            }
           }
           structure_.push_back({cond, def});
           Env inner = env;
@@ -89,6 +97,28 @@ class Walker {
           std::vector<z3::expr> it2 = it;
           it2.push_back(v);
           block(s.body, inner, cond && in, def, it2, out, threaded || s.loop == ir::LoopKind::Threads);
+          if (s.kept) {
+            // From here on the variable holds the value that ended the loop: start when the loop
+            // never ran, else the first start + k step at or past the end. As a constant pinned
+            // by the path condition where every value is quantified alike (the closed form's
+            // division made Z3 time out on a nest's `once`); as the closed form where a cover
+            // must reach a point.
+            if (closed_exits_) {
+              const Term t = e32_.encode(s.start + (ir::max(s.expr - s.start, 0) + s.step - 1) / s.step * s.step, env);
+              structure_.push_back({cond, def && t.defined});
+              defined = def && t.defined;
+              env.insert_or_assign(s.var, t.value);
+            } else {
+              const Term step = e32_.encode(s.step, env), start = e32_.encode(s.start, env);
+              const std::string xname = s.var + "#exit" + std::to_string(loops_++) + suffix_;
+              const z3::expr k = ctx_.int_const(xname.c_str()), x = start.value + k * step.value;
+              cond = cond && k >= 0 &&
+                     ((end.value <= start.value && k == 0) ||
+                      (end.value > start.value && x >= end.value && x - step.value < end.value));
+              defined = def;
+              env.insert_or_assign(s.var, x);
+            }
+          }
           break;
         }
         case ir::Stmt::Let: {
@@ -151,6 +181,7 @@ class Walker {
   const ir::LoopNest& n_;
   std::string suffix_;
   const Env& forced_;
+  const bool closed_exits_;
   Encoder e32_, e64_;
   std::vector<std::pair<z3::expr, z3::expr>> structure_;
   const Env* params_ = nullptr;
@@ -269,7 +300,7 @@ ProofRecord prove_loop_nest(const ir::LoopNest& nest, const std::string& what,
         forced.insert_or_assign(var, t.value);
         def = def && t.defined;
       }
-      Walker inv(ctx, nest, "", forced);
+      Walker inv(ctx, nest, "", forced, true);
       const Term expect = inv.wide(c.expect, point), expect_array = inv.wide(c.expect_array, point);
       Obligation cover{acc.name + " cover " + std::to_string(k) + " (every point reached through the inverse)",
                        "proved", 0, ""};

@@ -16,27 +16,25 @@ IndexExpr v(const char* name) { return IndexExpr::var(name); }
 Param rows_param() { return {"R", "R_", 1, 8}; }
 Param lanes_param() { return {"threads", "32", 32, 32}; }
 
-// One round of a warp's dot products (U vectors per row and lane, 32 apart, from the vector at
-// offset c0 of the part): the products from registers `src`, those past the part skipped when
+// One round of a warp's dot products (U vectors per row and lane, 32 apart, from the lane's
+// vector i): the products from registers `src`, those at or past the part's end v1 skipped when
 // `partial`; the round's registers from the weights, all R U loads before any is used (decode is
 // bound by the bytes in flight), those past the part zero when `partial`.
 struct DotRound {
-  IndexExpr N, U, R, V, c0 = IndexExpr::var("c0"), i = IndexExpr::var("i"), j = IndexExpr::var("j");
-  // Load j of the round (i = v0 + c0 + lane: the lane's first vector), and its offset in the part
-  // (the guards use the offset, as the prover needs them).
+  IndexExpr N, U, R, V, i = IndexExpr::var("i"), j = IndexExpr::var("j"), v1 = IndexExpr::var("v1");
+  // Load j of the round.
   IndexExpr vec() const { return i + 32 * j; }
-  IndexExpr at() const { return c0 + 32 * j + IndexExpr::var("lane"); }
   Stmt dots(const char* src, bool partial) const {
     Block row = {loop("r", LoopKind::Unrolled, R, 1,
                       {code("float f[V];"), code(std::string("MkW<DT>::unpack({") + src + "}, f);"),
                        loop("e", LoopKind::Unrolled, V, 1, {code("{acc} = mk_dp_step({acc}, {f}, {x});")})})};
-    return loop("j", LoopKind::Unrolled, U, 1, partial ? Block{guard(at(), N, row)} : row);
+    return loop("j", LoopKind::Unrolled, U, 1, partial ? Block{guard(vec(), v1, row)} : row);
   }
   Stmt loads(bool partial) const {
     const Stmt load = code("{u} = mk_ld_w<Smem>(&{w});");
     return loop("r", LoopKind::Unrolled, R, 1,
                 {loop("j", LoopKind::Unrolled, U, 1,
-                      partial ? Block{code("{u} = make_uint4(0u, 0u, 0u, 0u);"), guard(at(), N, {load})}
+                      partial ? Block{code("{u} = make_uint4(0u, 0u, 0u, 0u);"), guard(vec(), v1, {load})}
                               : Block{load})});
   }
 };
@@ -102,13 +100,13 @@ const LoopNest& linear_stage_nest() {
 const LoopNest& linear_dot_nest() {
   static const LoopNest n = [] {
     const IndexExpr v0 = v("v0"), N = v("n"), F = v("F"), U = v("U"), R = v("R"), V = v("V");
-    const IndexExpr lane = v("lane"), E = v("E"), c = v("c"), c0 = v("c0"), j = v("j"), r = v("r");
+    const IndexExpr lane = v("lane"), i = v("i"), v1 = v("v1"), j = v("j"), r = v("r");
     const IndexExpr rr = v("rr"), jj = v("jj");
     const IndexExpr round = 32 * U;  // vectors a round, per row
     const DotRound d{N, U, R, V};
     // The loop values that reach the part's vector at offset o of row rr.
     auto at_offset = [&](const IndexExpr& o) -> std::map<std::string, IndexExpr> {
-      return {{"r", rr}, {"j", o % round / 32}, {"lane", o % 32}, {"c", o / round * round - F}};
+      return {{"r", rr}, {"j", o % round / 32}, {"lane", o % 32}, {"i", v0 + o / round * round + o % 32}};
     };
     LoopNest m;
     m.signature = "template <int DT, int R_, bool Smem>\n__device__ __forceinline__ void mk_dot_vecs("
@@ -137,18 +135,17 @@ const LoopNest& linear_dot_nest() {
     const Cover terms{{{"rr", R}, {"jj", N}, {"ee", V}}, (v0 + jj) * V + ee, term_at, {}, rr};
     for (const Access& a : dot_accesses(d.vec(), V, R, terms)) m.accesses.push_back(a);
     m.body = {thread("lane", "threadIdx.x & 31"),
-              let("E", N - 32 * (U - 1) - lane),  // the round at offset c0 < E is whole in this lane
+              let("v1", v0 + N),
               // The first round from registers: register (r, j) holds the vector v0 + 32 j + lane
               // of row r (linear_dot_first_nest).
-              guard(0, F, {let("c0", 0), let("i", v0 + c0 + lane), d.dots("pre", true)}),
-              loop("c", LoopKind::Serial, E - F, round,
-                   {let("c0", F + c), let("i", v0 + c0 + lane), code("uint4 u[R][U];"), d.loads(false),
-                    let("vr", v0 + c0), let("ve", v0 + N),
-                    code("if (MK_PREFETCH_ROUNDS > 0 && !Smem) mk_prefetch_round<R>(w, vr, ve, MK_PREFETCH_ROUNDS);"),
-                    d.dots("u", false)}),
-              // The partial round after the whole ones, if the lane has vectors left.
-              let("c0", F + (max(E - F, 0) + round - 1) / round * round), let("i", v0 + c0 + lane),
-              guard(c0 + lane, N, {code("uint4 u[R][U];"), d.loads(true), d.dots("u", true)})};
+              guard(0, F, {let("i", v0 + lane), d.dots("pre", true)}),
+              // The whole rounds, then the lane's partial one where they stopped, if it has
+              // vectors left.
+              loop_kept("i", v0 + F + lane, v1 - 32 * (U - 1), round,
+                        {code("uint4 u[R][U];"), d.loads(false), let("vr", i - lane), let("ve", v1),
+                         code("if (MK_PREFETCH_ROUNDS > 0 && !Smem) mk_prefetch_round<R>(w, vr, ve, MK_PREFETCH_ROUNDS);"),
+                         d.dots("u", false)}),
+              guard(i, v1, {code("uint4 u[R][U];"), d.loads(true), d.dots("u", true)})};
     return m;
   }();
   return n;

@@ -24,6 +24,9 @@ class Printer {
         if (s.loop == LoopKind::Threads) {
           out += pad + "for (int " + v + " = " + n_.thread_index + "; " + v + " < " + e + "; " + v + " += " + n_.threads +
                  ") {\n";
+        } else if (s.kept) {
+          out += pad + "int " + v + " = " + to_c(s.start, CType::Int) + ";\n";
+          out += pad + "for (; " + v + " < " + e + "; " + v + " += " + to_c(s.step, CType::Int) + ") {\n";
         } else {
           if (s.loop == LoopKind::Unrolled) out += pad + "#pragma unroll\n";
           out += pad + "for (int " + v + " = " + to_c(s.start, CType::Int) + "; " + v + " < " + e + "; " + v + " += " + to_c(s.step, CType::Int) +

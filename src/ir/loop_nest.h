@@ -30,6 +30,7 @@ struct Stmt {
                                   // Thread: the C of the thread's index
   std::vector<Stmt> body;         // Loop, If
   IndexExpr start = 0;            // Loop (Serial, Unrolled): the first value
+  bool kept = false;              // Loop (Serial): its variable stays in scope after it (loop_kept)
 };
 using Block = std::vector<Stmt>;
 
@@ -42,6 +43,16 @@ inline Stmt loop(std::string var, LoopKind kind, IndexExpr end, IndexExpr step, 
 inline Stmt loop_from(std::string var, IndexExpr start, IndexExpr end, IndexExpr step, Block body) {
   Stmt s = loop(std::move(var), LoopKind::Serial, std::move(end), std::move(step), std::move(body));
   s.start = std::move(start);
+  return s;
+}
+// loop_from whose variable stays in scope after the loop, holding the value that ended it: start
+// + ceil(max(end - start, 0) / step) step. A round after the loop then
+// starts where the loop stopped, from the one register the loop counts in; a closed form of the
+// same value keeps its terms live across the loop, and ptxas, short of registers, spread a
+// round's loads among its uses.
+inline Stmt loop_kept(std::string var, IndexExpr start, IndexExpr end, IndexExpr step, Block body) {
+  Stmt s = loop_from(std::move(var), std::move(start), std::move(end), std::move(step), std::move(body));
+  s.kept = true;
   return s;
 }
 inline Stmt let(std::string var, IndexExpr value) {

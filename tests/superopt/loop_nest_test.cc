@@ -209,21 +209,21 @@ TEST(LoopNestProofs, TheLinearDotProductsAreProvedForEveryPart) {
   EXPECT_TRUE(brute_force(ir::linear_dot_scalar_nest(), {{"k0", 3}, {"R", 2}, {"threads", 32}}, "n", 100));
   // Rounds from 0 with the first in registers: the first round's weights counted twice.
   ir::LoopNest twice = ir::linear_dot_nest();
-  ASSERT_EQ(twice.body[3].var, "c");
-  twice.body[3].body[0].expr = IndexExpr::var("c");
+  ASSERT_EQ(twice.body[3].var, "i");
+  twice.body[3].start = IndexExpr::var("v0") + IndexExpr::var("lane");
   const ProofRecord r = prove_loop_nest(twice, "linear dot", {{"F", 128}, {"U", 4}, {"R", 2}, {"V", 8}});
   EXPECT_NE(failed(r).find("w inside rest"), std::string::npos) << failed(r);
   // Products dropped: a whole round's last load never multiplied, the first round's registers
   // never used. The loads are all there; the input's cover (every row's every element reached
   // by a product) refutes both.
   ir::LoopNest short_round = ir::linear_dot_nest();
-  ASSERT_EQ(short_round.body[3].body[7].var, "j");
-  short_round.body[3].body[7].expr = IndexExpr::var("U") - 1;
+  ASSERT_EQ(short_round.body[3].body[5].var, "j");
+  short_round.body[3].body[5].expr = IndexExpr::var("U") - 1;
   const ProofRecord s = prove_loop_nest(short_round, "linear dot", {{"F", 0}, {"U", 4}, {"R", 2}, {"V", 8}});
   EXPECT_NE(failed(s).find("x cover"), std::string::npos) << failed(s);
   ir::LoopNest unused = ir::linear_dot_nest();
-  ASSERT_EQ(unused.body[2].body[2].var, "j");
-  unused.body[2].body[2].expr = 0;
+  ASSERT_EQ(unused.body[2].body[1].var, "j");
+  unused.body[2].body[1].expr = 0;
   const ProofRecord u = prove_loop_nest(unused, "linear dot", {{"F", 128}, {"U", 4}, {"R", 2}, {"V", 8}});
   EXPECT_NE(failed(u).find("x cover"), std::string::npos) << failed(u);
 }
@@ -501,11 +501,11 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
   // the round's first use of one.
   const std::string d = ir::print(ir::linear_dot_nest());
   EXPECT_NE(d.find("  const int lane = threadIdx.x & 31;\n"), std::string::npos) << d;
-  const size_t round = d.find("for (int c = 0; c < (E - F); c += (32 * U)) {");
+  const size_t round = d.find("  int i = ((v0 + F) + lane);\n  for (; i < (v1 - (32 * (U - 1))); i += (32 * U)) {");
   ASSERT_NE(round, std::string::npos) << d;
   const size_t load = d.find("u[r][j] = mk_ld_w<Smem>(&((const uint4*)w[r])[(i + (32 * j))]);", round);
   const size_t use = d.find("MkW<DT>::unpack(u[r][j], f);", round);
-  const size_t tail = d.find("const int c0 = (F + ((", round);  // the partial round's
+  const size_t tail = d.find("  if (i < v1) {", round);  // the partial round, where the whole ones stopped
   EXPECT_LT(load, use) << d;
   EXPECT_LT(d.rfind("mk_ld_w", tail), use) << "a whole round's load after its first use";
   // The attention pass: the warp and lane by shift and mask, the warp's positions from its own;

@@ -24,13 +24,15 @@ void run(const ir::LoopNest& n, const ir::Block& b, ir::IndexEnv env, const std:
         const int64_t end = ir::eval(s.expr, env), step = s.loop == ir::LoopKind::Threads ? 1 : ir::eval(s.step, env);
         const int64_t start = s.loop == ir::LoopKind::Threads ? 0 : ir::eval(s.start, env);
         MPK_CHECK(step >= 1, InvalidArgument) << "a loop that never ends";
-        for (int64_t v = start; v < end; v += step) {
+        int64_t v = start;
+        for (; v < end; v += step) {
           ir::IndexEnv inner = env;
           inner[s.var] = v;
           std::vector<int64_t> it2 = it;
           it2.push_back(v);
           run(n, s.body, inner, it2, hits);
         }
+        if (s.kept) env[s.var] = v;  // the value that ended it, as the printed loop leaves it
         break;
       }
       case ir::Stmt::Let: env[s.var] = ir::eval(s.expr, env); break;

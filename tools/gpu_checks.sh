@@ -12,6 +12,11 @@
 # watchdog counts the time another context holds the GPU. GPU_CHECKS_CPU=0 leaves out the CPU
 # tests (CI runs them on every change); GPU_CHECKS_GPU=0 the GPU tests and GPU_CHECKS_SAN=0 the
 # sanitizer runs, so that one GPU machine call can take each part within its time limit.
+# Making build-gpu: configure and build in /work/main/build (the paths ctest records), run
+# `ctest --test-dir build -N -L gpu` there (the GPU tests' lists, which this machine's CMake
+# cannot make), then copy build to build-gpu, drop objects and static libraries, strip, and
+# bundle its libraries (shared/device/bundle.sh, without libmpk: LD_LIBRARY_PATH would put it
+# before another build's own).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -22,6 +27,15 @@ if [ -d build-gpu ]; then rm -rf build && mv build-gpu build; fi
 # The copy may not keep modification times: mark the gtest test lists as up to date, or ctest
 # would re-run discovery with the CMake modules of the build machine.
 find build -name "*_tests.cmake" -exec touch {} +
+if ! grep -qx "# Build directory: /work/main/build" build/CTestTestfile.cmake 2>/dev/null; then
+  echo "gpu_checks: build/ was not configured as /work/main/build: ctest would find none of its tests" \
+    "(see this script's header)" >&2
+  exit 2
+fi
+if [ -z "$(find build -name "*gpu_tests*_tests.cmake" | head -1)" ]; then
+  echo "gpu_checks: build/ holds no GPU test lists: run ctest -N -L gpu in it before copying" >&2
+  exit 2
+fi
 export LD_LIBRARY_PATH=$root/build/devlibs:${LD_LIBRARY_PATH:-}
 out=${OUT:-/tmp}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv | tee "$out/gpu.txt"

@@ -78,17 +78,20 @@ class Walker {
           z3::expr v = f != forced_.end() ? f->second : ctx_.int_const(name.c_str());
           // The increment stays inside int (the last value plus the step).
           const z3::expr imax = ctx_.int_val(INT32_MAX);
+          // A serial loop's first value and step (a block-strided loop's are the thread and the
+          // block, below).
+          const Term step = e32_.encode(s.step, env), start = e32_.encode(s.start, env);
           if (s.loop == ir::LoopKind::Threads) {
             in = v >= 0 && v < end.value;
             def = def && end.value - 1 + threads_ <= imax;
           } else {
-            const Term step = e32_.encode(s.step, env), start = e32_.encode(s.start, env);
             def = def && step.defined && start.defined && step.value >= 1 && end.value - 1 + step.value <= imax;
-            in = v >= start.value && v < end.value && z3::mod(v - start.value, step.value) == 0;
             if (s.kept && f == forced_.end()) {  // v = start + k step: no modulo (Z3 timed out on it)
               const z3::expr k = ctx_.int_const((name + "k").c_str());
               v = start.value + k * step.value;
               in = k >= 0 && v < end.value;
+            } else {
+              in = v >= start.value && v < end.value && z3::mod(v - start.value, step.value) == 0;
             }
           }
           structure_.push_back({cond, def});
@@ -109,7 +112,6 @@ class Walker {
               defined = def && t.defined;
               env.insert_or_assign(s.var, t.value);
             } else {
-              const Term step = e32_.encode(s.step, env), start = e32_.encode(s.start, env);
               const std::string xname = s.var + "#exit" + std::to_string(loops_++) + suffix_;
               const z3::expr k = ctx_.int_const(xname.c_str()), x = start.value + k * step.value;
               cond = cond && k >= 0 &&

@@ -43,7 +43,7 @@ std::string ProofRecord::to_json() const {
   j["proved"] = proved();
   j["obligations"] = nlohmann::json::array();
   for (const Obligation& o : obligations) {
-    nlohmann::json x = {{"name", o.name}, {"result", o.result}, {"ms", o.ms}};
+    nlohmann::json x = {{"name", o.name}, {"result", o.result}, {"ms", o.ms}, {"work", o.work}};
     if (!o.counterexample.empty()) x["counterexample"] = o.counterexample;
     j["obligations"].push_back(x);
   }

@@ -1,6 +1,6 @@
 // Proofs about index expressions (ir/index_expr.h) with Z3. Encoding: integers, C truncating
 // division and remainder, every intermediate value inside int64 as a side condition,
-// quantifier-free. Each query has a time limit; unknown counts as not proved.
+// quantifier-free. Each query has a limit on Z3's work (z3_check.h); unknown counts as not proved.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,7 @@ struct Obligation {
   std::string result;          // "proved", "refuted" or "unknown"
   double ms = 0;
   std::string counterexample;  // "c=1 len=3 parts=2 ..." when refuted
+  uint64_t work = 0;           // Z3's resource count for the query (z3_check.h: the limit)
 };
 
 struct ProofRecord {

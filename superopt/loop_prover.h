@@ -2,7 +2,7 @@
 // description the kernel is printed from. Encoding as index_prover.h: integers with C truncating
 // division and remainder; the loops, lets and guards in int, the accesses' indices in their
 // type (Access::type), every intermediate inside its type as a side condition; quantifier-free;
-// a time limit per query. A Threads loop's variable
+// a work limit per query (z3_check.h). A Threads loop's variable
 // ranges over [0, end), each value taken once (thread t takes t, t + threads, ...: the values
 // of [0, end) and each by one thread and step, when the nest runs on `threads` threads whose
 // thread_index takes 0 .. threads - 1: the caller's contract); a Serial or Unrolled one's over the multiples of its

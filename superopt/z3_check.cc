@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <condition_variable>
 #include <map>
 #include <mutex>
@@ -12,7 +13,7 @@
 namespace mpk::superopt {
 namespace {
 
-// The time limit of every query, by one thread of ours that interrupts a query's context at its
+// The wall-clock limit of every query, by one thread of ours that interrupts a query's context at its
 // deadline: Z3's own "timeout" runs its timer on a thread pool that can deadlock (scoped_timer,
 // Z3 4.8.12 as Debian 12 ships it; a test hung in it), and a thread per query meant hundreds of
 // thread starts per model load. Queries run on many threads at once (one context each).
@@ -91,16 +92,38 @@ class Watchdog {
   std::thread thread_;  // last: started once the members it uses exist
 };
 
+// Z3's resource count on ctx so far (the solver reports its context's).
+uint64_t work_done(const z3::solver& s) {
+  const z3::stats st = s.statistics();
+  for (unsigned i = 0; i < st.size(); ++i)
+    if (st.key(i) == "rlimit count") return st.is_uint(i) ? st.uint_value(i) : uint64_t(st.double_value(i));
+  return 0;
+}
+
 }  // namespace
 
 Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
                  const z3::expr& goal, const std::vector<z3::expr>& shown, unsigned timeout_ms) {
+  const uint64_t work = std::min<uint64_t>(uint64_t(timeout_ms) * kWorkPerMs, UINT32_MAX);
+  const uint64_t wall = std::min<uint64_t>(uint64_t(timeout_ms) * kWallFactor, UINT32_MAX);
+  return check_limits(ctx, name, assumptions, goal, shown, std::max<uint64_t>(work, 1), unsigned(wall));
+}
+
+Obligation check_limits(z3::context& ctx, const std::string& name, const z3::expr& assumptions,
+                        const z3::expr& goal, const std::vector<z3::expr>& shown, uint64_t work_limit,
+                        unsigned wall_ms) {
+  MPK_CHECK(work_limit <= UINT32_MAX, InvalidArgument) << name << ": a work limit above 2^32 - 1";
   const auto t0 = std::chrono::steady_clock::now();
   Obligation o;
   o.name = name;
   z3::solver s(ctx);
   s.add(assumptions);
   s.add(!goal);
+  // The count is the context's, and the limit counts from where the check starts.
+  z3::params limit(ctx);
+  limit.set("rlimit", unsigned(work_limit));
+  s.set(limit);
+  const uint64_t work0 = work_done(s);
   Watchdog& w = Watchdog::instance();
   // Armed just before the check (which clears a stale interrupt as it starts); disarmed on every
   // path, so that the watchdog never interrupts a context after it is gone.
@@ -113,8 +136,8 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
       return fired;
     }
     ~Armed() { disarm(); }
-  } armed{w, w.arm(ctx, std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms))};
-  const std::string over = "over the time limit of " + std::to_string(timeout_ms) + " ms";
+  } armed{w, w.arm(ctx, std::chrono::steady_clock::now() + std::chrono::milliseconds(wall_ms))};
+  const std::string over = "over the wall-clock limit of " + std::to_string(wall_ms) + " ms";
   try {
     const z3::check_result result = s.check();
     const bool timed_out = armed.disarm();
@@ -135,6 +158,8 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
       default:
         o.result = "unknown";
         o.counterexample = timed_out ? over : s.reason_unknown();
+        if (!timed_out && o.counterexample.find("resource limit") != std::string::npos)
+          o.counterexample = "over the work limit of " + std::to_string(work_limit) + " units";
         break;
     }
   } catch (const z3::exception& e) {
@@ -154,6 +179,10 @@ Obligation check(z3::context& ctx, const std::string& name, const z3::expr& assu
     }
   }
   o.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  try {
+    o.work = work_done(s) - work0;
+  } catch (const z3::exception&) {  // a context interrupted as it returned; the work is unknown
+  }
   return o;
 }
 

@@ -486,7 +486,7 @@ TEST_F(CliTest, CandidatesCarryTheirFiguresAndVerdicts) {
   EXPECT_GT(c[0].at("obligations").get<int>(), 0);
   for (const auto& x : c) {
     const std::string v = x.at("verdict");
-    // "not proved": a proof over its time limit rejects a candidate too (seen on a loaded
+    // "not proved": a proof over its limit rejects a candidate too (seen on a loaded
     // machine under the sanitizers); the proofs' own tests judge the formulas.
     EXPECT_TRUE(v == "pass" || v.rfind("spills ", 0) == 0 || v.rfind("shared memory ", 0) == 0 ||
                 v.rfind("invalid: ", 0) == 0 || v.rfind("cannot implement: ", 0) == 0 ||

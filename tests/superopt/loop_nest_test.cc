@@ -650,7 +650,7 @@ TEST(LoopNestProofs, MutantsOfTheFoldsColumnsAgreeWithRunningThem) {
 
 TEST(LoopNestProofs, MutantsOfTheLinearInputStagingAgreeWithRunningIt) {
   for (int64_t W : {1, 4}) {
-    // The nest itself proves in the mutants' setting (any length, the mutants' time limit), so a
+    // The nest itself proves in the mutants' setting (any length, the mutants' limit), so a
     // refuted mutant is refuted for its change, not for the prover's limits.
     EXPECT_TRUE(prove_loop_nest(ir::linear_stage_nest(), "linear stage", {{"W", W}, {"U", 2}, {"threads", 3}}, 300)
                     .proved());

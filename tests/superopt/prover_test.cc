@@ -89,21 +89,46 @@ TEST(IndexProver, SmallDomainsStillProve) {
   EXPECT_TRUE(prove_even_split(ir::even_split_formula(), 0, 1).proved());
 }
 
-// A query Z3 cannot settle (no positive cubes x^3 + y^3 = z^3, over the integers) ends at its
-// time limit as not proved, and the context answers the next query (the limit is a watchdog's
-// interrupt, not Z3's own timer).
-TEST(IndexProver, AQueryPastItsTimeLimitIsUnknown) {
+// A query Z3 cannot settle in time (no positive cubes x^3 + y^3 = z^3 with x, y < 2,000) ends
+// at its limit as not proved, and the context answers the next query. The limit is on Z3's
+// work: the same query stops after the same count in any context, whatever the machine's load.
+TEST(IndexProver, AQueryPastItsWorkLimitIsUnknownAfterTheSameWork) {
+  auto cubes = [](z3::context& ctx) {
+    const z3::expr x = ctx.int_const("x"), y = ctx.int_const("y"), z = ctx.int_const("z");
+    return check_limits(ctx, "cubes", x >= 1 && y >= 1 && z >= 1 && x < 2000 && y < 2000,
+                        x * x * x + y * y * y != z * z * z, {x, y, z}, 1'000'000, 600'000);
+  };
+  z3::context ctx;
+  const Obligation o = cubes(ctx);
+  EXPECT_EQ(o.result, "unknown") << o.counterexample;
+  EXPECT_EQ(o.counterexample, "over the work limit of 1000000 units");
+  EXPECT_GE(o.work, 1'000'000u);
+  EXPECT_LT(o.work, 1'010'000u);
+  std::printf("stopped after %.0f ms and %llu units\n", o.ms, (unsigned long long)o.work);
+  const z3::expr x = ctx.int_const("x");
+  const Obligation trivial = check(ctx, "then a trivial one", x >= 1, x >= 0, {x}, 300);
+  EXPECT_EQ(trivial.result, "proved");
+  EXPECT_GT(trivial.work, 0u);
+  EXPECT_LT(trivial.work, 300 * kWorkPerMs);
+  z3::context other;
+  EXPECT_EQ(cubes(other).work, o.work);
+}
+
+// The wall clock backs the work limit up: a watchdog's interrupt, not Z3's own timer.
+TEST(IndexProver, AQueryPastItsWallClockIsUnknown) {
   z3::context ctx;
   const z3::expr x = ctx.int_const("x"), y = ctx.int_const("y"), z = ctx.int_const("z");
-  const Obligation o = check(ctx, "cubes", x >= 1 && y >= 1 && z >= 1, x * x * x + y * y * y != z * z * z, {x, y, z}, 300);
+  const Obligation o = check_limits(ctx, "cubes", x >= 1 && y >= 1 && z >= 1, x * x * x + y * y * y != z * z * z,
+                                    {x, y, z}, 0, 300);
   EXPECT_EQ(o.result, "unknown") << o.counterexample;
-  EXPECT_EQ(o.counterexample, "over the time limit of 300 ms");
-  std::printf("interrupted after %.0f ms (limit 300): %s\n", o.ms, o.counterexample.c_str());
+  EXPECT_EQ(o.counterexample, "over the wall-clock limit of 300 ms");
+  std::printf("interrupted after %.0f ms (wall-clock limit 300)\n", o.ms);
   EXPECT_EQ(check(ctx, "then a trivial one", x >= 1, x >= 0, {x}, 300).result, "proved");
 }
 
 // Queries on several threads at once (a context each) share the one watchdog: each undecidable
-// query ends at its own limit, each decidable one is answered, interleaved in any order.
+// query ends at its own wall-clock limit, each decidable one is answered, interleaved in any
+// order.
 TEST(IndexProver, ConcurrentQueriesEachKeepTheirLimit) {
   std::vector<std::string> results(8);
   std::vector<std::thread> threads;
@@ -111,13 +136,14 @@ TEST(IndexProver, ConcurrentQueriesEachKeepTheirLimit) {
     threads.emplace_back([&results, i] {
       z3::context ctx;
       const z3::expr x = ctx.int_const("x"), y = ctx.int_const("y"), z = ctx.int_const("z");
-      results[size_t(2 * i)] = check(ctx, "cubes", x >= 1 && y >= 1 && z >= 1,
-                                     x * x * x + y * y * y != z * z * z, {}, 100 + 50 * unsigned(i)).result;
+      results[size_t(2 * i)] = check_limits(ctx, "cubes", x >= 1 && y >= 1 && z >= 1,
+                                            x * x * x + y * y * y != z * z * z, {}, 0, 100 + 50 * unsigned(i))
+                                   .counterexample;
       results[size_t(2 * i + 1)] = check(ctx, "trivial", x >= 1, x >= 0, {}, 100).result;
     });
   for (std::thread& t : threads) t.join();
   for (int i = 0; i < 4; ++i) {
-    EXPECT_EQ(results[size_t(2 * i)], "unknown") << i;
+    EXPECT_EQ(results[size_t(2 * i)], "over the wall-clock limit of " + std::to_string(100 + 50 * i) + " ms") << i;
     EXPECT_EQ(results[size_t(2 * i + 1)], "proved") << i;
   }
 }

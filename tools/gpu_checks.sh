@@ -11,7 +11,9 @@
 # sanitizer runs at once: a kernel under racecheck is slow, and the megakernel's 5 s deadlock
 # watchdog counts the time another context holds the GPU. GPU_CHECKS_CPU=0 leaves out the CPU
 # tests (CI runs them on every change); GPU_CHECKS_GPU=0 the GPU tests and GPU_CHECKS_SAN=0 the
-# sanitizer runs, so that one GPU machine call can take each part within its time limit.
+# sanitizer runs, so that one GPU machine call can take each part within its time limit;
+# GPU_CHECKS_FILTER (a ctest -R regex) runs only the GPU tests it matches, to split them over
+# calls (`ctest -N -L gpu` lists their names).
 # Making build-gpu: configure and build in /work/main/build (the paths ctest records), run
 # `ctest --test-dir build -N -L gpu` there (the GPU tests' lists, which this machine's CMake
 # cannot make), then copy build to build-gpu, drop objects and static libraries, strip, and
@@ -47,10 +49,16 @@ if [ "${GPU_CHECKS_CPU:-1}" != 0 ]; then
   grep -E "tests passed|tests failed|Skipped|Failed|\(Failed\)" "$out/ctest.log" | head -40
 fi
 if [ "${GPU_CHECKS_GPU:-1}" != 0 ]; then
-  ctest --test-dir /work/main/build --timeout 300 -L gpu -E "^TuneGpu" -V -j "$jobs" > "$out/ctest_gpu.log" 2>&1
-  echo "gpu-labelled ctest exit: $? ($jobs at once)"
-  ctest --test-dir /work/main/build --timeout 300 -L gpu -R "^TuneGpu" -V >> "$out/ctest_gpu.log" 2>&1
-  echo "gpu-labelled ctest, the search's tests alone: exit $?"
+  filter=${GPU_CHECKS_FILTER:-.}
+  ctest --test-dir /work/main/build --timeout 300 -L gpu -R "$filter" -E "^TuneGpu" -V -j "$jobs" \
+    > "$out/ctest_gpu.log" 2>&1
+  echo "gpu-labelled ctest exit: $? ($jobs at once; filter $filter)"
+  tune=$(ctest --test-dir /work/main/build -N -L gpu -R "$filter" |
+    sed -n 's/.*Test *#[0-9]*: \(TuneGpu\.[^ ]*\)$/\1/p' | sed 's/\./\\./g' | paste -sd'|')
+  if [ -n "$tune" ]; then
+    ctest --test-dir /work/main/build --timeout 300 -L gpu -R "^($tune)\$" -V >> "$out/ctest_gpu.log" 2>&1
+    echo "gpu-labelled ctest, the search's tests alone: exit $?"
+  fi
   echo "tests OK: $(grep -cE '^\s*[0-9]+: \[ +OK +\]' "$out/ctest_gpu.log")"
   grep -E "^\s*[0-9]+: \[ +(FAILED|SKIPPED) +\]|tests passed|tests failed|\((Failed|Timeout)\)" \
     "$out/ctest_gpu.log" | head -40

@@ -13,8 +13,8 @@
 namespace mpk::superopt {
 namespace {
 
-// The wall-clock limit of every query, by one thread of ours that interrupts a query's context at its
-// deadline: Z3's own "timeout" runs its timer on a thread pool that can deadlock (scoped_timer,
+// The wall-clock limit of every query, by one thread of ours that interrupts a query's context at
+// its deadline: Z3's own "timeout" runs its timer on a thread pool that can deadlock (scoped_timer,
 // Z3 4.8.12 as Debian 12 ships it; a test hung in it), and a thread per query meant hundreds of
 // thread starts per model load. Queries run on many threads at once (one context each).
 class Watchdog {

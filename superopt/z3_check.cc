@@ -157,9 +157,13 @@ Obligation check_limits(z3::context& ctx, const std::string& name, const z3::exp
       }
       default:
         o.result = "unknown";
-        o.counterexample = timed_out ? over : s.reason_unknown();
-        if (!timed_out && o.counterexample.find("resource limit") != std::string::npos)
+        // The count, not Z3's wording of the reason, says whether the work limit stopped it.
+        if (timed_out)
+          o.counterexample = over;
+        else if (work_done(s) - work0 >= work_limit)
           o.counterexample = "over the work limit of " + std::to_string(work_limit) + " units";
+        else
+          o.counterexample = s.reason_unknown();
         break;
     }
   } catch (const z3::exception& e) {

@@ -122,6 +122,12 @@ constexpr GemmTile kLargeTile{"pf_gemm_128x256", 128, 256, 64, 2, 4, 3, false};
 constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6, false};
 constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true, 1};  // printed as PF_WG_*
 static_assert(kWgmmaTile.bm == kLargeTile.bm && kWgmmaTile.bn == kLargeTile.bn, "gemm_launch sizes either");
+// The same tile 128 columns wide, for grids whose last wave of 256-column tiles is short
+// (wgmma_group_tile); its ring has the wide tile's stages (PF_WG_STAGES).
+constexpr GemmTile kWgmmaNarrowTile{"pf_wgmma_128x128", 128, 128, 64, 8, 1, 4, true, 1};
+static_assert(kWgmmaNarrowTile.bm == kWgmmaTile.bm && kWgmmaNarrowTile.bk == kWgmmaTile.bk &&
+                  kWgmmaNarrowTile.stages == kWgmmaTile.stages && kWgmmaNarrowTile.threads() == kWgmmaTile.threads(),
+              "printed with the wide tile's PF_WG_* but for its width");
 
 bool prefill_wgmma(const std::string& arch) { return arch == "sm_90a"; }
 
@@ -130,7 +136,24 @@ const GemmTile& gemm_tile(bool large, const std::string& arch) {
   return prefill_wgmma(arch) ? kWgmmaTile : kLargeTile;
 }
 
-std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &kWgmmaTile}; }
+const GemmTile* gemm_narrow_tile(const std::string& arch) {
+  return prefill_wgmma(arch) ? &kWgmmaNarrowTile : nullptr;
+}
+
+std::vector<const GemmTile*> gemm_tiles() { return {&kLargeTile, &kSmallTile, &kWgmmaTile, &kWgmmaNarrowTile}; }
+
+bool wgmma_group_narrow(int64_t m, std::span<const int64_t> cols, int num_sms) {
+  MPK_ICHECK(num_sms >= 1) << "a grid on " << num_sms << " SMs";
+  // Tile time grows with its width at a fixed K, so a grid's time goes as its waves times the
+  // width (one CTA per SM).
+  auto cost = [&](int64_t bn) {
+    int64_t tiles = 0;
+    for (int64_t n : cols) tiles += (n + bn - 1) / bn;
+    tiles *= (m + kWgmmaTile.bm - 1) / kWgmmaTile.bm;
+    return (tiles + num_sms - 1) / num_sms * bn;
+  };
+  return cost(kWgmmaNarrowTile.bn) < cost(kWgmmaTile.bn);
+}
 
 namespace {
 CUtensorMap wgmma_map(uint64_t base, int64_t rows, int64_t k, int box_rows) {
@@ -141,6 +164,9 @@ CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k) {
   return wgmma_map(base, rows, k, kWgmmaTile.bm);
 }
 CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k) { return wgmma_map(base, rows, k, kWgmmaTile.bn); }
+CUtensorMap wgmma_narrow_weight_map(uint64_t base, int64_t rows, int64_t k) {
+  return wgmma_map(base, rows, k, kWgmmaNarrowTile.bn);
+}
 CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
   return wgmma_map(base, rows, k, kWgmmaTile.bn / 2);
 }
@@ -171,7 +197,8 @@ std::string prefill_source(const std::string& arch) {
          "\n#define PF_WG_STAGES " + std::to_string(large.stages) +
          "\n#define PF_WG_PRODUCER " + std::to_string(large.warps_m * large.warps_n) + "\n#define PF_WG_THREADS " +
          std::to_string(large.threads()) + "\n";
-    s += "// Printed by runtime/wgmma_asm.cc.\n" + wgmma_function("pf_wgmma_256", 256, false) +
+    s += "// Printed by runtime/wgmma_asm.cc.\n" + wgmma_function("pf_wgmma_ss", kWgmmaTile.bn, false) +
+         wgmma_function("pf_wgmma_ss", kWgmmaNarrowTile.bn, false) +
          wgmma_function("pf_wgmma_64_ss", 64, false) + wgmma_function("pf_wgmma_128_rs", 128, true);
     s += embedded_kernel("prefill_wgmma.cuh");
     s += "// The wgmma attention (runtime/prefill.h: kWgmmaAttention).\n#define PF_WA_ROWS " +
@@ -182,9 +209,12 @@ std::string prefill_source(const std::string& arch) {
     s += embedded_kernel("prefill_wgmma_attention.cuh");
   }
   s += "// The GEMM tiles (runtime/prefill.cc: gemm_tile).\n";
-  for (const GemmTile* t : {&large, &kSmallTile})
-    if (t->wgmma)
-      s += "PF_WGMMA_ENTRY(" + std::string(t->entry) + ")\n";
+  for (const GemmTile* t : {&large, gemm_narrow_tile(arch), &kSmallTile})
+    if (!t)
+      continue;
+    else if (t->wgmma)
+      s += "PF_WGMMA_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
+           (t == &kWgmmaTile ? "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n" : "");
     else
       s += "PF_GEMM_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bm) + ", " + std::to_string(t->bn) +
            ", " + std::to_string(t->bk) + ", " + std::to_string(t->warps_m) + ", " + std::to_string(t->warps_n) +
@@ -218,6 +248,8 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
   if (tile(true).wgmma) {
     swiglu_.emplace(module_.function(large + "_swiglu"));
     swiglu_->set_max_dynamic_shared(gemm_smem(GemmLarge));
+    narrow_group_.emplace(module_.function(std::string(kWgmmaNarrowTile.entry) + "_group"));
+    narrow_group_->set_max_dynamic_shared(kWgmmaNarrowTile.smem_bytes());
     attention_wgmma_.emplace(module_.function("pf_attention_wgmma"));
     attention_wgmma_->set_max_dynamic_shared(kWgmmaAttention.smem_bytes());
   }
@@ -620,7 +652,11 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         for (int o : outs)
           short_grids &= (int64_t(m) + lt.bm - 1) / lt.bm * ((cols(o) + lt.bn - 1) / lt.bn) < 2 * int64_t(num_sms_);
         if (ops.size() > 1 && whole.splits == 1 && short_grids) {  // one grid over the members' tiles
-          const int bn = k.tile(whole.large).bn;
+          std::vector<int64_t> member_cols;
+          for (int o : outs) member_cols.push_back(cols(o));
+          const bool narrow = whole.large && k.narrow_group() && wgmma_group_narrow(m, member_cols, num_sms_);
+          const GemmTile& t = narrow ? *k.narrow_tile() : k.tile(whole.large);
+          const int bn = t.bn;
           PfGemmGroup grp{};
           unsigned tiles = 0;
           for (size_t j = 0; j < ops.size(); ++j) {
@@ -637,14 +673,16 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           cuda::LaunchConfig c;
           c.grid.x = tg.x;
           c.grid.y = tg.y;
-          c.block.x = unsigned(k.tile(whole.large).threads());
+          c.block.x = unsigned(t.threads());
           const K::Id id = whole.large ? K::GemmLargeGroup : K::GemmSmallGroup;
-          c.dynamic_shared = unsigned(k.gemm_smem(id));
-          if (k.tile(whole.large).wgmma) {
+          c.dynamic_shared = unsigned(narrow ? t.smem_bytes() : k.gemm_smem(id));
+          if (t.wgmma) {
             PfTmaMaps maps{};
-            for (size_t j = 0; j < ops.size(); ++j) maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk);
-            cuda::launch_args(k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps,
-                              grp, m, kk, tg.g);
+            for (size_t j = 0; j < ops.size(); ++j)
+              maps.w[j] = narrow ? wgmma_narrow_weight_map(grp.w[j], grp.n[j], kk)
+                                 : wgmma_weight_map(grp.w[j], grp.n[j], kk);
+            cuda::launch_args(narrow ? *k.narrow_group() : k[id], c, stream,
+                              wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
           } else {
             cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
           }

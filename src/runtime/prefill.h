@@ -46,7 +46,7 @@ struct GemmTile {
   int bm, bn, bk, warps_m, warps_n, stages;
   bool wgmma;         // rows of bk bf16 swizzled (bk = 64), else rows padded to bk + 8
   int producer_warps = 0;  // warps after the multiplying ones that only load (wgmma: TMA)
-  int threads() const { return 32 * (warps_m * warps_n + producer_warps); }
+  constexpr int threads() const { return 32 * (warps_m * warps_n + producer_warps); }
   int smem_bytes() const {  // wgmma: plus the slack that aligns the ring to 1,024 bytes
     return wgmma ? stages * (bm + bn) * bk * 2 + 1024 : stages * (bm + bn) * (bk + 8) * 2;
   }
@@ -80,8 +80,16 @@ bool prefill_wgmma(const std::string& arch);
 // Large: 128 x 256, K steps of 64 (mma.sync: 3 stages, 8 warps; wgmma: 4 stages, two
 // warpgroups and a producer warp); small: 64 x 128, steps of 32 in 6 stages, 4 warps (mma.sync).
 const GemmTile& gemm_tile(bool large, const std::string& arch);
+// The wgmma tile 128 columns wide (a group's grid where wgmma_group_narrow), or null where the
+// large tile is not wgmma.
+const GemmTile* gemm_narrow_tile(const std::string& arch);
 // Every tile of the table (what the proofs cover).
 std::vector<const GemmTile*> gemm_tiles();
+// True when a grouped grid of m rows over projections of `cols` columns runs in less time in
+// the narrow wgmma tile than in the large one on num_sms SMs: fewer waves for the width (e.g.
+// Qwen3-8B's q, k and v at 1,024 rows: 192 tiles of 256 columns make two waves of 132, the
+// second short; 384 tiles of 128 three nearly full ones).
+bool wgmma_group_narrow(int64_t m, std::span<const int64_t> cols, int num_sms);
 // The descriptors the wgmma tile's entries read their bf16 operands through (row-major, rows x
 // k at base): boxes of one K step by the rows the kernel's ring expects of them, in the 128-byte
 // swizzle. A box of another size would not complete the ring's byte count (the kernel would
@@ -89,6 +97,7 @@ std::vector<const GemmTile*> gemm_tiles();
 // projection's weights (bn rows), and the SwiGLU entry's gate and up (bn / 2 rows each).
 CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k);
 CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k);
+CUtensorMap wgmma_narrow_weight_map(uint64_t base, int64_t rows, int64_t k);  // boxes of the narrow tile's bn rows
 CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k);
 // kernels/prefill_wgmma.cuh's PfTmaMaps: the weight descriptors of a group's members.
 struct PfTmaMaps {
@@ -114,14 +123,17 @@ class PrefillKernels {
   const cuda::Function* swiglu() const { return swiglu_ ? &*swiglu_ : nullptr; }
   // The wgmma attention entry (head dimension 128), or null where the prefill is not sm_90a's.
   const cuda::Function* attention_wgmma() const { return attention_wgmma_ ? &*attention_wgmma_ : nullptr; }
+  // The narrow wgmma tile's group entry (gemm_narrow_tile), or null where it is not compiled.
+  const cuda::Function* narrow_group() const { return narrow_group_ ? &*narrow_group_ : nullptr; }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
+  const GemmTile* narrow_tile() const { return gemm_narrow_tile(arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
 
  private:
   std::string arch_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
-  std::optional<cuda::Function> swiglu_, attention_wgmma_;
+  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_;
 };
 
 // The tensors projections read, which their producers store in bf16 (the operand the tensor

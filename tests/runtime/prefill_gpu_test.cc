@@ -249,8 +249,12 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   };
   const int n0 = 264;
   cuda::DeviceBuffer c0(ctx, size_t(M) * n0 * 4), c1(ctx, size_t(M) * (N - n0) * 4);
+  // The narrow wgmma tile's group entry too, where it is compiled (id unused for it).
   for (auto [id, bm, bn, large] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, true},
-                                   std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, false}}) {
+                                   std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, false},
+                                   std::tuple{PrefillKernels::GemmLargeGroup, 128, 128, true}}) {
+    const bool narrow = large && bn == 128;
+    if (narrow && !k.narrow_group()) continue;
     c0.fill_bytes(0xff);
     c1.fill_bytes(0xff);
     Group g{};
@@ -263,12 +267,13 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cuda::LaunchConfig cfg;
     const TileGrid tg = tile_grid((M + bm - 1) / bm, g.tiles[0] + g.tiles[1]);
     cfg.grid = {tg.x, tg.y, 1};
-    cfg.block.x = unsigned(k.tile(large).threads());
-    cfg.dynamic_shared = unsigned(k.gemm_smem(id));
+    cfg.block.x = unsigned(narrow ? k.narrow_tile()->threads() : k.tile(large).threads());
+    cfg.dynamic_shared = unsigned(narrow ? k.narrow_tile()->smem_bytes() : k.gemm_smem(id));
     if (large && wgmma) {
       PfTmaMaps maps{};
-      for (int j = 0; j < 2; ++j) maps.w[j] = wgmma_weight_map(g.w[j], g.n[j], K);
-      cuda::launch_args(k[id], cfg, stream, ma, maps, g, M, K, tg.g);
+      for (int j = 0; j < 2; ++j)
+        maps.w[j] = narrow ? wgmma_narrow_weight_map(g.w[j], g.n[j], K) : wgmma_weight_map(g.w[j], g.n[j], K);
+      cuda::launch_args(narrow ? *k.narrow_group() : k[id], cfg, stream, ma, maps, g, M, K, tg.g);
     } else {
       cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
     }

@@ -326,6 +326,21 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
       }
 }
 
+// The narrow wgmma tile where its waves take less time: Qwen3-8B's q, k and v at 1,024 rows
+// (192 wide tiles are two waves of 132, the second short; 384 narrow ones three nearly full), not
+// where the costs tie (Qwen3-0.6B's, either at 4,096 rows, one SM): the wide tile stays.
+TEST(Prefill, NarrowWgmmaTileWhereItFillsWaves) {
+  const std::vector<int64_t> q8b = {4096, 1024, 1024}, q06b = {2048, 1024, 1024};
+  EXPECT_TRUE(wgmma_group_narrow(1024, q8b, 132));
+  EXPECT_FALSE(wgmma_group_narrow(1024, q06b, 132));
+  EXPECT_FALSE(wgmma_group_narrow(4096, q06b, 132));
+  EXPECT_FALSE(wgmma_group_narrow(4096, q8b, 132));
+  EXPECT_FALSE(wgmma_group_narrow(1024, q8b, 1));
+  ASSERT_NE(gemm_narrow_tile("sm_90a"), nullptr);
+  EXPECT_EQ(gemm_narrow_tile("sm_90a")->bn, 128);
+  EXPECT_EQ(gemm_narrow_tile("sm_80"), nullptr);
+}
+
 // What a load proves before the prefill kernels may run (runtime/proofs.h), on a real shape's
 // split counts: every record proved, and the record a cache entry keeps.
 TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
@@ -348,16 +363,18 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
     EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
     obligations += p.record.obligations.size();
   }
-  // 2 mma.sync GEMM tiles x 3, the wgmma tile 1 (its operands by TMA) + 2 descriptors + 2
-  // swizzles, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
+  // 2 mma.sync GEMM tiles x 3, the two wgmma tiles 1 (its operands by TMA) + 2 descriptors +
+  // 2 swizzles each, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
   // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, split-K
   // reduce, the KV append and shadow; head norm with and without RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 20 + 6 + kTileGroup + 8 + 2 * heads.size());
+  EXPECT_EQ(proofs.size(), counts.size() + 25 + 6 + kTileGroup + 8 + 2 * heads.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);
   EXPECT_NE(record.find("prefill wgmma_128x256: 128-byte swizzle of 256 rows"), std::string::npos);
+  EXPECT_NE(record.find("prefill wgmma_128x128: 128-byte swizzle of 128 rows"), std::string::npos);
+  EXPECT_NE(record.find("prefill wgmma_128x128: output tile"), std::string::npos);
   EXPECT_NE(record.find("ldmatrix lane addresses of B operands by .trans (V)"), std::string::npos);
   EXPECT_NE(record.find("P as the A operand from the score accumulators"), std::string::npos);
   EXPECT_NE(record.find("P V's descriptors read the values (MN-major) where the TMA stored them"), std::string::npos);
@@ -439,7 +456,8 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
                                  std::string("pf_attention_16"), std::string("pf_attention_32"),
                                  std::string("pf_attention_64"), std::string("pf_attention_128"),
                                  prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce"),
-                                 prefill_wgmma(source_arch) ? std::string("pf_attention_wgmma") : std::string("pf_add")}) {
+                                 prefill_wgmma(source_arch) ? std::string("pf_attention_wgmma") : std::string("pf_add"),
+                                 prefill_wgmma(source_arch) ? "pf_wgmma_128x128_group" : std::string("pf_add")}) {
       const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
       EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
       EXPECT_EQ(info.spill_store_bytes, 0) << e;

@@ -2,13 +2,13 @@
 // when the prefill is compiled for it). The same contract as pf_gemm_tile (prefill_gemm.cuh): C
 // = A W^T (+ bias) (+ R), the K split through `partial`; the operands come as TMA descriptors.
 //
-// A CTA computes a 128 x 256 tile with two warpgroups, each 64 rows x 256 columns by
-// wgmma.mma_async m64n256k16 (fp32 accumulators: 128 registers per thread) reading both
-// operands from shared memory, and a ninth warp that only loads. K steps of 64 bf16 (128 bytes
-// per row) fill a ring of PF_WG_STAGES buffers by bulk tensor copies (TMA) in the 128-byte
-// swizzle: chunk c of row r lands in chunk c ^ (r % 8) of its row (ir::Swizzle128, proved to be
-// that pattern), which the descriptors' 128-byte swizzle mode reads (ir::WgmmaOperands, proved
-// to read each element where the TMA stored it).
+// A CTA computes a 128 x BN tile (BN 256, or 128 where that fills the SMs' waves better) with two
+// warpgroups, each 64 rows x BN columns by wgmma.mma_async m64nBNk16 (fp32 accumulators: BN / 2
+// registers per thread) reading both operands from shared memory, and a ninth warp that only loads.
+// K steps of 64 bf16 (128 bytes per row) fill a ring of PF_WG_STAGES buffers by bulk tensor copies
+// (TMA) in the 128-byte swizzle: chunk c of row r lands in chunk c ^ (r % 8) of its row
+// (ir::Swizzle128, proved to be that pattern), which the descriptors' 128-byte swizzle mode reads
+// (ir::WgmmaOperands, proved to read each element where the TMA stored it).
 //
 // A third entry (_swiglu) multiplies gate and up in one tile, 128 columns of each, and writes
 // silu(gate) * up: the MLP's two projections and their product in one kernel.
@@ -16,15 +16,20 @@
 // PF_WG_BM, PF_WG_BN, PF_WG_BK, PF_WG_STAGES, PF_WG_PRODUCER (the loading warp's index: the
 // consumer warps before it) and PF_WG_THREADS are printed before this file from the host's tile
 // table (runtime/prefill.cc: kWgmmaTile), which sizes the launches and the shared memory. The
-// code below is written for one shape of them:
+// code below is written for one shape of them, PF_WG_BN the SwiGLU tile's width and the widest;
+// a tile of BN columns (a template argument) takes one m64nBNk16 per warpgroup and K slice.
 static_assert(PF_WG_BM == 128 && PF_WG_PRODUCER == 8 && PF_WG_THREADS == 288,
               "two warpgroups of 64 rows, then the producer warp");
 static_assert(PF_WG_BN == 256, "one m64n256k16 per warpgroup and K slice of 16");
 static_assert(PF_WG_BK == 64, "a K step is one 128-byte swizzled row");
 static_assert(PF_WG_STAGES >= 2, "a ring");
-// A ring buffer: a K step of A's PF_WG_BM rows, then W's PF_WG_BN rows, 128 bytes each (the
-// bytes each step's copies complete on its "full" mbarrier).
-enum : unsigned { PF_WG_STAGE_BYTES = (PF_WG_BM + PF_WG_BN) * 128 };
+// A ring buffer: a K step of A's PF_WG_BM rows, then W's BN rows, 128 bytes each (the bytes
+// each step's copies complete on its "full" mbarrier).
+template <int BN>
+__device__ constexpr unsigned pf_wg_stage_bytes() {
+  static_assert(BN % 64 == 0 && BN <= 256, "whole 8-column groups of every warp, at most m64n256");
+  return (PF_WG_BM + BN) * 128;
+}
 
 // Shared-memory matrix descriptor of a K-major tile whose rows are 128 bytes, 128-byte swizzled,
 // 8-row groups PF_WG_SBO bytes apart (the tile 1,024-byte aligned). Its start: the tile plus
@@ -53,12 +58,13 @@ __device__ __forceinline__ void pf_wg_pin(float (&d)[N]) {
   for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
 }
 
-// pf_wgmma_256(d, da, db, accumulate): d (+)= A B for a 64 x 16 slice of A and a 256 x 16
-// slice of W (both K-major in shared memory); d starts from zero where `accumulate` is 0. d[i]
-// sits at row 16 * (warp % 4) + lane / 4 + 8 * (i / 2 % 2), column 8 * (i / 4) + 2 * (lane % 4)
-// + i % 2 of the warpgroup's 64 x 256 tile: the mma.sync fragment order of pf_frag_row and
-// pf_frag_col with one warp across (i = ni * 4 + h * 2 + e). Printed before this file
-// (runtime/wgmma_asm.h), as are the attention's pf_wgmma_64_ss and pf_wgmma_128_rs.
+// pf_wgmma_ss(d, da, db, accumulate): d (+)= A B for a 64 x 16 slice of A and a BN x 16 slice
+// of W (both K-major in shared memory), d[BN / 2] selecting the width; d starts from zero where
+// `accumulate` is 0. d[i] sits at row 16 * (warp % 4) + lane / 4 + 8 * (i / 2 % 2), column 8 *
+// (i / 4) + 2 * (lane % 4) + i % 2 of the warpgroup's 64 x BN tile: the mma.sync fragment order
+// of pf_frag_row and pf_frag_col with one warp across (i = ni * 4 + h * 2 + e). Printed before
+// this file (runtime/wgmma_asm.h), one overload per tile width, as are the attention's
+// pf_wgmma_64_ss and pf_wgmma_128_rs.
 
 // A TMA descriptor (CUtensorMap, made by the host's cuda::tensor_map_bf16): a kernel parameter
 // declared `const __grid_constant__`, whose address the bulk tensor copies take.
@@ -96,7 +102,7 @@ __device__ __forceinline__ void pf_tma_load(unsigned dst, const PfTmaMap& map, i
       : "memory");
 }
 
-// The ring: PF_WG_STAGES buffers of one K step (A's 128 rows, then W's 256) from a 1,024-byte
+// The ring: PF_WG_STAGES buffers of one K step (A's 128 rows, then W's BN) from a 1,024-byte
 // boundary (the swizzle pattern repeats every 1,024 bytes; the host adds 1,024 bytes of slack),
 // and a "full" and an "empty" mbarrier per buffer, initialised (the block's first barrier).
 struct PfWgRing {
@@ -123,32 +129,34 @@ __device__ __forceinline__ PfWgRing pf_wg_ring() {
 // `round`'s parity complete the phase before; the first round finds it free) and arms its
 // "full" mbarrier with a step's bytes (a box's bytes count whole, zero-filled parts included).
 // Returns the buffer's address; `bar` is the mbarrier its copies complete on.
+template <int BN>
 __device__ __forceinline__ unsigned pf_wg_refill(const PfWgRing& rg, unsigned s, unsigned round, unsigned& bar) {
   pf_mbar_wait(rg.empty + 8 * s, (round & 1) ^ 1);
   bar = rg.full + 8 * s;
-  pf_mbar_expect_tx(bar, PF_WG_STAGE_BYTES);
-  return rg.ring + s * PF_WG_STAGE_BYTES;
+  pf_mbar_expect_tx(bar, pf_wg_stage_bytes<BN>());
+  return rg.ring + s * pf_wg_stage_bytes<BN>();
 }
 
 // A consumer's step: waits for ring buffer s of round `round` to be full, adds its product to
 // acc as one wgmma group (this warpgroup's 64 rows; the tile's first step, `first`, overwrites
 // acc instead), and waits for all but that group: the step before it has retired from this warp.
-__device__ __forceinline__ void pf_wg_multiply(float (&acc)[128], const PfWgRing& rg, unsigned s, unsigned round,
+template <int BN>
+__device__ __forceinline__ void pf_wg_multiply(float (&acc)[BN / 2], const PfWgRing& rg, unsigned s, unsigned round,
                                                int wg, bool first) {
   pf_mbar_wait(rg.full + 8 * s, round & 1);
-  const unsigned sa = rg.ring + s * PF_WG_STAGE_BYTES, sb = sa + PF_WG_BM * 128;
+  const unsigned sa = rg.ring + s * pf_wg_stage_bytes<BN>(), sb = sa + PF_WG_BM * 128;
   pf_wg_pin(acc);
   pf_wg_fence();
 #pragma unroll
   for (int kk = 0; kk < PF_WG_BK / 16; ++kk)  // 32 bytes along K: the swizzle is on absolute addresses
-    pf_wgmma_256(acc, pf_wg_desc(sa + pf_wg_a_start(wg, kk)), pf_wg_desc(sb + pf_wg_b_start(kk)), !first || kk > 0);
+    pf_wgmma_ss(acc, pf_wg_desc(sa + pf_wg_a_start(wg, kk)), pf_wg_desc(sb + pf_wg_b_start(kk)), !first || kk > 0);
   pf_wg_commit();
   pf_wg_wait<1>();
   pf_wg_pin(acc);
 }
 
-// The mainloop of one tile: acc = the 128 x 256 product of A's rows [m0, m0 + 128) and W's rows
-// [n0, n0 + 256) over this block's part of K (blockIdx.z of gridDim.z, the even split: at least
+// The mainloop of one tile: acc = the 128 x BN product of A's rows [m0, m0 + 128) and W's rows
+// [n0, n0 + BN) over this block's part of K (blockIdx.z of gridDim.z, the even split: at least
 // one K step, as gridDim.z <= K's steps). Rows past M or N and columns past K read as zeros (the
 // descriptors' bounds). The first step's multiply overwrites acc: zeroing it first would be a
 // non-wgmma definition of the accumulators inside the pipeline, for which ptxas serializes every
@@ -161,7 +169,8 @@ __device__ __forceinline__ void pf_wg_multiply(float (&acc)[128], const PfWgRing
 // that buffer's "empty" mbarrier, which the producer waits for before refilling it. No thread
 // issues a load between its multiplies and no block-wide barrier sits in the loop. Returns
 // false on the producer warp, which has no accumulators.
-__device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTmaMap& ma, const PfTmaMap& mw, int K,
+template <int BN>
+__device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[BN / 2], const PfTmaMap& ma, const PfTmaMap& mw, int K,
                                                   int m0, int n0) {
   const PfWgRing rg = pf_wg_ring();
   const int tid = threadIdx.x, warp = tid >> 5, wg = warp >> 2;
@@ -174,7 +183,7 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
       for (int kt = kt0; kt < kt1; ++kt) {
         const int it = kt - kt0;
         unsigned bar;
-        const unsigned dst = pf_wg_refill(rg, it % PF_WG_STAGES, it / PF_WG_STAGES, bar);
+        const unsigned dst = pf_wg_refill<BN>(rg, it % PF_WG_STAGES, it / PF_WG_STAGES, bar);
         pf_tma_load(dst, ma, kt * PF_WG_BK, m0, bar);
         pf_tma_load(dst + PF_WG_BM * 128, mw, kt * PF_WG_BK, n0, bar);
       }
@@ -183,7 +192,7 @@ __device__ __forceinline__ bool pf_wgmma_mainloop(float (&acc)[128], const PfTma
 
   for (int kt = kt0; kt < kt1; ++kt) {
     const int it = kt - kt0;
-    pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg, it == 0);
+    pf_wg_multiply<BN>(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg, it == 0);
     if (it > 0 && (tid & 31) == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
   }
   pf_wg_wait<0>();
@@ -222,7 +231,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const P
       if (m * PF_WG_BM >= M) continue;
       for (int kt = 0; kt < ktiles; ++kt, ++it) {
         unsigned bar;
-        const unsigned dst = pf_wg_refill(rg, it % PF_WG_STAGES, it / PF_WG_STAGES, bar);
+        const unsigned dst = pf_wg_refill<PF_WG_BN>(rg, it % PF_WG_STAGES, it / PF_WG_STAGES, bar);
         pf_tma_load(dst, ma, kt * PF_WG_BK, m * PF_WG_BM, bar);
         pf_tma_load(dst + PF_WG_BM * 128, mg, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
         pf_tma_load(dst + (PF_WG_BM + PF_WG_BN / 2) * 128, mu, kt * PF_WG_BK, n * (PF_WG_BN / 2), bar);
@@ -237,7 +246,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_walk(const PfTmaMap& ma, const P
     if (m * PF_WG_BM >= M) continue;
     float acc[128];
     for (int kt = 0; kt < ktiles; ++kt, ++it) {
-      pf_wg_multiply(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg, kt == 0);
+      pf_wg_multiply<PF_WG_BN>(acc, rg, it % PF_WG_STAGES, it / PF_WG_STAGES, wg, kt == 0);
       if (kt > 0 && lane == 0) pf_mbar_arrive(rg.empty + 8 * ((it - 1) % PF_WG_STAGES));  // step it - 1 retired
     }
     pf_wg_wait<0>();
@@ -267,14 +276,15 @@ __device__ __forceinline__ void pf_wg_each(int m0, int n0, int M, int N, F&& f) 
     }
 }
 
+template <int BN>
 __device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap& mw, const float* __restrict__ bias,
                                               const float* R, float* C, float* __restrict__ partial, int M, int N,
                                               int K, int m_tile, int n_tile) {
-  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * PF_WG_BN;
-  float acc[128];
-  if (!pf_wgmma_mainloop(acc, ma, mw, K, m0, n0)) return;
+  const int m0 = m_tile * PF_WG_BM, n0 = n_tile * BN;
+  float acc[BN / 2];
+  if (!pf_wgmma_mainloop<BN>(acc, ma, mw, K, m0, n0)) return;
   const bool split = gridDim.z > 1;
-  pf_tile_store<PF_WG_BM, PF_WG_BN, 1, PF_WG_BN / 8, 1, 16, PF_WG_BN>(
+  pf_tile_store<PF_WG_BM, BN, 1, BN / 8, 1, 16, BN>(
       acc, m0, n0, M, N, bias, R, split ? partial + (long long)blockIdx.z * M * N : C, split);
 }
 
@@ -290,14 +300,13 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
 }
 
 // The entries, as PF_GEMM_ENTRY's but for the operands, which come as descriptors: A's (rows of
-// M, boxes of 128 rows) and W's (rows of N, boxes of 256 rows; the group's members and the
-// SwiGLU's gate and up: boxes of 128 rows each for SwiGLU).
-#define PF_WGMMA_ENTRY(NAME)                                                                                  \
+// M, boxes of 128 rows) and W's (rows of N, boxes of BN rows; the group's members too).
+#define PF_WGMMA_ENTRY(NAME, BN)                                                                              \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mw, const float* bias,       \
            const float* R, float* C, float* partial, int M, int N, int K, int g) {                            \
     int m, n;                                                                                                 \
-    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile(ma, mw, bias, R, C, partial, M, N, K, m, n);       \
+    if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile<BN>(ma, mw, bias, R, C, partial, M, N, K, m, n);   \
   }                                                                                                           \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_group(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMaps mws, PfGemmGroup grp, \
@@ -305,10 +314,11 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
     int m, t;                                                                                                 \
     if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                         \
     const int j = pf_group_member(grp, t);                                                                    \
-    pf_wgmma_tile(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);               \
-  }                                                                                                           \
-  /* gate and up of one input, out = silu(gate) * up: column tiles of 128 of each; X, Y: the */              \
-  /* tile grid the CTAs walk (wgmma_swiglu_config) */                                                               \
+    pf_wgmma_tile<BN>(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);           \
+  }
+// gate and up of one input, out = silu(gate) * up: column tiles of PF_WG_BN / 2 of each (W's
+// boxes of that many rows each); X, Y: the tile grid the CTAs walk (wgmma_swiglu_config).
+#define PF_WGMMA_SWIGLU_ENTRY(NAME)                                                                           \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_swiglu(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mg,                 \
                     const __grid_constant__ PfTmaMap mu, void* out, int M, int N, int K, int g, int bf16, int X, \

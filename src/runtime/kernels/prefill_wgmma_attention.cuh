@@ -40,7 +40,7 @@ __device__ __forceinline__ unsigned long long pf_wg_desc_mn(unsigned smem_addr, 
 
 // pf_wgmma_64_ss(d, da, db, accumulate): d (+)= A B^T for a 64 x 16 slice of A and a 64 x 16
 // slice of B, both K-major in shared memory (descriptors da, db); d starts from zero where
-// `accumulate` is 0. d[i] sits where pf_wgmma_256's does, in a 64 x 64 tile.
+// `accumulate` is 0. d[i] sits where pf_wgmma_ss's does, in a 64 x 64 tile.
 // pf_wgmma_128_rs(d, a, db): d += A B for A's 64 x 16 slice in registers (a: pf_wgmma_64_ss's
 // accumulator order, bf16 pairs) and B's 16 x 128 slice MN-major in shared memory (descriptor
 // db, imm-trans-b). Both printed before prefill_wgmma.cuh (runtime/wgmma_asm.h).
@@ -114,7 +114,7 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.f;
   float mrow[2] = {kNegInf, kNegInf}, lrow[2] = {0.f, 0.f};
-  // This thread's two rows of S and O in the warpgroup's 64 (pf_wgmma_256's order).
+  // This thread's two rows of S and O in the warpgroup's 64 (pf_wgmma_ss's order).
   const int qp0 = pos0 + r0 + pf_frag_row<1, 16>(warp % 4, 0, lane, 0);
   const int qp1 = pos0 + r0 + pf_frag_row<1, 16>(warp % 4, 0, lane, 1);
 

@@ -85,10 +85,10 @@ const GemmTile& gemm_tile(bool large, const std::string& arch);
 const GemmTile* gemm_narrow_tile(const std::string& arch);
 // Every tile of the table (what the proofs cover).
 std::vector<const GemmTile*> gemm_tiles();
-// True when a grouped grid of m rows over projections of `cols` columns runs in less time in
-// the narrow wgmma tile than in the large one on num_sms SMs: fewer waves for the width (e.g.
-// Qwen3-8B's q, k and v at 1,024 rows: 192 tiles of 256 columns make two waves of 132, the
-// second short; 384 tiles of 128 three nearly full ones).
+// True when a grouped grid of m rows over projections of `cols` columns takes less time in the
+// narrow wgmma tile than in the large one on num_sms SMs, by the tiles' measured times: e.g.
+// Qwen3-8B's q, k and v at 1,024 rows (192 wide tiles make two waves of 132, the second short;
+// 384 narrow ones three nearly full).
 bool wgmma_group_narrow(int64_t m, std::span<const int64_t> cols, int num_sms);
 // The descriptors the wgmma tile's entries read their bf16 operands through (row-major, rows x
 // k at base): boxes of one K step by the rows the kernel's ring expects of them, in the 128-byte

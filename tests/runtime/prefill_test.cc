@@ -328,7 +328,8 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
 
 // The narrow wgmma tile where its waves take less time: Qwen3-8B's q, k and v at 1,024 rows
 // (192 wide tiles are two waves of 132, the second short; 384 narrow ones three nearly full), not
-// where the costs tie (Qwen3-0.6B's, either at 4,096 rows, one SM): the wide tile stays.
+// where it makes as many more waves as it has fewer columns (Qwen3-0.6B's, either at 4,096
+// rows, one SM): the wide tile stays.
 TEST(Prefill, NarrowWgmmaTileWhereItFillsWaves) {
   const std::vector<int64_t> q8b = {4096, 1024, 1024}, q06b = {2048, 1024, 1024};
   EXPECT_TRUE(wgmma_group_narrow(1024, q8b, 132));

@@ -160,7 +160,7 @@ Obligation check_limits(z3::context& ctx, const std::string& name, const z3::exp
         // The count, not Z3's wording of the reason, says whether the work limit stopped it.
         if (timed_out)
           o.counterexample = over;
-        else if (work_done(s) - work0 >= work_limit)
+        else if (work_limit > 0 && work_done(s) - work0 >= work_limit)  // 0: no limit
           o.counterexample = "over the work limit of " + std::to_string(work_limit) + " units";
         else
           o.counterexample = s.reason_unknown();

@@ -73,9 +73,9 @@ struct Swizzle128 {
 const Swizzle128& swizzle128_formula();
 
 // Where the prefill's wgmma instructions read their operands (kernels/prefill_wgmma.cuh): a K
-// step of a ring buffer holds A's 128 rows, then W's 256 (the SwiGLU tile: Wg's 128, then Wu's),
-// each row 128 bytes (64 bf16) in the 128-byte swizzle. One m64n256k16 of warpgroup wg and K
-// slice kk (16 bf16) reads A from a shared-memory descriptor whose start is a_start bytes past
+// step of a ring buffer holds A's 128 rows, then W's BN (256, or 128 for the narrow tile; the
+// SwiGLU tile: Wg's 128, then Wu's), each row 128 bytes (64 bf16) in the 128-byte swizzle. One
+// m64nBNk16 of warpgroup wg and K slice kk (16 bf16) reads A from a shared-memory descriptor whose start is a_start bytes past
 // the A tile and B from b_start bytes past the W tile, both with 8-row groups kWgmmaSbo bytes
 // apart, in the descriptors' 128-byte swizzle mode. Variables: wg, kk.
 inline constexpr int64_t kWgmmaSbo = 1024;

@@ -123,7 +123,8 @@ constexpr GemmTile kSmallTile{"pf_gemm_64x128", 64, 128, 32, 1, 4, 6, false};
 constexpr GemmTile kWgmmaTile{"pf_wgmma_128x256", 128, 256, 64, 8, 1, 4, true, 1};  // printed as PF_WG_*
 static_assert(kWgmmaTile.bm == kLargeTile.bm && kWgmmaTile.bn == kLargeTile.bn, "gemm_launch sizes either");
 // The same tile 128 columns wide, for grids whose last wave of 256-column tiles is short
-// (wgmma_group_tile); its ring has the wide tile's stages (PF_WG_STAGES).
+// (wgmma_group_narrow; only its group entry is printed); its ring has the wide tile's stages
+// (PF_WG_STAGES).
 constexpr GemmTile kWgmmaNarrowTile{"pf_wgmma_128x128", 128, 128, 64, 8, 1, 4, true, 1};
 static_assert(kWgmmaNarrowTile.bm == kWgmmaTile.bm && kWgmmaNarrowTile.bk == kWgmmaTile.bk &&
                   kWgmmaNarrowTile.stages == kWgmmaTile.stages && kWgmmaNarrowTile.threads() == kWgmmaTile.threads(),
@@ -215,8 +216,10 @@ std::string prefill_source(const std::string& arch) {
     if (!t)
       continue;
     else if (t->wgmma)
-      s += "PF_WGMMA_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
-           (t == &kWgmmaTile ? "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n" : "");
+      s += (t == &kWgmmaTile ? "PF_WGMMA_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
+                                   "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n"
+                             : std::string()) +
+           "PF_WGMMA_GROUP_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n";
     else
       s += "PF_GEMM_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bm) + ", " + std::to_string(t->bn) +
            ", " + std::to_string(t->bk) + ", " + std::to_string(t->warps_m) + ", " + std::to_string(t->warps_n) +
@@ -677,7 +680,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.grid.y = tg.y;
           c.block.x = unsigned(t.threads());
           const K::Id id = whole.large ? K::GemmLargeGroup : K::GemmSmallGroup;
-          c.dynamic_shared = unsigned(narrow ? t.smem_bytes() : k.gemm_smem(id));
+          c.dynamic_shared = unsigned(t.smem_bytes());
           if (t.wgmma) {
             PfTmaMaps maps{};
             for (size_t j = 0; j < ops.size(); ++j)

@@ -327,9 +327,9 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
 }
 
 // The narrow wgmma tile where its waves take less time: Qwen3-8B's q, k and v at 1,024 rows
-// (192 wide tiles are two waves of 132, the second short; 384 narrow ones three nearly full), not
-// where it makes as many more waves as it has fewer columns (Qwen3-0.6B's, either at 4,096
-// rows, one SM): the wide tile stays.
+// (192 wide tiles are two waves of 132, the second short; 384 narrow ones three nearly full).
+// Elsewhere the wide tile stays: Qwen3-0.6B's q, k and v at 1,024 rows (128 wide tiles, one
+// wave) and at 4,096, Qwen3-8B's at 4,096, and any grid on one SM.
 TEST(Prefill, NarrowWgmmaTileWhereItFillsWaves) {
   const std::vector<int64_t> q8b = {4096, 1024, 1024}, q06b = {2048, 1024, 1024};
   EXPECT_TRUE(wgmma_group_narrow(1024, q8b, 132));
@@ -458,7 +458,8 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
                                  std::string("pf_attention_64"), std::string("pf_attention_128"),
                                  prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce"),
                                  prefill_wgmma(source_arch) ? std::string("pf_attention_wgmma") : std::string("pf_add"),
-                                 prefill_wgmma(source_arch) ? "pf_wgmma_128x128_group" : std::string("pf_add")}) {
+                                 prefill_wgmma(source_arch) ? gemm_narrow_tile(source_arch)->entry + std::string("_group")
+                                                            : std::string("pf_add")}) {
       const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
       EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
       EXPECT_EQ(info.spill_store_bytes, 0) << e;

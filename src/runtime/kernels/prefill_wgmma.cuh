@@ -10,8 +10,9 @@
 // (ir::Swizzle128, proved to be that pattern), which the descriptors' 128-byte swizzle mode reads
 // (ir::WgmmaOperands, proved to read each element where the TMA stored it).
 //
-// A third entry (_swiglu) multiplies gate and up in one tile, 128 columns of each, and writes
-// silu(gate) * up: the MLP's two projections and their product in one kernel.
+// The SwiGLU entry (_swiglu, of the 256-column tile) multiplies gate and up in one tile, 128
+// columns of each, and writes silu(gate) * up: the MLP's two projections and their product in
+// one kernel.
 
 // PF_WG_BM, PF_WG_BN, PF_WG_BK, PF_WG_STAGES, PF_WG_PRODUCER (the loading warp's index: the
 // consumer warps before it) and PF_WG_THREADS are printed before this file from the host's tile
@@ -20,14 +21,15 @@
 // a tile of BN columns (a template argument) takes one m64nBNk16 per warpgroup and K slice.
 static_assert(PF_WG_BM == 128 && PF_WG_PRODUCER == 8 && PF_WG_THREADS == 288,
               "two warpgroups of 64 rows, then the producer warp");
-static_assert(PF_WG_BN == 256, "one m64n256k16 per warpgroup and K slice of 16");
+static_assert(PF_WG_BN == 256, "the SwiGLU tile: 128 columns of gate and of up in one m64n256k16");
 static_assert(PF_WG_BK == 64, "a K step is one 128-byte swizzled row");
 static_assert(PF_WG_STAGES >= 2, "a ring");
 // A ring buffer: a K step of A's PF_WG_BM rows, then W's BN rows, 128 bytes each (the bytes
 // each step's copies complete on its "full" mbarrier).
 template <int BN>
 __device__ constexpr unsigned pf_wg_stage_bytes() {
-  static_assert(BN % 64 == 0 && BN <= 256, "whole 8-column groups of every warp, at most m64n256");
+  // wgmma's n, and buffers that keep the 1,024-byte alignment of the swizzle's period.
+  static_assert(BN % 8 == 0 && BN <= 256, "m64nBNk16 takes BN = 8, 16, ..., 256");
   return (PF_WG_BM + BN) * 128;
 }
 
@@ -307,7 +309,9 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
            const float* R, float* C, float* partial, int M, int N, int K, int g) {                            \
     int m, n;                                                                                                 \
     if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile<BN>(ma, mw, bias, R, C, partial, M, N, K, m, n);   \
-  }                                                                                                           \
+  }
+// The members of a group (PfGemmGroup) in one grid, the tiles of each one after another.
+#define PF_WGMMA_GROUP_ENTRY(NAME, BN)                                                                        \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_group(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMaps mws, PfGemmGroup grp, \
                    int M, int K, int g) {                                                                     \

@@ -39,18 +39,27 @@ struct Needed {
   std::function<superopt::ProofRecord()> prove;
 };
 
-// The records of `needed`, each proved once per process; the missing ones in parallel (one Z3
+// The records of `needed`, each key proved once per process (two uses of one key in a call,
+// e.g. two tiles' swizzle of 128 rows, share one proof); the missing ones in parallel (one Z3
 // context per proof).
 std::vector<superopt::ProofRecord> proved(const std::vector<Needed>& needed) {
   static std::mutex mu;
   static std::map<std::string, superopt::ProofRecord> done;
   std::vector<superopt::ProofRecord> out(needed.size());
   std::vector<size_t> missing;
+  std::map<std::string, size_t> first;  // a missing key's first use in `needed`
+  std::vector<std::pair<size_t, size_t>> repeats;  // (a later use, its key's first)
   {
     std::lock_guard<std::mutex> lock(mu);
     for (size_t i = 0; i < needed.size(); ++i) {
       auto it = done.find(needed[i].key);
-      if (it != done.end()) out[i] = it->second; else missing.push_back(i);
+      if (it != done.end()) {
+        out[i] = it->second;
+      } else if (auto [f, fresh] = first.emplace(needed[i].key, i); fresh) {
+        missing.push_back(i);
+      } else {
+        repeats.emplace_back(i, f->second);
+      }
     }
   }
   tbb::parallel_for(size_t{0}, missing.size(), [&](size_t j) {
@@ -60,6 +69,7 @@ std::vector<superopt::ProofRecord> proved(const std::vector<Needed>& needed) {
     for (const superopt::Obligation& o : out[i].obligations) ms += o.ms;
     log(LogLevel::Debug, "{} in {:.0f} ms: {}", out[i].subject, ms, out[i].proved() ? "proved" : "NOT proved");
   });
+  for (auto [i, f] : repeats) out[i] = out[f];
   std::lock_guard<std::mutex> lock(mu);
   for (size_t i : missing) done.emplace(needed[i].key, out[i]);
   return out;

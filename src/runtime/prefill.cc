@@ -166,9 +166,9 @@ CUtensorMap wgmma_map(uint64_t base, int64_t rows, int64_t k, int box_rows) {
 CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k) {
   return wgmma_map(base, rows, k, kWgmmaTile.bm);
 }
-CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k) { return wgmma_map(base, rows, k, kWgmmaTile.bn); }
-CUtensorMap wgmma_narrow_weight_map(uint64_t base, int64_t rows, int64_t k) {
-  return wgmma_map(base, rows, k, kWgmmaNarrowTile.bn);
+CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k, const GemmTile& tile) {
+  MPK_ICHECK(tile.wgmma) << "a TMA weight map for the non-wgmma tile " << tile.entry;
+  return wgmma_map(base, rows, k, tile.bn);
 }
 CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
   return wgmma_map(base, rows, k, kWgmmaTile.bn / 2);
@@ -684,8 +684,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           if (t.wgmma) {
             PfTmaMaps maps{};
             for (size_t j = 0; j < ops.size(); ++j)
-              maps.w[j] = narrow ? wgmma_narrow_weight_map(grp.w[j], grp.n[j], kk)
-                                 : wgmma_weight_map(grp.w[j], grp.n[j], kk);
+              maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
             cuda::launch_args(narrow ? *k.narrow_group() : k[id], c, stream,
                               wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
           } else {
@@ -713,7 +712,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.dynamic_shared = unsigned(k.gemm_smem(id));
           if (k.tile(gl.large).wgmma)
             cuda::launch_args(k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
-                              wgmma_weight_map(weight(mo.weight), n, kk), bias, res, dst, ws, m, n,
+                              wgmma_weight_map(weight(mo.weight), n, kk, k.tile(true)), bias, res, dst, ws, m, n,
                               kk, tg.g);
           else
             cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,

@@ -94,10 +94,10 @@ bool wgmma_group_narrow(int64_t m, std::span<const int64_t> cols, int num_sms);
 // k at base): boxes of one K step by the rows the kernel's ring expects of them, in the 128-byte
 // swizzle. A box of another size would not complete the ring's byte count (the kernel would
 // hang), so the box sizes come from the tile table here only: activations (bm rows), a
-// projection's weights (bn rows), and the SwiGLU entry's gate and up (bn / 2 rows each).
+// projection's weights (bn rows of the wgmma tile that reads them: the wide or the narrow),
+// and the SwiGLU entry's gate and up (bn / 2 rows each).
 CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k);
-CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k);
-CUtensorMap wgmma_narrow_weight_map(uint64_t base, int64_t rows, int64_t k);  // boxes of the narrow tile's bn rows
+CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k, const GemmTile& tile);  // a wgmma tile
 CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k);
 // kernels/prefill_wgmma.cuh's PfTmaMaps: the weight descriptors of a group's members.
 struct PfTmaMaps {

@@ -217,7 +217,7 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cfg.block.x = unsigned(k.tile(large).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(c.id));
     if (large && wgmma)
-      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_weight_map(dw.ptr(), N, K), db.ptr(), dr.ptr(), dc.ptr(),
+      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_weight_map(dw.ptr(), N, K, k.tile(true)), db.ptr(), dr.ptr(), dc.ptr(),
                         ws.ptr(), M, N, K, tg.g);
     else
       cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K,
@@ -272,7 +272,7 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     if (large && wgmma) {
       PfTmaMaps maps{};
       for (int j = 0; j < 2; ++j)
-        maps.w[j] = narrow ? wgmma_narrow_weight_map(g.w[j], g.n[j], K) : wgmma_weight_map(g.w[j], g.n[j], K);
+        maps.w[j] = wgmma_weight_map(g.w[j], g.n[j], K, narrow ? *k.narrow_tile() : k.tile(large));
       cuda::launch_args(narrow ? *k.narrow_group() : k[id], cfg, stream, ma, maps, g, M, K, tg.g);
     } else {
       cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);

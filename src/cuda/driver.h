@@ -245,6 +245,12 @@ struct LaunchConfig {
   // All blocks co-resident (CU_LAUNCH_ATTRIBUTE_COOPERATIVE): the grid must fit on the device
   // at once, as grid-wide synchronisation needs.
   bool cooperative = false;
+  // A programmatic dependent of the kernel before it on the stream
+  // (CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, compute capability 9.0 on): its
+  // blocks may start once that kernel's have all run griddepcontrol.launch_dependents (or
+  // ended), so the kernel must run griddepcontrol.wait before it touches memory the one before
+  // reads or writes.
+  bool programmatic = false;
 };
 
 // A TMA descriptor of a row-major bf16 matrix of `rows` x `cols` at `base` (16-byte aligned,

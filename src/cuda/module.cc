@@ -121,7 +121,7 @@ CUtensorMap tensor_map_bf16(CUdeviceptr base, std::uint64_t rows, std::uint64_t 
 }
 
 void launch(const Function& fn, const LaunchConfig& config, const Stream& stream, void** params) {
-  CUlaunchAttribute attrs[1] = {};
+  CUlaunchAttribute attrs[2] = {};
   CUlaunchConfig cfg = {};
   cfg.gridDimX = config.grid.x;
   cfg.gridDimY = config.grid.y;
@@ -132,11 +132,14 @@ void launch(const Function& fn, const LaunchConfig& config, const Stream& stream
   cfg.sharedMemBytes = config.dynamic_shared;
   cfg.hStream = stream.handle();
   if (config.cooperative) {
-    attrs[0].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attrs[0].value.cooperative = 1;
-    cfg.attrs = attrs;
-    cfg.numAttrs = 1;
+    attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[cfg.numAttrs++].value.cooperative = 1;
   }
+  if (config.programmatic) {
+    attrs[cfg.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[cfg.numAttrs++].value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (cfg.numAttrs) cfg.attrs = attrs;
   ScopedContext bind(fn.context());
   CUresult r = driver_api().cuLaunchKernelEx(&cfg, fn.handle(), params, nullptr);
   if (r == CUDA_SUCCESS) return;
@@ -146,7 +149,8 @@ void launch(const Function& fn, const LaunchConfig& config, const Stream& stream
   std::string what = "cuLaunchKernelEx(" + fn.name() + ", grid " + dims(config.grid) +
                      ", block " + dims(config.block) + ", " +
                      std::to_string(config.dynamic_shared) + " bytes dynamic shared" +
-                     (config.cooperative ? ", cooperative" : "") + ")";
+                     (config.cooperative ? ", cooperative" : "") +
+                     (config.programmatic ? ", programmatic" : "") + ")";
   check_cu(r, what.c_str());
 }
 

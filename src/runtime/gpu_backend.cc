@@ -244,7 +244,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       return e;
     });
     if (pf_built) ++stats.cache_misses; else ++stats.cache_hits;
-    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin, arch);
+    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin, arch, options.prefill_overlap);
     ++stats.num_kernels;
   } else {
     log(LogLevel::Info, "prompts prefill through the decode step: {}", prefill_why_);

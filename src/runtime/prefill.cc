@@ -1,6 +1,7 @@
 #include "runtime/prefill.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <utility>
@@ -52,6 +53,16 @@ cuda::LaunchConfig elementwise(long long n) {
   c.block.x = 256;
   c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, ir::kPrefillMaxGridThreads / 256));
   return c;
+}
+
+// Every prefill launch: a programmatic dependent of the kernel before it where the kernels
+// allow it (PrefillKernels::overlap; each waits for that kernel first, pf_wait_prior), so its
+// blocks are on the SMs when the kernel before ends instead of launching then.
+template <typename... Args>
+void launch(const PrefillKernels& k, const cuda::Function& fn, cuda::LaunchConfig c, const cuda::Stream& stream,
+            const Args&... args) {
+  c.programmatic = k.overlap();
+  cuda::launch_args(fn, c, stream, args...);
 }
 
 }  // namespace
@@ -239,8 +250,9 @@ cuda::CompileResult compile_prefill(const std::string& arch) {
 }
 
 PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin,
-                               const std::string& arch)
-    : arch_(arch), module_(ctx, cubin) {
+                               const std::string& arch, bool overlap)
+    : arch_(arch), overlap_(overlap && arch.rfind("sm_", 0) == 0 && std::atoi(arch.c_str() + 3) >= 90),
+      module_(ctx, cubin) {
   const std::string large = tile(true).entry, small = tile(false).entry;
   const std::string names[kCount] = {
       "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_head_norm_rope", "pf_kv_store", "pf_kv_shadow", "pf_silu_mul",
@@ -288,13 +300,13 @@ void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, cons
     c.grid.y = unsigned(a.hq);
     c.block.x = unsigned(kWgmmaAttention.threads());
     c.dynamic_shared = unsigned(kWgmmaAttention.smem_bytes());
-    cuda::launch_args(*k.attention_wgmma(), c, stream, map(a.kc16), map(a.vc16), a.q, a.out, a.rows, a.hq, a.hkv,
-                      a.cap, a.pos0, a.scale, int(a.bf16));
+    launch(k, *k.attention_wgmma(), c, stream, map(a.kc16), map(a.vc16), a.q, a.out, a.rows, a.hq, a.hkv,
+              a.cap, a.pos0, a.scale, int(a.bf16));
     return;
   }
   const AttentionLaunch al = attention_launch(a.rows, a.hq, a.head_dim);
-  cuda::launch_args(k[al.id], al.config, stream, a.q, a.kc16, a.vc16, a.out, a.rows, a.hq, a.hkv, a.head_dim, a.cap,
-                    a.pos0, a.scale, int(a.bf16));
+  launch(k, k[al.id], al.config, stream, a.q, a.kc16, a.vc16, a.out, a.rows, a.hq, a.hkv, a.head_dim, a.cap,
+            a.pos0, a.scale, int(a.bf16));
 }
 
 int PrefillKernels::gemm_smem(Id id) const {
@@ -525,7 +537,7 @@ void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream&
     len = int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions));
     cuda::LaunchConfig c = elementwise((long long)len * d / 2);
     c.grid.y = unsigned(planes);
-    cuda::launch_args(k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);
+    launch(k, k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);
   }
 }
 
@@ -572,8 +584,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     cuda::LaunchConfig c;
     c.grid.x = unsigned(rows);
     c.block.x = kRowThreads;
-    cuda::launch_args(k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
-                      rope.attrs.num_heads, rope.attrs.head_dim, eps, pos0);
+    launch(k, k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
+              rope.attrs.num_heads, rope.attrs.head_dim, eps, pos0);
   };
   bool silu_done = false;  // by the previous step's SwiGLU kernel
   for (const PrefillStep& s : steps_) {
@@ -585,15 +597,15 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         cuda::LaunchConfig c;
         c.grid.x = unsigned(rows);
         c.block.x = kRowThreads;
-        cuda::launch_args(k[K::Embed], c, stream, weight(op.weight), ptr(s.inputs[0]), out, cols(s.output));
+        launch(k, k[K::Embed], c, stream, weight(op.weight), ptr(s.inputs[0]), out, cols(s.output));
         break;
       }
       case ir::OpKind::RmsNorm: {
         cuda::LaunchConfig c;
         c.grid.x = unsigned(nrows(s.output));
         c.block.x = kRowThreads;
-        cuda::launch_args(k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
-                          cols(s.output), float(op.attrs.eps), int(bf16_[size_t(s.output)]));
+        launch(k, k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
+                  cols(s.output), float(op.attrs.eps), int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::HeadRmsNorm: {
@@ -604,8 +616,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         cuda::LaunchConfig c;
         c.grid.x = unsigned(nrows(s.output));
         c.block.x = kRowThreads;
-        cuda::launch_args(k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, op.attrs.num_heads,
-                          op.attrs.head_dim, float(op.attrs.eps));
+        launch(k, k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, op.attrs.num_heads,
+                  op.attrs.head_dim, float(op.attrs.eps));
         break;
       }
       case ir::OpKind::Rope: launch_rope(size_t(s.op), 0, 0.f, ptr(s.inputs[0]), out); break;
@@ -620,8 +632,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         // The KV append writes nothing for a chunk past the capacity (ir::prefill_kv_store_nest).
         MPK_ICHECK(int64_t(pos0) + rows <= cap)
             << "prefill: rows " << pos0 << " + " << rows << " past the KV capacity " << cap;
-        cuda::launch_args(k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
-                          ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
+        launch(k, k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
+                  ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
         enqueue_attention(k, stream, {ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
                                       float(op.attrs.scale), bool(bf16_[size_t(s.output)])});
         break;
@@ -633,11 +645,11 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         if (s.swiglu_output >= 0 && k.swiglu() && gemm_launch(m, 2LL * cols(s.output), kk, num_sms_).large) {
           const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
           const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
-          cuda::launch_args(*k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
-                            wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
-                            wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
-                            ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]), int(tg.x),
-                            int(tg.y));
+          launch(k, *k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
+                    wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
+                    wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
+                    ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]), int(tg.x),
+                    int(tg.y));
           silu_done = true;
           break;
         }
@@ -685,10 +697,10 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             PfTmaMaps maps{};
             for (size_t j = 0; j < ops.size(); ++j)
               maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
-            cuda::launch_args(narrow ? *k.narrow_group() : k[id], c, stream,
-                              wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
+            launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
+                      wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
           } else {
-            cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
+            launch(k, k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
           }
           break;
         }
@@ -711,18 +723,18 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
           if (k.tile(gl.large).wgmma)
-            cuda::launch_args(k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
-                              wgmma_weight_map(weight(mo.weight), n, kk, k.tile(true)), bias, res, dst, ws, m, n,
-                              kk, tg.g);
+            launch(k, k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
+                      wgmma_weight_map(weight(mo.weight), n, kk, k.tile(true)), bias, res, dst, ws, m, n,
+                      kk, tg.g);
           else
-            cuda::launch_args(k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
-                              tg.g);
+            launch(k, k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
+                      tg.g);
           // Splits only under a wave of small tiles: far below the reduce's int walk.
           MPK_ICHECK(gl.splits == 1 || m * n <= ir::kPrefillMaxElements)
               << "prefill: split GEMM of " << m << " x " << n;
           if (gl.splits > 1)
-            cuda::launch_args(k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
-                              dst, m, n);
+            launch(k, k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
+                      dst, m, n);
         }
         break;
       }
@@ -730,14 +742,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         if (std::exchange(silu_done, false)) break;  // the SwiGLU kernel wrote it
         const long long n = (long long)nrows(s.output) * cols(s.output);
         MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
-        cuda::launch_args(k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
-                          int(bf16_[size_t(s.output)]));
+        launch(k, k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
+                  int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::Add: {
         const long long n = (long long)nrows(s.output) * cols(s.output);
         MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
-        cuda::launch_args(k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
+        launch(k, k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
         break;
       }
       case ir::OpKind::LastRow:
@@ -746,14 +758,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       case ir::OpKind::Argmax: {
         cuda::LaunchConfig c;
         c.block.x = kArgmaxThreads;
-        cuda::launch_args(k[K::Argmax], c, stream, ptr(s.inputs[0]), cols(s.inputs[0]), b.result);
+        launch(k, k[K::Argmax], c, stream, ptr(s.inputs[0]), cols(s.inputs[0]), b.result);
         // The next step's embedding, as the decode megakernel's argmax task leaves it.
         const ir::Op& emb = g_.ops[size_t(steps_.front().op)];
         MPK_ICHECK(emb.kind == ir::OpKind::Embedding) << "prefill: the graph does not start with its embedding";
         cuda::LaunchConfig e;
         e.block.x = kRowThreads;
-        cuda::launch_args(k[K::Embed], e, stream, weight(emb.weight), b.result, b.embed_out,
-                          cols(steps_.front().output));
+        launch(k, k[K::Embed], e, stream, weight(emb.weight), b.result, b.embed_out,
+                  cols(steps_.front().output));
         break;
       }
     }

@@ -25,7 +25,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.5.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.6.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 static_assert(int64_t(kPrefillChunk) <= ir::kPrefillMaxChunkRows, "the nests are proved for chunks of these rows");
@@ -116,8 +116,13 @@ class PrefillKernels {
             GemmSmall, GemmReduce, Attention16, Attention32, Attention64, Attention128, GemmLargeGroup,
             GemmSmallGroup, kCount };
   // `cubin`: compile_prefill(arch)'s (or prefill_source(arch)'s, compiled for the device).
-  PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin, const std::string& arch);
+  // `overlap`: launch each kernel as a programmatic dependent of the one before where the arch
+  // has such launches (sm_90 on; RuntimeOptions::prefill_overlap).
+  PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin, const std::string& arch,
+                 bool overlap = true);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
+  // Whether launches overlap the kernel before them (kernels/prefill_common.cuh: pf_wait_prior).
+  bool overlap() const { return overlap_; }
   // The SwiGLU entry of the wgmma tile (gate, up and their silu product in one kernel), or
   // null where the large tile is not wgmma.
   const cuda::Function* swiglu() const { return swiglu_ ? &*swiglu_ : nullptr; }
@@ -131,6 +136,7 @@ class PrefillKernels {
 
  private:
   std::string arch_;
+  bool overlap_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
   std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_;

@@ -434,6 +434,34 @@ TEST(Prefill, WgmmaWrappersNameEveryOperand) {
   EXPECT_THROW(wgmma_function("f", 12, false), Error);
 }
 
+// Launches overlap the kernel before them (PrefillKernels::overlap), so no entry may touch memory
+// before pf_wait_prior: it must be each entry's first statement, in the macros' entries too.
+TEST(Prefill, EveryEntryWaitsForTheKernelBeforeFirst) {
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string src = prefill_source(arch);
+    int entries = 0;
+    for (size_t at = src.find("__global__"); at != std::string::npos; at = src.find("__global__", at + 1)) {
+      const size_t open = src.find('{', at);
+      ASSERT_NE(open, std::string::npos);
+      const size_t first = src.find_first_not_of(" \t\n\\", open + 1);  // a macro's line ends too
+      EXPECT_EQ(src.compare(first, 16, "pf_wait_prior();"), 0)
+          << arch << ": the entry at " << src.substr(at, open - at) << " begins with "
+          << src.substr(first, 60);
+      ++entries;
+    }
+    // The rows' nine, the GEMM macro's two and the reduce, attention's macro; on sm_90a the
+    // wgmma macros' three and the wgmma attention.
+    EXPECT_EQ(entries, prefill_wgmma(arch) ? 17 : 13) << arch;
+  }
+  // pf_wait_prior itself: the wait, then the trigger, only where the launches exist.
+  const std::string src = prefill_source("sm_90a");
+  const size_t def = src.find("void pf_wait_prior()");
+  ASSERT_NE(def, std::string::npos);
+  const size_t wait = src.find("griddepcontrol.wait;", def), go = src.find("griddepcontrol.launch_dependents;", def);
+  EXPECT_LT(wait, go);
+  EXPECT_LT(src.find("#if __CUDA_ARCH__ >= 900", def), wait);
+}
+
 TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
   for (const char* source_arch : {"sm_90a", "sm_80"}) {
     cuda::CompileRequest r;

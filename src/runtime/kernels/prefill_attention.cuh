@@ -192,6 +192,7 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
   extern "C" __global__ void __launch_bounds__(PF_ATT_THREADS, 2)                                  \
       pf_attention_##DP(const float* q, const pf_bf16* kc, const pf_bf16* vc, void* out, int T, int Hq, \
                         int Hkv, int D, int cap, int pos0, float scale, int bf16) {                \
+    pf_wait_prior();                                                                               \
     pf_attention<DP>(q, kc, vc, out, T, Hq, Hkv, D, cap, pos0, scale, bf16);                       \
   }
 PF_ATTENTION_ENTRY(16)

@@ -39,6 +39,18 @@ __device__ __forceinline__ void pf_store(void* out, long long i, float v, int bf
   pf_put(((float*)out)[i], ((pf_bf16*)out)[i], v, bf16);
 }
 
+// Every entry's first statement. A launch the host makes a programmatic dependent of the kernel
+// before it (PrefillKernels::overlap) may be resident before that kernel ends: it waits here for
+// it to complete with its memory visible (which, as every kernel waits first, covers all before
+// it), and then lets the next launch's blocks take the SMs this grid leaves. Without that launch
+// attribute both are no-ops; before sm_90 there is no such launch.
+__device__ __forceinline__ void pf_wait_prior() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
 __device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
 

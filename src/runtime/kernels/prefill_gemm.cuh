@@ -179,6 +179,7 @@ __device__ __forceinline__ int pf_group_member(const PfGemmGroup& grp, int& t) {
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
       NAME(const pf_bf16* A, const pf_bf16* W, const float* bias, const float* R, float* C, float* partial, \
            int M, int N, int K, int g) {                                                                   \
+    pf_wait_prior();                                                                                       \
     int m, n;                                                                                              \
     if (pf_block_tile(g, BM, M, m, n))                                                                     \
       pf_gemm_tile<BM, BN, BK, WM, WN, STAGES>(A, W, bias, R, C, partial, M, N, K, m, n);                  \
@@ -187,6 +188,7 @@ __device__ __forceinline__ int pf_group_member(const PfGemmGroup& grp, int& t) {
   /* members' in order. No K split, no residual. */                                                       \
   extern "C" __global__ void __launch_bounds__(32 * WM * WN)                                               \
       NAME##_group(const pf_bf16* A, PfGemmGroup grp, int M, int K, int g) {                               \
+    pf_wait_prior();                                                                                       \
     int m, t;                                                                                              \
     if (!pf_block_tile(g, BM, M, m, t)) return;                                                            \
     const int j = pf_group_member(grp, t);                                                                 \
@@ -199,5 +201,6 @@ __device__ __forceinline__ int pf_group_member(const PfGemmGroup& grp, int& t) {
 // C = sum over z of partial[z] (in z order) (+ bias) (+ R) (ir::prefill_gemm_reduce_nest).
 extern "C" __global__ void pf_gemm_reduce(const float* __restrict__ partial, int splits, const float* __restrict__ bias,
                                           const float* R, float* C, int M, int N) {
+  pf_wait_prior();
   pf_gemm_reduce_all(partial, splits, bias, R, C, M, N);
 }

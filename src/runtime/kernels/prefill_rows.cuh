@@ -5,6 +5,7 @@
 // (ir::prefill_embed_nest).
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_embed(const pf_bf16* __restrict__ table, const int* __restrict__ tokens, float* __restrict__ out, int H) {
+  pf_wait_prior();
   pf_embed_row(table, tokens, out, H);
 }
 
@@ -13,6 +14,7 @@ pf_embed(const pf_bf16* __restrict__ table, const int* __restrict__ tokens, floa
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, void* __restrict__ out, int H, float eps,
             int bf16) {
+  pf_wait_prior();
   pf_rms_norm_row(x, w, out, H, eps, bf16);  // ir::prefill_rms_norm_nest
 }
 
@@ -21,6 +23,7 @@ pf_rms_norm(const float* __restrict__ x, const float* __restrict__ w, void* __re
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_head_rms_norm(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ out, int heads, int D,
                  float eps) {
+  pf_wait_prior();
   pf_head_rms_norm_row(x, w, out, heads, D, eps);
 }
 
@@ -32,6 +35,7 @@ pf_head_rms_norm(const float* __restrict__ x, const float* __restrict__ w, float
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_head_norm_rope(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ inv_freq,
                   float* __restrict__ out, int heads, int D, float eps, int pos0) {
+  pf_wait_prior();
   __shared__ float cs[PF_ROPE_MAX_D / 2], sn[PF_ROPE_MAX_D / 2];
   __shared__ float buf[PF_ROW_THREADS / 32][PF_ROPE_MAX_D];
   // ir::prefill_head_norm_rope_nest
@@ -43,6 +47,7 @@ pf_head_norm_rope(const float* __restrict__ x, const float* __restrict__ w, cons
 extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float* __restrict__ v,
                                        float* __restrict__ kc, float* __restrict__ vc, pf_bf16* __restrict__ kc16,
                                        pf_bf16* __restrict__ vc16, int T, int Hkv, int D, int cap, int pos0) {
+  pf_wait_prior();
   pf_kv_store_all(k, v, kc, vc, kc16, vc16, T, Hkv, D, cap, pos0);
 }
 
@@ -51,21 +56,27 @@ extern "C" __global__ void pf_kv_store(const float* __restrict__ k, const float*
 // prefill (ir::prefill_kv_shadow_nest).
 extern "C" __global__ void pf_kv_shadow(const float* __restrict__ kv, pf_bf16* __restrict__ kv16, int cap, int D,
                                         int from, int len) {
+  pf_wait_prior();
   pf_kv_shadow_plane(kv, kv16, cap, D, from, len);
 }
 
 // ir::prefill_silu_mul_nest, ir::prefill_add_nest (n inside kPrefillMaxElements).
 extern "C" __global__ void pf_silu_mul(const float* __restrict__ gate, const float* __restrict__ up,
                                        void* __restrict__ out, long long n, int bf16) {
+  pf_wait_prior();
   pf_silu_mul_all(gate, up, out, n, bf16);
 }
 
-extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) { pf_add_all(a, b, out, n); }
+extern "C" __global__ void pf_add(const float* a, const float* b, float* out, long long n) {
+  pf_wait_prior();
+  pf_add_all(a, b, out, n);
+}
 
 // One CTA of PF_ARGMAX_THREADS (the decode kernels' order, mk_better): result[0] =
 // argmax(logits[0, V)), result[1] = 1 when a logit is NaN or Inf, else 0.
 extern "C" __global__ void __launch_bounds__(PF_ARGMAX_THREADS)
 pf_argmax(const float* __restrict__ logits, int V, int* __restrict__ result) {
+  pf_wait_prior();
   __shared__ float bv[32];
   __shared__ int bi[32], bad[32];
   float v;

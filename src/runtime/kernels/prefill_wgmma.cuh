@@ -307,6 +307,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mw, const float* bias,       \
            const float* R, float* C, float* partial, int M, int N, int K, int g) {                            \
+    pf_wait_prior();                                                                                          \
     int m, n;                                                                                                 \
     if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile<BN>(ma, mw, bias, R, C, partial, M, N, K, m, n);   \
   }
@@ -315,6 +316,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_group(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMaps mws, PfGemmGroup grp, \
                    int M, int K, int g) {                                                                     \
+    pf_wait_prior();                                                                                          \
     int m, t;                                                                                                 \
     if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                         \
     const int j = pf_group_member(grp, t);                                                                    \
@@ -327,6 +329,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
       NAME##_swiglu(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mg,                 \
                     const __grid_constant__ PfTmaMap mu, void* out, int M, int N, int K, int g, int bf16, int X, \
                     int Y) {                                                                                  \
+    pf_wait_prior();                                                                                          \
     pf_wgmma_swiglu_walk(ma, mg, mu, M, K, g, X, Y, [&](const float(&acc)[128], int m0, int n0) {             \
       pf_wgmma_swiglu_store(acc, m0, n0, out, M, N, bf16);                                                    \
     });                                                                                                       \

@@ -68,6 +68,7 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
     pf_attention_wgmma(const __grid_constant__ PfTmaMap mk, const __grid_constant__ PfTmaMap mv,
                        const float* __restrict__ q, void* __restrict__ out, int T, int Hq, int Hkv, int cap, int pos0,
                        float scale, int bf16) {
+  pf_wait_prior();
   __shared__ __align__(8) unsigned long long bars[2 * PF_WA_STAGES];  // full[s], then empty[s]
   const unsigned base = (pf_smem(pf_smem_raw) + 1023u) & ~1023u;
   const unsigned ring = base + 2 * PF_WA_Q_BYTES, full = pf_smem(bars), empty = full + 8 * PF_WA_STAGES;

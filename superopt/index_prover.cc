@@ -405,6 +405,13 @@ ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t
                                 row.value >= 0 && row.value < ctx.int_val(bm) && col.value >= 0 &&
                                     col.value < ctx.int_val(bn),
                                 shown, timeout_ms));
+  // The epilogues store a holder's e = 0 and e = 1 as one 8-byte pair (kernels/prefill_gemm.cuh:
+  // pf_tile_pairs): e = 0 at an even column, e = 1 at the next, in the same row.
+  const auto [row1, col1] = element(warp, mi, ni, lane, h, ctx.int_val(1));
+  r.obligations.push_back(check(ctx, "pairs: e = 0 at an even column, e = 1 the next in its row",
+                                holder && e == 0 && row.defined && col.defined && row1.defined && col1.defined,
+                                z3::mod(col.value, 2) == 0 && col1.value == col.value + 1 && row1.value == row.value,
+                                shown, timeout_ms));
   const bool counts = warps_m * warps_n * (wtm / 16) * (wtn / 8) * 32 * 4 == bm * bn;
   r.obligations.push_back({"exactly once: as many holders as elements", counts ? "proved" : "refuted", 0,
                            counts ? "" : "holders != elements"});

@@ -425,11 +425,13 @@ TEST(PrefillGpuAttention, MatchesACausalSoftmaxInDoublePrecision) {
 TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   // 2 x 3 large tiles, 4 x 5 small; K = 4.25 large steps; a long K with an odd tail; 9 large
-  // tile rows (tile order: two groups of 5, the last block row idle), 18 small (three of 6).
+  // tile rows (tile order: two groups of 5, the last block row idle), 18 small (three of 6); an
+  // odd N (the epilogues' single columns; even N stores pairs).
   for (const char* arch : {"sm_90a", "sm_80"}) {
     check_gemm_tiles(arch, 200, 520, 136);
     check_gemm_tiles(arch, 130, 300, 1048);
     check_gemm_tiles(arch, 1100, 520, 136);
+    check_gemm_tiles(arch, 70, 301, 136);
   }
 }
 

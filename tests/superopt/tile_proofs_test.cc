@@ -27,7 +27,7 @@ std::vector<ir::IndexEnv> grid(const std::string& a, int64_t na, const std::stri
 }
 
 // Every holder's element inside the tile and all of them distinct (with as many holders as
-// elements: a bijection).
+// elements: a bijection), and each holder's two columns a pair (e = 0 even, e = 1 the next).
 bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, int64_t wn) {
   const int64_t wtm = bm / wm, wtn = bn / wn;
   std::set<std::pair<int64_t, int64_t>> seen;
@@ -42,6 +42,11 @@ bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, 
                                           {"e", e}, {"wn", wn}, {"wtm", wtm}, {"wtn", wtn}};
                 const int64_t r = ir::eval(f.row, env), c = ir::eval(f.col, env);
                 if (r < 0 || r >= bm || c < 0 || c >= bn || !seen.insert({r, c}).second) return false;
+                if (e == 0) {  // the epilogues' pairs: e = 1 at the next column of the row
+                  ir::IndexEnv next = env;
+                  next["e"] = 1;
+                  if (c % 2 != 0 || ir::eval(f.col, next) != c + 1 || ir::eval(f.row, next) != r) return false;
+                }
               }
   } catch (const Error&) {
     return false;

@@ -51,6 +51,15 @@ __device__ __forceinline__ void pf_wait_prior() {
 #endif
 }
 
+// out[i] = lo and out[i + 1] = hi in one store: 8 bytes of fp32, or 4 of bf16 rounded as pf_put
+// rounds (i even, out aligned to the pair).
+__device__ __forceinline__ void pf_store2(void* out, long long i, float lo, float hi, int bf16) {
+  if (bf16)
+    *(unsigned*)((pf_bf16*)out + i) = pf_pack_bf16(lo, hi);
+  else
+    *(float2*)((float*)out + i) = make_float2(lo, hi);
+}
+
 __device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
 

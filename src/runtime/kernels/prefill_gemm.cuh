@@ -29,6 +29,21 @@ __device__ __forceinline__ void pf_tile_each(int om, int on, F&& f) {
             on + pf_frag_col<WN, WTN>(warp, ni, lane, e));
 }
 
+// pf_tile_each by pairs of columns: f(i, r, c) for accumulators i (e = 0) and i + 1 (e = 1) of
+// this thread, the elements at row r and columns c (even) and c + 1.
+template <int MI, int NI, int WN, int WTM, int WTN, typename F>
+__device__ __forceinline__ void pf_tile_pairs(int om, int on, F&& f) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int mi = 0; mi < MI; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < NI; ++ni)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        f((mi * NI + ni) * 4 + h * 2, om + pf_frag_row<WN, WTM>(warp, mi, lane, h),
+          on + pf_frag_col<WN, WTN>(warp, ni, lane, 0));
+}
+
 // Stores the accumulators of a BM x BN tile at (om, on) (pf_tile_each's order) into the M x N
 // output `out`, those inside it; unless `split` (out: a K part's partial tile) with the bias and
 // then the residual R added, the reference's order: (x . w + b) + residual. Each add is a pass of
@@ -36,19 +51,38 @@ __device__ __forceinline__ void pf_tile_each(int om, int on, F&& f) {
 // store would put a round trip to memory between every two stores): an element past M or N
 // adds the value at its row and column clamped into the output, in this tile too, and is not
 // stored. R is not C (the host never passes one buffer as both: a step's output never shares
-// its inputs' memory).
-template <int BM, int BN, int MI, int NI, int WN, int WTM, int WTN>
+// its inputs' memory). With PAIRS and N even, a thread's two adjacent columns (c even) are one 8-byte load
+// of R and one 8-byte store: half the instructions and no sector written twice; R and out are
+// then 8-byte aligned (the host's buffers and slots are 256-byte aligned, a partial's z offset M
+// N floats). Both columns are inside the output or neither (c even, N even), and a pair past it
+// adds R's last pair of its row.
+template <int BM, int BN, int MI, int NI, int WN, int WTM, int WTN, bool PAIRS>
 __device__ __forceinline__ void pf_tile_store(float* acc, int om, int on, int M, int N, const float* __restrict__ bias,
                                               const float* __restrict__ R, float* __restrict__ out, bool split) {
   if (!split && bias)
     pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int, int c) { acc[i] += bias[min(c, N - 1)]; });
+  const bool whole = om + BM <= M && on + BN <= N;  // no bounds checks
+  if (PAIRS && N % 2 == 0) {
+    if (!split && R) {
+      const float* __restrict__ rt = R + (long long)om * N + on;  // int offsets from the tile's corner
+      pf_tile_pairs<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
+        const float2 v = *(const float2*)&rt[(min(r, M - 1) - om) * N + (min(c, N - 2) - on)];
+        acc[i] += v.x;
+        acc[i + 1] += v.y;
+      });
+    }
+    pf_tile_pairs<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
+      if (whole || (r < M && c < N)) *(float2*)&out[(long long)r * N + c] = make_float2(acc[i], acc[i + 1]);
+    });
+    return;
+  }
   if (!split && R) {
-    const float* __restrict__ rt = R + (long long)om * N + on;  // int offsets from the tile's corner
+    const float* __restrict__ rt = R + (long long)om * N + on;
     pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
       acc[i] += rt[(min(r, M - 1) - om) * N + (min(c, N - 1) - on)];
     });
   }
-  if (om + BM <= M && on + BN <= N)  // the whole tile: no bounds checks
+  if (whole)
     pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) { out[(long long)r * N + c] = acc[i]; });
   else
     pf_tile_each<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
@@ -143,8 +177,11 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
   const int om = origin[0], on = origin[1];
 
   const bool split = gridDim.z > 1;
-  pf_tile_store<BM, BN, MI, NI, WARPS_N, WTM, WTN>(&acc[0][0][0], om, on, M, N, bias, R,
-                                                   split ? partial + (long long)blockIdx.z * M * N : C, split);
+  // The 128 x 256 tile's 128 accumulators per thread and its fragments leave no registers for
+  // the pairs' code: ptxas spills it (prefill_test checks every entry for spills).
+  constexpr bool kPairs = MI * NI * 4 < 128;
+  pf_tile_store<BM, BN, MI, NI, WARPS_N, WTM, WTN, kPairs>(&acc[0][0][0], om, on, M, N, bias, R,
+                                                           split ? partial + (long long)blockIdx.z * M * N : C, split);
 }
 
 // Up to PF_GROUP_MAX projections of one input: weights, biases (or null), outputs, widths and

@@ -286,18 +286,27 @@ __device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap
   float acc[BN / 2];
   if (!pf_wgmma_mainloop<BN>(acc, ma, mw, K, m0, n0)) return;
   const bool split = gridDim.z > 1;
-  pf_tile_store<PF_WG_BM, BN, 1, BN / 8, 1, 16, BN>(
+  pf_tile_store<PF_WG_BM, BN, 1, BN / 8, 1, 16, BN, true>(
       acc, m0, n0, M, N, bias, R, split ? partial + (long long)blockIdx.z * M * N : C, split);
 }
 
 // The SwiGLU tile's epilogue: columns [n0, n0 + 128) of gate = A Wg^T and of up = A Wu^T in one
 // accumulator (gate in columns 0..127, up in 128..255: a thread holds both of a pair), out =
-// silu(gate) * up with pf_silu_mul's arithmetic, rounded to bf16 when `bf16`. No K split.
+// silu(gate) * up with pf_silu_mul's arithmetic, rounded to bf16 when `bf16`. No K split. With
+// N even, a thread's two adjacent columns are one store (pf_tile_store's pairs).
 __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], int m0, int n0, void* out, int M, int N,
                                                       int bf16) {
+  constexpr int kUp = PF_WG_BN / 16 * 4;  // gate's accumulator i, up's i + kUp (column c + 128)
+  if (N % 2 == 0) {
+    pf_tile_pairs<1, PF_WG_BN / 16, 1, 16, PF_WG_BN>(m0, n0, [&](int i, int r, int c) {
+      if (r < M && c < N)
+        pf_store2(out, (long long)r * N + c, mk_silu_mul(acc[i], acc[i + kUp]),
+                  mk_silu_mul(acc[i + 1], acc[i + 1 + kUp]), bf16);
+    });
+    return;
+  }
   pf_wg_each<PF_WG_BN / 16>(m0, n0, M, N, [&](int i, int r, int c) {
-    const float gate = acc[i], up = acc[i + PF_WG_BN / 16 * 4];  // column c + 128
-    pf_store(out, (long long)r * N + c, mk_silu_mul(gate, up), bf16);
+    pf_store(out, (long long)r * N + c, mk_silu_mul(acc[i], acc[i + kUp]), bf16);
   });
 }
 

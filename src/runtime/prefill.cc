@@ -59,8 +59,8 @@ cuda::LaunchConfig elementwise(long long n) {
 // allow it (PrefillKernels::overlap; each waits for that kernel first, pf_wait_prior), so its
 // blocks are on the SMs when the kernel before ends instead of launching then.
 template <typename... Args>
-void launch(const PrefillKernels& k, const cuda::Function& fn, cuda::LaunchConfig c, const cuda::Stream& stream,
-            const Args&... args) {
+void pf_launch(const PrefillKernels& k, const cuda::Function& fn, cuda::LaunchConfig c, const cuda::Stream& stream,
+               const Args&... args) {
   c.programmatic = k.overlap();
   cuda::launch_args(fn, c, stream, args...);
 }
@@ -300,12 +300,12 @@ void enqueue_attention(const PrefillKernels& k, const cuda::Stream& stream, cons
     c.grid.y = unsigned(a.hq);
     c.block.x = unsigned(kWgmmaAttention.threads());
     c.dynamic_shared = unsigned(kWgmmaAttention.smem_bytes());
-    launch(k, *k.attention_wgmma(), c, stream, map(a.kc16), map(a.vc16), a.q, a.out, a.rows, a.hq, a.hkv,
+    pf_launch(k, *k.attention_wgmma(), c, stream, map(a.kc16), map(a.vc16), a.q, a.out, a.rows, a.hq, a.hkv,
               a.cap, a.pos0, a.scale, int(a.bf16));
     return;
   }
   const AttentionLaunch al = attention_launch(a.rows, a.hq, a.head_dim);
-  launch(k, k[al.id], al.config, stream, a.q, a.kc16, a.vc16, a.out, a.rows, a.hq, a.hkv, a.head_dim, a.cap,
+  pf_launch(k, k[al.id], al.config, stream, a.q, a.kc16, a.vc16, a.out, a.rows, a.hq, a.hkv, a.head_dim, a.cap,
             a.pos0, a.scale, int(a.bf16));
 }
 
@@ -537,7 +537,7 @@ void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream&
     len = int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions));
     cuda::LaunchConfig c = elementwise((long long)len * d / 2);
     c.grid.y = unsigned(planes);
-    launch(k, k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);
+    pf_launch(k, k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);
   }
 }
 
@@ -584,7 +584,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     cuda::LaunchConfig c;
     c.grid.x = unsigned(rows);
     c.block.x = kRowThreads;
-    launch(k, k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
+    pf_launch(k, k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
               rope.attrs.num_heads, rope.attrs.head_dim, eps, pos0);
   };
   bool silu_done = false;  // by the previous step's SwiGLU kernel
@@ -597,14 +597,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         cuda::LaunchConfig c;
         c.grid.x = unsigned(rows);
         c.block.x = kRowThreads;
-        launch(k, k[K::Embed], c, stream, weight(op.weight), ptr(s.inputs[0]), out, cols(s.output));
+        pf_launch(k, k[K::Embed], c, stream, weight(op.weight), ptr(s.inputs[0]), out, cols(s.output));
         break;
       }
       case ir::OpKind::RmsNorm: {
         cuda::LaunchConfig c;
         c.grid.x = unsigned(nrows(s.output));
         c.block.x = kRowThreads;
-        launch(k, k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
+        pf_launch(k, k[K::RmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out,
                   cols(s.output), float(op.attrs.eps), int(bf16_[size_t(s.output)]));
         break;
       }
@@ -616,7 +616,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         cuda::LaunchConfig c;
         c.grid.x = unsigned(nrows(s.output));
         c.block.x = kRowThreads;
-        launch(k, k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, op.attrs.num_heads,
+        pf_launch(k, k[K::HeadRmsNorm], c, stream, ptr(s.inputs[0]), cnst(op.weight), out, op.attrs.num_heads,
                   op.attrs.head_dim, float(op.attrs.eps));
         break;
       }
@@ -632,7 +632,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         // The KV append writes nothing for a chunk past the capacity (ir::prefill_kv_store_nest).
         MPK_ICHECK(int64_t(pos0) + rows <= cap)
             << "prefill: rows " << pos0 << " + " << rows << " past the KV capacity " << cap;
-        launch(k, k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
+        pf_launch(k, k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
                   ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
         enqueue_attention(k, stream, {ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
                                       float(op.attrs.scale), bool(bf16_[size_t(s.output)])});
@@ -645,7 +645,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         if (s.swiglu_output >= 0 && k.swiglu() && gemm_launch(m, 2LL * cols(s.output), kk, num_sms_).large) {
           const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
           const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
-          launch(k, *k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
+          pf_launch(k, *k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
                     wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
                     wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
                     ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]), int(tg.x),
@@ -697,10 +697,10 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             PfTmaMaps maps{};
             for (size_t j = 0; j < ops.size(); ++j)
               maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
-            launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
+            pf_launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
                       wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
           } else {
-            launch(k, k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
+            pf_launch(k, k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
           }
           break;
         }
@@ -723,17 +723,17 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
           if (k.tile(gl.large).wgmma)
-            launch(k, k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
-                      wgmma_weight_map(weight(mo.weight), n, kk, k.tile(true)), bias, res, dst, ws, m, n,
+            pf_launch(k, k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
+                      wgmma_weight_map(weight(mo.weight), n, kk, k.tile(gl.large)), bias, res, dst, ws, m, n,
                       kk, tg.g);
           else
-            launch(k, k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
+            pf_launch(k, k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
                       tg.g);
           // Splits only under a wave of small tiles: far below the reduce's int walk.
           MPK_ICHECK(gl.splits == 1 || m * n <= ir::kPrefillMaxElements)
               << "prefill: split GEMM of " << m << " x " << n;
           if (gl.splits > 1)
-            launch(k, k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
+            pf_launch(k, k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
                       dst, m, n);
         }
         break;
@@ -742,14 +742,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         if (std::exchange(silu_done, false)) break;  // the SwiGLU kernel wrote it
         const long long n = (long long)nrows(s.output) * cols(s.output);
         MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
-        launch(k, k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
+        pf_launch(k, k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
                   int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::Add: {
         const long long n = (long long)nrows(s.output) * cols(s.output);
         MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
-        launch(k, k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
+        pf_launch(k, k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
         break;
       }
       case ir::OpKind::LastRow:
@@ -758,13 +758,13 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       case ir::OpKind::Argmax: {
         cuda::LaunchConfig c;
         c.block.x = kArgmaxThreads;
-        launch(k, k[K::Argmax], c, stream, ptr(s.inputs[0]), cols(s.inputs[0]), b.result);
+        pf_launch(k, k[K::Argmax], c, stream, ptr(s.inputs[0]), cols(s.inputs[0]), b.result);
         // The next step's embedding, as the decode megakernel's argmax task leaves it.
         const ir::Op& emb = g_.ops[size_t(steps_.front().op)];
         MPK_ICHECK(emb.kind == ir::OpKind::Embedding) << "prefill: the graph does not start with its embedding";
         cuda::LaunchConfig e;
         e.block.x = kRowThreads;
-        launch(k, k[K::Embed], e, stream, weight(emb.weight), b.result, b.embed_out,
+        pf_launch(k, k[K::Embed], e, stream, weight(emb.weight), b.result, b.embed_out,
                   cols(steps_.front().output));
         break;
       }

@@ -53,8 +53,9 @@ struct RuntimeOptions {
   bool share_activations = false;   // every GPU session shares activation memory (also
                                     // $MPK_SHARE_ACTIVATIONS=1); see SessionOptions
   bool prefill_overlap = true;      // each prefill kernel's blocks start as the one before ends
-                                    // (programmatic dependent launch); false also by
-                                    // $MPK_PREFILL_OVERLAP=0
+                                    // (programmatic dependent launch; measured: faster on short
+                                    // prompts, 2% slower on Qwen3-8B at 4,096 tokens, see
+                                    // docs/PERFORMANCE.md); false also by $MPK_PREFILL_OVERLAP=0
   ProgressFn progress;              // empty: none
   TunePolicy tune_policy = TunePolicy::CacheOnly;
   double tune_budget_s = 120;       // TuneOnMiss: the search's wall-time budget
@@ -65,9 +66,9 @@ void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t 
 
 // `o` with its unset fields taken from the environment (MPK_CACHE_DIR and HOME through
 // cache::default_cache_path, MPK_MK_PARAMS, MPK_PREFETCH_BYTES, MPK_SHARE_ACTIVATIONS,
-// MPK_PREFILL_OVERLAP). Called
-// once per model load; a bad value is logged and replaced by the default, except MPK_MK_PARAMS,
-// which the GPU load refuses (InvalidArgument): a tuning run must not time the defaults unawares.
+// MPK_PREFILL_OVERLAP). Called once per model load; a bad value is logged and replaced by the
+// default, except MPK_MK_PARAMS, which the GPU load refuses (InvalidArgument): a tuning run must
+// not time the defaults unawares.
 RuntimeOptions resolve_environment(RuntimeOptions o);
 
 // Counters shared by a model and its sessions (all of them), read by mpk_model_stats.

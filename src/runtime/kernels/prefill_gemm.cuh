@@ -51,11 +51,11 @@ __device__ __forceinline__ void pf_tile_pairs(int om, int on, F&& f) {
 // store would put a round trip to memory between every two stores): an element past M or N
 // adds the value at its row and column clamped into the output, in this tile too, and is not
 // stored. R is not C (the host never passes one buffer as both: a step's output never shares
-// its inputs' memory). With PAIRS and N even, a thread's two adjacent columns (c even) are one 8-byte load
-// of R and one 8-byte store: half the instructions and no sector written twice; R and out are
-// then 8-byte aligned (the host's buffers and slots are 256-byte aligned, a partial's z offset M
-// N floats). Both columns are inside the output or neither (c even, N even), and a pair past it
-// adds R's last pair of its row.
+// its inputs' memory). With PAIRS and N even, a thread's two adjacent columns (c even) are one
+// 8-byte load of R and one 8-byte store: half the instructions and no sector written twice; R
+// and out are then 8-byte aligned (the host's buffers and slots are 256-byte aligned, a
+// partial's z offset M N floats). Both columns are inside the output or neither (c even, N
+// even), and a pair past it adds R's last pair of its row.
 template <int BM, int BN, int MI, int NI, int WN, int WTM, int WTN, bool PAIRS>
 __device__ __forceinline__ void pf_tile_store(float* acc, int om, int on, int M, int N, const float* __restrict__ bias,
                                               const float* __restrict__ R, float* __restrict__ out, bool split) {
@@ -72,7 +72,7 @@ __device__ __forceinline__ void pf_tile_store(float* acc, int om, int on, int M,
       });
     }
     pf_tile_pairs<MI, NI, WN, WTM, WTN>(om, on, [&](int i, int r, int c) {
-      if (whole || (r < M && c < N)) *(float2*)&out[(long long)r * N + c] = make_float2(acc[i], acc[i + 1]);
+      if (whole || (r < M && c < N)) pf_store2(out, (long long)r * N + c, acc[i], acc[i + 1], 0);
     });
     return;
   }
@@ -178,7 +178,8 @@ __device__ __forceinline__ void pf_gemm_tile(const pf_bf16* __restrict__ A, cons
 
   const bool split = gridDim.z > 1;
   // The 128 x 256 tile's 128 accumulators per thread and its fragments leave no registers for
-  // the pairs' code: ptxas spills it (prefill_test checks every entry for spills).
+  // the pairs' code: ptxas spills it (prefill_test compiles every entry for sm_90a and checks
+  // for spills; builds for other archs are not checked).
   constexpr bool kPairs = MI * NI * 4 < 128;
   pf_tile_store<BM, BN, MI, NI, WARPS_N, WTM, WTN, kPairs>(&acc[0][0][0], om, on, M, N, bias, R,
                                                            split ? partial + (long long)blockIdx.z * M * N : C, split);

@@ -217,8 +217,8 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     cfg.block.x = unsigned(k.tile(large).threads());
     cfg.dynamic_shared = unsigned(k.gemm_smem(c.id));
     if (large && wgmma)
-      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_weight_map(dw.ptr(), N, K, k.tile(true)), db.ptr(), dr.ptr(), dc.ptr(),
-                        ws.ptr(), M, N, K, tg.g);
+      cuda::launch_args(k[c.id], cfg, stream, ma, wgmma_weight_map(dw.ptr(), N, K, k.tile(true)), db.ptr(),
+                        dr.ptr(), dc.ptr(), ws.ptr(), M, N, K, tg.g);
     else
       cuda::launch_args(k[c.id], cfg, stream, da.ptr(), dw.ptr(), db.ptr(), dr.ptr(), dc.ptr(), ws.ptr(), M, N, K,
                         tg.g);
@@ -426,12 +426,14 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   // 2 x 3 large tiles, 4 x 5 small; K = 4.25 large steps; a long K with an odd tail; 9 large
   // tile rows (tile order: two groups of 5, the last block row idle), 18 small (three of 6); an
-  // odd N (the epilogues' single columns; even N stores pairs).
+  // odd N (the GEMM epilogues' single columns; even N stores pairs) and an odd N / 2 (the SwiGLU
+  // entry's width: its single columns).
   for (const char* arch : {"sm_90a", "sm_80"}) {
     check_gemm_tiles(arch, 200, 520, 136);
     check_gemm_tiles(arch, 130, 300, 1048);
     check_gemm_tiles(arch, 1100, 520, 136);
     check_gemm_tiles(arch, 70, 301, 136);
+    check_gemm_tiles(arch, 70, 302, 136);
   }
 }
 

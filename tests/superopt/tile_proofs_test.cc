@@ -73,10 +73,11 @@ bool brute_force_load(const ir::ChunkLoad& f, int64_t rows, int64_t ch, int64_t 
 }
 
 TEST(TileProofs, TheKernelsTileShapesAreProved) {
-  // GEMM 128 x 256 over 2 x 4 warps and 64 x 128 over 1 x 4; attention's S and O tiles of 64
-  // rows over 4 x 1 warps (64 keys; head dims 16 .. 128).
-  for (auto [bm, bn, wm, wn] : {std::tuple{128, 256, 2, 4}, {64, 128, 1, 4}, {64, 64, 4, 1}, {64, 16, 4, 1},
-                                {64, 32, 4, 1}, {64, 128, 4, 1}}) {
+  // GEMM 128 x 256 over 2 x 4 warps and 64 x 128 over 1 x 4, the wgmma tiles' 128 x 256 and
+  // 128 x 128 over 8 x 1 (two warpgroups of 64 rows); attention's S and O tiles of 64 rows over
+  // 4 x 1 warps (64 keys; head dims 16 .. 128).
+  for (auto [bm, bn, wm, wn] : {std::tuple{128, 256, 2, 4}, {64, 128, 1, 4}, {128, 256, 8, 1}, {128, 128, 8, 1},
+                                {64, 64, 4, 1}, {64, 16, 4, 1}, {64, 32, 4, 1}, {64, 128, 4, 1}}) {
     const ProofRecord r = prove_mma_tile(ir::mma_tile_formula(), bm, bn, wm, wn);
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
   }

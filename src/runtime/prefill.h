@@ -25,7 +25,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.7.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.6.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 static_assert(int64_t(kPrefillChunk) <= ir::kPrefillMaxChunkRows, "the nests are proved for chunks of these rows");
@@ -104,14 +104,6 @@ struct PfTmaMaps {
   CUtensorMap w[3];  // PF_GROUP_MAX
 };
 
-// kernels/prefill_wgmma.cuh's PfHeadRope: the head norm and RoPE the _rope entries apply in
-// their epilogue, per group member (w 0: a plain store), for heads of kHeadRopeDim.
-inline constexpr int kHeadRopeDim = 128;  // PF_HR_D
-struct PfHeadRope {
-  uint64_t w[3] = {}, inv_freq[3] = {};
-  float eps[3] = {};
-  int32_t pos0 = 0;
-};
 // The prefill's source for `arch` (the wgmma tile only where prefill_wgmma).
 std::string prefill_source(const std::string& arch);
 std::vector<std::string> prefill_compile_options();
@@ -138,14 +130,6 @@ class PrefillKernels {
   const cuda::Function* attention_wgmma() const { return attention_wgmma_ ? &*attention_wgmma_ : nullptr; }
   // The narrow wgmma tile's group entry (gemm_narrow_tile), or null where it is not compiled.
   const cuda::Function* narrow_group() const { return narrow_group_ ? &*narrow_group_ : nullptr; }
-  // The wgmma entries with the head norm and RoPE in the epilogue (PfHeadRope as the last
-  // argument): the large tile alone, its group entry, the narrow tile's group entry; null where
-  // the large tile is not wgmma.
-  const cuda::Function* rope() const { return rope_ ? &*rope_ : nullptr; }
-  const cuda::Function* group_rope(bool narrow) const {
-    const auto& f = narrow ? narrow_group_rope_ : group_rope_;
-    return f ? &*f : nullptr;
-  }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
   const GemmTile* narrow_tile() const { return gemm_narrow_tile(arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
@@ -155,7 +139,7 @@ class PrefillKernels {
   bool overlap_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
-  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_, rope_, group_rope_, narrow_group_rope_;
+  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_;
 };
 
 // The tensors projections read, which their producers store in bf16 (the operand the tensor
@@ -251,11 +235,6 @@ struct PrefillStep {
   // head_rms_norm: the RoPE op that is its output's only reader, run by the same kernel; the
   // step's output is then the RoPE's, and the RoPE has no step of its own.
   int rope_op = -1;
-  // linear, per member (this op, then group_ops): the step of a head_rms_norm + RoPE (heads of
-  // kHeadRopeDim) that is the member's output's only reader, or -1. Where the projection runs
-  // on a wgmma tile without a K split, its epilogue applies them and writes that step's output,
-  // and the step launches nothing; that output's memory is taken from this step on either way.
-  std::vector<int> head_rope{};
 };
 
 class PrefillProgram {

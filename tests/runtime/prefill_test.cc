@@ -135,8 +135,6 @@ int64_t expect_disjoint_live_slots(const ir::Graph& g, const PrefillProgram& p, 
     const PrefillStep& st = p.steps()[s];
     if (first[size_t(st.output)] < 0) first[size_t(st.output)] = int(s);  // the SwiGLU step's, if any
     for (int o : st.group_outputs) first[size_t(o)] = int(s);
-    for (int h : st.head_rope)  // the projection's epilogue may write the head norm's output
-      if (h >= 0) first[size_t(p.steps()[size_t(h)].output)] = int(s);
     if (st.swiglu_output >= 0) {
       first[size_t(st.swiglu_output)] = int(s);
       last[size_t(st.inputs[0])] = std::max(last[size_t(st.inputs[0])], int(s) + 1);
@@ -286,41 +284,6 @@ TEST(Prefill, RandomShapesKeepLiveSlotsDisjoint) {
                     << c.num_kv_heads << " x " << c.head_dim << ", hidden " << c.hidden_size << ", rows " << rows;
       break;
     }
-  }
-}
-
-// q's and k's projections name the head norm + RoPE step that their wgmma epilogue can run
-// (heads of kHeadRopeDim only), v's none; the fixtures' heads of 24 none at all.
-TEST(Prefill, HeadRopeEpilogueTakesQAndKOfHeadsOf128) {
-  const Loaded l = load("qwen3-bf16");
-  model::Config c = l.model->config;
-  c.head_dim = kHeadRopeDim;
-  c.num_heads = 4, c.num_kv_heads = 2, c.hidden_size = 256;
-  ASSERT_TRUE(c.qk_norm);
-  for (const bool wide : {true, false}) {
-    const ir::Graph g = wide ? ir::build(c, DType::BF16) : l.g;
-    MemoryPlan mem;
-    mem.weight_dtype = DType::BF16;
-    const PrefillProgram p(g, wide ? mem : l.mem, 300, 132);
-    int taken = 0;
-    for (const PrefillStep& s : p.steps()) {
-      if (s.kind != ir::OpKind::Linear) {
-        EXPECT_TRUE(s.head_rope.empty());
-        continue;
-      }
-      ASSERT_EQ(s.head_rope.size(), 1 + s.group_ops.size());
-      for (size_t j = 0; j < s.head_rope.size(); ++j) {
-        if (s.head_rope[j] < 0) continue;
-        ++taken;
-        const PrefillStep& h = p.steps()[size_t(s.head_rope[j])];
-        EXPECT_EQ(h.kind, ir::OpKind::HeadRmsNorm);
-        EXPECT_GE(h.rope_op, 0);
-        EXPECT_EQ(h.inputs[0], j == 0 ? s.output : s.group_outputs[j - 1]);
-        EXPECT_NE(j, 2u) << "v is not normed";
-      }
-    }
-    EXPECT_EQ(taken, wide ? 2 * c.num_layers : 0);
-    expect_disjoint_live_slots(g, p, 300);
   }
 }
 
@@ -487,8 +450,8 @@ TEST(Prefill, EveryEntryWaitsForTheKernelBeforeFirst) {
       ++entries;
     }
     // The rows' nine, the GEMM macro's two and the reduce, attention's macro; on sm_90a the
-    // wgmma macros' five and the wgmma attention.
-    EXPECT_EQ(entries, prefill_wgmma(arch) ? 19 : 13) << arch;
+    // wgmma macros' three and the wgmma attention.
+    EXPECT_EQ(entries, prefill_wgmma(arch) ? 17 : 13) << arch;
   }
   // pf_wait_prior itself: the wait, then the trigger, only where the launches exist.
   const std::string src = prefill_source("sm_90a");
@@ -515,17 +478,16 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
     EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
     const std::string large = gemm_tile(true, source_arch).entry, small = gemm_tile(false, source_arch).entry;
     EXPECT_EQ(large, prefill_wgmma(source_arch) ? "pf_wgmma_128x256" : "pf_gemm_128x256");
-    std::vector<std::string> entries = {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_head_norm_rope",
-                                        "pf_kv_store", "pf_kv_shadow", "pf_silu_mul", "pf_add", "pf_argmax", large,
-                                        small, large + "_group", small + "_group", "pf_gemm_reduce",
-                                        "pf_attention_16", "pf_attention_32", "pf_attention_64", "pf_attention_128"};
-    if (prefill_wgmma(source_arch)) {
-      const std::string narrow = gemm_narrow_tile(source_arch)->entry;
-      for (const std::string& e : {large + "_swiglu", std::string("pf_attention_wgmma"), narrow + "_group",
-                                   large + "_rope", large + "_group_rope", narrow + "_group_rope"})
-        entries.push_back(e);
-    }
-    for (const std::string& e : entries) {
+    for (const std::string& e : {std::string("pf_embed"), std::string("pf_rms_norm"), std::string("pf_head_rms_norm"),
+                                 std::string("pf_head_norm_rope"), std::string("pf_kv_store"), std::string("pf_kv_shadow"),
+                                 std::string("pf_silu_mul"), std::string("pf_add"), std::string("pf_argmax"), large,
+                                 small, large + "_group", small + "_group", std::string("pf_gemm_reduce"),
+                                 std::string("pf_attention_16"), std::string("pf_attention_32"),
+                                 std::string("pf_attention_64"), std::string("pf_attention_128"),
+                                 prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce"),
+                                 prefill_wgmma(source_arch) ? std::string("pf_attention_wgmma") : std::string("pf_add"),
+                                 prefill_wgmma(source_arch) ? gemm_narrow_tile(source_arch)->entry + std::string("_group")
+                                                            : std::string("pf_add")}) {
       const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
       EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
       EXPECT_EQ(info.spill_store_bytes, 0) << e;

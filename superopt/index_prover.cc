@@ -370,9 +370,11 @@ ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int6
 }
 
 ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t warps_m, int64_t warps_n,
-                           unsigned timeout_ms) {
-  MPK_CHECK(warps_m >= 1 && warps_n >= 1 && bm % (16 * warps_m) == 0 && bn % (8 * warps_n) == 0, InvalidArgument)
-      << "mma tile " << bm << " x " << bn << " over " << warps_m << " x " << warps_n << " warps";
+                           unsigned timeout_ms, int64_t head) {
+  MPK_CHECK(warps_m >= 1 && warps_n >= 1 && bm % (16 * warps_m) == 0 && bn % (8 * warps_n) == 0 && head >= 16 &&
+                head % 16 == 0,
+            InvalidArgument)
+      << "mma tile " << bm << " x " << bn << " over " << warps_m << " x " << warps_n << " warps, heads of " << head;
   const int64_t wtm = bm / warps_m, wtn = bn / warps_n;
   z3::context ctx;
   Encoder enc(ctx, 32);
@@ -412,6 +414,27 @@ ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t
                                 holder && e == 0 && row.defined && col.defined && row1.defined && col1.defined,
                                 z3::mod(col.value, 2) == 0 && col1.value == col.value + 1 && row1.value == row.value,
                                 shown, timeout_ms));
+  if (warps_n == 1 && bn % head == 0) {  // pf_wg_head_rope_store's premises
+    const z3::expr H = ctx.int_val(head), G = ctx.int_val(head / 8);
+    r.obligations.push_back(check(ctx, "heads: fragment ni holds columns of head ni / (head / 8)",
+                                  holder && row.defined && col.defined, col.value / H == ni / G,
+                                  shown, timeout_ms));
+    const auto [row2, col2] = element(warp, mi, ni + ctx.int_val(head / 16), lane, h, e);
+    r.obligations.push_back(check(ctx, "heads: fragment ni + head / 16 holds column + head / 2 of the row",
+                                  holder && z3::mod(ni, G) < ctx.int_val(head / 16) && row.defined && col.defined &&
+                                      row2.defined && col2.defined,
+                                  row2.value == row.value && col2.value == col.value + ctx.int_val(head / 2), shown, timeout_ms));
+    const z3::expr warp2 = ctx.int_const("warp2"), mi2 = ctx.int_const("mi2"), ni2 = ctx.int_const("ni2"),
+                   lane2 = ctx.int_const("lane2"), h2 = ctx.int_const("h2"), e2 = ctx.int_const("e2");
+    const z3::expr holder2 = warp2 >= 0 && warp2 < ctx.int_val(warps_m) && mi2 >= 0 && mi2 < ctx.int_val(wtm / 16) &&
+                             ni2 >= 0 && ni2 < ctx.int_val(wtn / 8) && lane2 >= 0 && lane2 < 32 && h2 >= 0 &&
+                             h2 < 2 && e2 >= 0 && e2 < 2;
+    const auto [row3, col3] = element(warp2, mi2, ni2, lane2, h2, e2);
+    r.obligations.push_back(check(ctx, "heads: a row's holders are one quad of one warp",
+                                  holder && holder2 && row.defined && row3.defined && row.value == row3.value,
+                                  warp == warp2 && mi == mi2 && h == h2 && lane / 4 == lane2 / 4,
+                                  {warp, mi, ni, lane, h, e, warp2, mi2, ni2, lane2, h2, e2}, timeout_ms));
+  }
   const bool counts = warps_m * warps_n * (wtm / 16) * (wtn / 8) * 32 * 4 == bm * bn;
   r.obligations.push_back({"exactly once: as many holders as elements", counts ? "proved" : "refuted", 0,
                            counts ? "" : "holders != elements"});

@@ -56,10 +56,17 @@ ProofRecord prove_linear_items(const ir::LinearItems& f, int64_t num_parts, int6
 // (mi < wtm / 16, ni < wtn / 8), lane, half and element, all symbolic:
 //   defined        no division by zero, no int overflow;
 //   bounds         every element inside the tile;
+//   pairs          a holder's e = 0 at an even column, e = 1 at the next in its row;
 //   exactly once   the description's inverse maps each tile element to a holder in range that
-//                  holds it; as holders and elements are equally many (checked), a bijection.
+//                  holds it; as holders and elements are equally many (checked), a bijection;
+//   heads          with one warp across (warps_n 1) and bn a multiple of `head` (a multiple of
+//                  16): the epilogue of kernels/prefill_wgmma.cuh (pf_wg_head_rope_store) that
+//                  norms and rotates heads of `head` columns: fragment ni holds columns of head
+//                  ni / (head / 8); fragment ni + head / 16 the column head / 2 to the right in
+//                  the same row (ni in the head's first half); two holders of one row are one
+//                  warp, fragment row and half, and lanes of one quad (lane / 4).
 ProofRecord prove_mma_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t warps_m, int64_t warps_n,
-                           unsigned timeout_ms = 10000);
+                           unsigned timeout_ms = 10000, int64_t head = 128);
 
 // A tile of `rows` rows of ch chunks of the layout's width (f.width elements: 8 bf16 are 16
 // bytes, 2 a pair) loaded by `threads` threads in rows * ch / threads rounds (ir::ChunkLoad, or a

@@ -467,9 +467,12 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
     pf_result_ = cuda::DeviceBuffer();
     stats_.device_bytes -= old_bytes;
     device_bytes_ -= old_bytes;
-    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers());
+    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers(),
+                                                 m_->options().prefill_fused_rope);
     cuda::DeviceBuffer scratch(ctx, size_t(prog->scratch_bytes())), toks(ctx, size_t(r) * 4), result(ctx, 256);
     scratch.fill_bytes(0xff);  // NaN: a read before a write shows up
+    if (!prog->rope_tables().empty())  // read-only for the program's life
+      scratch.upload(prog->rope_tables().data(), prog->rope_tables().size() * 4, size_t(prog->rope_tables_offset()));
     const uint64_t bytes = scratch.size() + toks.size() + result.size();
     pf_scratch_ = std::move(scratch);
     pf_tokens_ = std::move(toks);

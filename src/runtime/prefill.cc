@@ -1,7 +1,9 @@
 #include "runtime/prefill.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <map>
 #include <set>
 #include <utility>
@@ -10,6 +12,7 @@
 #include "ir/layouts.h"
 #include "ir/online_softmax.h"
 #include "ir/prefill_nests.h"
+#include "ir/rope.h"
 #include "runtime/embedded_kernels.h"
 #include "runtime/wgmma_asm.h"
 
@@ -26,6 +29,7 @@ struct PfGemmGroup {
   int32_t count;
 };
 static_assert(sizeof(PfTmaMaps) == kGroupMax * sizeof(CUtensorMap), "PfTmaMaps holds PF_GROUP_MAX maps");
+static_assert(sizeof(PfHeadRope) == 88 && std::size(PfHeadRope{}.w) == kGroupMax, "PfHeadRope as the kernel's");
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
@@ -228,9 +232,11 @@ std::string prefill_source(const std::string& arch) {
       continue;
     else if (t->wgmma)
       s += (t == &kWgmmaTile ? "PF_WGMMA_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
-                                   "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n"
+                                   "PF_WGMMA_ROPE_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) +
+                                   ")\n" + "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n"
                              : std::string()) +
-           "PF_WGMMA_GROUP_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n";
+           "PF_WGMMA_GROUP_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
+           "PF_WGMMA_GROUP_ROPE_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n";
     else
       s += "PF_GEMM_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bm) + ", " + std::to_string(t->bn) +
            ", " + std::to_string(t->bk) + ", " + std::to_string(t->warps_m) + ", " + std::to_string(t->warps_n) +
@@ -267,6 +273,12 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
     swiglu_->set_max_dynamic_shared(gemm_smem(GemmLarge));
     narrow_group_.emplace(module_.function(std::string(kWgmmaNarrowTile.entry) + "_group"));
     narrow_group_->set_max_dynamic_shared(kWgmmaNarrowTile.smem_bytes());
+    rope_.emplace(module_.function(large + "_rope"));
+    rope_->set_max_dynamic_shared(gemm_smem(GemmLarge));
+    group_rope_.emplace(module_.function(large + "_group_rope"));
+    group_rope_->set_max_dynamic_shared(gemm_smem(GemmLargeGroup));
+    narrow_group_rope_.emplace(module_.function(std::string(kWgmmaNarrowTile.entry) + "_group_rope"));
+    narrow_group_rope_->set_max_dynamic_shared(kWgmmaNarrowTile.smem_bytes());
     attention_wgmma_.emplace(module_.function("pf_attention_wgmma"));
     attention_wgmma_->set_max_dynamic_shared(kWgmmaAttention.smem_bytes());
   }
@@ -390,8 +402,14 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
     case ir::OpKind::Linear:
       return large + " | " + small + " (+ _group, pf_gemm_reduce" + (swiglu ? "; gate with up: " + large + "_swiglu" : "") +
              ")";
-    case ir::OpKind::HeadRmsNorm: return "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
-    case ir::OpKind::Rope: return "pf_head_norm_rope";
+    case ir::OpKind::HeadRmsNorm:
+      return (swiglu ? "the " + large + " _rope epilogues (with the RoPE it feeds, heads of 128, "
+                                        "MPK_PREFILL_FUSED_ROPE=1) | "
+                     : std::string()) +
+             "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
+    case ir::OpKind::Rope:
+      return (swiglu ? "the " + large + " _rope epilogues (MPK_PREFILL_FUSED_ROPE=1) | " : std::string()) +
+             "pf_head_norm_rope";
     case ir::OpKind::Attention: {
       // enqueue_attention's choice for each attention op of the graph (both when they differ).
       const int d = g.kv_cache.head_dim;
@@ -415,7 +433,8 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
 
 int64_t gemm_workspace_bytes(int num_sms) { return 3LL * num_sms * kSmallTile.bm * kSmallTile.bn * 4; }
 
-PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_t max_rows, int num_sms)
+PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_t max_rows, int num_sms,
+                               bool fuse_head_rope)
     : g_(g), mem_(mem), max_rows_(max_rows), num_sms_(num_sms) {
   MPK_ICHECK(max_rows >= 1) << "prefill chunk rows";
   const std::string why = prefill_unsupported(g, mem.weight_dtype);
@@ -474,6 +493,25 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     steps_.push_back(std::move(s));
   }
 
+  // A projection's member read only by a head norm + RoPE of kHeadRopeDim (q, k): its wgmma
+  // epilogue can apply them (PrefillStep::head_rope).
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    PrefillStep& st = steps_[s];
+    if (st.kind != ir::OpKind::Linear) continue;
+    std::vector<int> outs = {st.output};
+    outs.insert(outs.end(), st.group_outputs.begin(), st.group_outputs.end());
+    st.head_rope.assign(outs.size(), -1);
+    if (!fuse_head_rope || st.residual >= 0 || st.swiglu_output >= 0) continue;
+    for (size_t j = 0; j < outs.size(); ++j)
+      for (size_t h = s + 1; h < steps_.size() && readers[size_t(outs[j])] == 1; ++h)
+        if (steps_[h].inputs[0] == outs[j]) {
+          const ir::Op& norm = g.ops[size_t(steps_[h].op)];
+          if (steps_[h].kind == ir::OpKind::HeadRmsNorm && steps_[h].rope_op >= 0 && steps_[h].tail == st.tail &&
+              norm.attrs.head_dim == kHeadRopeDim)
+            st.head_rope[j] = int(h);
+          break;
+        }
+  }
   bf16_ = prefill_bf16_tensors(g);
   // Activation slots, reused after their last reader: a step's output never shares its
   // inputs' memory. last_row's output is a view of its input's last row; the logits and the
@@ -495,7 +533,10 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     const PrefillStep& st = steps_[s];
     std::vector<int> outs = {st.output};
     outs.insert(outs.end(), st.group_outputs.begin(), st.group_outputs.end());
+    for (int h : st.head_rope)  // the epilogue may write the head norm's output in this step
+      if (h >= 0) outs.push_back(steps_[size_t(h)].output);
     for (int out : outs) {
+    if (slot_[size_t(out)] != -1) continue;  // placed by its projection's step (head_rope)
     const ir::TensorDesc& td = g.tensor(out);
     const bool placed_elsewhere = out == g.logits || out == g.next_token || alias[size_t(out)] >= 0;
     if (!placed_elsewhere) {
@@ -524,6 +565,27 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     if (o <= -2) o = -2 - o;
   workspace_offset_ = scratch_bytes_;  // the K-split partial tiles (gemm_launch)
   scratch_bytes_ += align_up(gemm_workspace_bytes(num_sms));
+  // The head_rope epilogues' cos and sin, one table per set of frequencies, after the workspace.
+  rope_tables_offset_ = scratch_bytes_;
+  rope_cos_.assign(g.ops.size(), -1);
+  std::map<std::vector<float>, int64_t> table_of;  // frequencies -> their cos table's offset
+  for (const PrefillStep& st : steps_)
+    for (int h : st.head_rope) {
+      if (h < 0) continue;
+      const ir::Op& rope = g.ops[size_t(steps_[size_t(h)].rope_op)];
+      const std::vector<float> f = ir::rope_inv_freq(rope.attrs.head_dim, rope.attrs.rope_theta, rope.attrs.rope_scaling);
+      MPK_ICHECK(int64_t(f.size()) == kHeadRopeDim / 2) << "prefill: RoPE of " << f.size() << " frequencies";
+      const auto [at, fresh] = table_of.emplace(f, rope_tables_offset_ + int64_t(rope_tables_.size()) * 4);
+      rope_cos_[size_t(steps_[size_t(h)].rope_op)] = at->second;
+      if (!fresh) continue;
+      for (const bool sine : {false, true})
+        for (int64_t p = 0; p < mem.kv_capacity; ++p)
+          for (const float fj : f) {
+            const float angle = float(p) * fj;  // as pf_head_norm_rope forms it
+            rope_tables_.push_back(sine ? std::sin(angle) : std::cos(angle));
+          }
+    }
+  scratch_bytes_ += align_up(int64_t(rope_tables_.size()) * 4);
 }
 
 void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream& stream,
@@ -587,8 +649,28 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     pf_launch(k, k[K::Rope], c, stream, x, w, b.consts + uint64_t(mem_.rope_offset[r]), out,
               rope.attrs.num_heads, rope.attrs.head_dim, eps, pos0);
   };
+  // The head norm + RoPE steps a projection's epilogue ran (PrefillStep::head_rope).
+  std::vector<bool> fused(steps_.size(), false);
+  // Member j of linear step s into slot `at` of hr, where its epilogue can take the head norm
+  // and RoPE: returns where the epilogue writes (the norm step's output), else 0.
+  auto head_rope = [&](const PrefillStep& s, size_t j, PfHeadRope& hr, size_t at) -> uint64_t {
+    if (j >= s.head_rope.size() || s.head_rope[j] < 0 || !k.rope()) return 0;
+    const PrefillStep& h = steps_[size_t(s.head_rope[j])];
+    const ir::Op& norm = g_.ops[size_t(h.op)];
+    MPK_ICHECK(rope_cos_offset(h.rope_op) >= 0) << "prefill: RoPE without a cos/sin table";
+    // Rows pos0 .. pos0 + rows - 1 of the tables: inside kv_capacity, as the KV append checks.
+    MPK_ICHECK(int64_t(pos0) + rows <= mem_.kv_capacity) << "prefill: RoPE past the tables";
+    hr.w[at] = cnst(norm.weight);
+    hr.cs[at] = b.scratch + uint64_t(rope_cos_offset(h.rope_op));
+    hr.sn[at] = b.scratch + uint64_t(rope_sin_offset(h.rope_op));
+    hr.eps[at] = float(norm.attrs.eps);
+    hr.pos0 = pos0;
+    fused[size_t(s.head_rope[j])] = true;
+    return ptr(h.output);
+  };
   bool silu_done = false;  // by the previous step's SwiGLU kernel
-  for (const PrefillStep& s : steps_) {
+  for (size_t si = 0; si < steps_.size(); ++si) {
+    const PrefillStep& s = steps_[si];
     if (s.tail && !last) break;
     const ir::Op& op = g_.ops[size_t(s.op)];
     const uint64_t out = s.kind == ir::OpKind::LastRow || s.kind == ir::OpKind::Argmax ? 0 : ptr(s.output);
@@ -609,6 +691,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         break;
       }
       case ir::OpKind::HeadRmsNorm: {
+        if (fused[si]) break;  // its projection's epilogue wrote the output
         if (s.rope_op >= 0) {
           launch_rope(size_t(s.rope_op), cnst(op.weight), float(op.attrs.eps), ptr(s.inputs[0]), out);
           break;
@@ -697,8 +780,16 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             PfTmaMaps maps{};
             for (size_t j = 0; j < ops.size(); ++j)
               maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
-            pf_launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
-                      wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
+            PfHeadRope hr;
+            bool rope = false;
+            for (size_t j = 0; j < ops.size(); ++j)
+              if (const uint64_t o = head_rope(s, j, hr, j)) grp.c[j] = o, rope = true;
+            if (rope)
+              pf_launch(k, *k.group_rope(narrow), c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps,
+                        grp, m, kk, tg.g, hr);
+            else
+              pf_launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
+                        wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
           } else {
             pf_launch(k, k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
           }
@@ -722,7 +813,12 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           c.block.x = unsigned(k.tile(gl.large).threads());
           const K::Id id = gl.large ? K::GemmLarge : K::GemmSmall;
           c.dynamic_shared = unsigned(k.gemm_smem(id));
-          if (k.tile(gl.large).wgmma)
+          PfHeadRope hr;
+          const uint64_t rope = k.tile(gl.large).wgmma && gl.splits == 1 && res == 0 ? head_rope(s, j, hr, 0) : 0;
+          if (rope)
+            pf_launch(k, *k.rope(), c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
+                      wgmma_weight_map(weight(mo.weight), n, kk, k.tile(gl.large)), bias, rope, m, n, kk, tg.g, hr);
+          else if (k.tile(gl.large).wgmma)
             pf_launch(k, k[id], c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
                       wgmma_weight_map(weight(mo.weight), n, kk, k.tile(gl.large)), bias, res, dst, ws, m, n,
                       kk, tg.g);

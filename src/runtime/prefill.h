@@ -25,7 +25,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.6.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.7.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 static_assert(int64_t(kPrefillChunk) <= ir::kPrefillMaxChunkRows, "the nests are proved for chunks of these rows");
@@ -104,6 +104,14 @@ struct PfTmaMaps {
   CUtensorMap w[3];  // PF_GROUP_MAX
 };
 
+// kernels/prefill_wgmma.cuh's PfHeadRope: the head norm and RoPE the _rope entries apply in
+// their epilogue, per group member (w 0: a plain store), for heads of kHeadRopeDim.
+inline constexpr int kHeadRopeDim = 128;  // PF_HR_D
+struct PfHeadRope {
+  uint64_t w[3] = {}, cs[3] = {}, sn[3] = {};  // sn: the sines, after cs's kv_capacity rows
+  float eps[3] = {};
+  int32_t pos0 = 0;
+};
 // The prefill's source for `arch` (the wgmma tile only where prefill_wgmma).
 std::string prefill_source(const std::string& arch);
 std::vector<std::string> prefill_compile_options();
@@ -130,6 +138,14 @@ class PrefillKernels {
   const cuda::Function* attention_wgmma() const { return attention_wgmma_ ? &*attention_wgmma_ : nullptr; }
   // The narrow wgmma tile's group entry (gemm_narrow_tile), or null where it is not compiled.
   const cuda::Function* narrow_group() const { return narrow_group_ ? &*narrow_group_ : nullptr; }
+  // The wgmma entries with the head norm and RoPE in the epilogue (PfHeadRope as the last
+  // argument): the large tile alone, its group entry, the narrow tile's group entry; null where
+  // the large tile is not wgmma.
+  const cuda::Function* rope() const { return rope_ ? &*rope_ : nullptr; }
+  const cuda::Function* group_rope(bool narrow) const {
+    const auto& f = narrow ? narrow_group_rope_ : group_rope_;
+    return f ? &*f : nullptr;
+  }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
   const GemmTile* narrow_tile() const { return gemm_narrow_tile(arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
@@ -139,7 +155,7 @@ class PrefillKernels {
   bool overlap_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
-  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_;
+  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_, rope_, group_rope_, narrow_group_rope_;
 };
 
 // The tensors projections read, which their producers store in bf16 (the operand the tensor
@@ -235,19 +251,40 @@ struct PrefillStep {
   // head_rms_norm: the RoPE op that is its output's only reader, run by the same kernel; the
   // step's output is then the RoPE's, and the RoPE has no step of its own.
   int rope_op = -1;
+  // linear, per member (this op, then group_ops), with PrefillProgram's fuse_head_rope: the step
+  // of a head_rms_norm + RoPE (heads of kHeadRopeDim) that is the member's output's only reader,
+  // or -1. Where the projection runs on a wgmma tile without a K split, its epilogue applies
+  // them and writes that step's output, and the step launches nothing; that output's memory is
+  // taken from this step on either way.
+  std::vector<int> head_rope{};
 };
 
 class PrefillProgram {
  public:
   // `graph` must pass prefill_unsupported; `mem` is the decode kernels' memory plan (weights,
   // consts, RoPE tables and the KV cache are shared); num_sms sizes the projections' grids.
-  PrefillProgram(const ir::Graph& graph, const MemoryPlan& mem, int64_t max_rows, int num_sms);
+  // fuse_head_rope: set PrefillStep::head_rope where it applies (RuntimeOptions::
+  // prefill_fused_rope); the scratch then also holds rope_tables().
+  PrefillProgram(const ir::Graph& graph, const MemoryPlan& mem, int64_t max_rows, int num_sms,
+                 bool fuse_head_rope = false);
 
   int64_t max_rows() const { return max_rows_; }
   int64_t scratch_bytes() const { return scratch_bytes_; }
   const std::vector<PrefillStep>& steps() const { return steps_; }
   // Byte offset of tensor `id`'s slot in the scratch (-1: not in the scratch).
   int64_t slot_offset(int id) const { return slot_[size_t(id)]; }
+  // What the session uploads once to the scratch at rope_tables_offset(): for each set of RoPE
+  // frequencies a head_rope epilogue applies, cos(float(p) * inv_freq[j]) for positions p below
+  // the KV capacity and j < kHeadRopeDim / 2 ([p][j]), then the sines alike. Empty when no step
+  // has a head_rope.
+  const std::vector<float>& rope_tables() const { return rope_tables_; }
+  int64_t rope_tables_offset() const { return rope_tables_offset_; }
+  // Byte offsets in the scratch of graph op `rope`'s cos and sin tables (PfHeadRope's cs, sn),
+  // or -1 when no epilogue applies it.
+  int64_t rope_cos_offset(int rope) const { return rope_cos_[size_t(rope)]; }
+  int64_t rope_sin_offset(int rope) const {
+    return rope_cos_[size_t(rope)] < 0 ? -1 : rope_cos_[size_t(rope)] + mem_.kv_capacity * (kHeadRopeDim / 2) * 4;
+  }
 
   // Enqueues tokens [pos0, pos0 + rows) of a prompt (their ids already at bases.tokens) on
   // `stream`; `last`: also the ops after last_row. `after`, when set, is called after each
@@ -272,6 +309,9 @@ class PrefillProgram {
   int64_t workspace_offset_ = 0;
   std::vector<int64_t> slot_;  // per tensor
   int64_t scratch_bytes_ = 0;
+  std::vector<float> rope_tables_;
+  int64_t rope_tables_offset_ = 0;
+  std::vector<int64_t> rope_cos_;  // per graph op
 };
 
 }  // namespace mpk::rt

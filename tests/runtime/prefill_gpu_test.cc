@@ -16,6 +16,7 @@
 
 #include "gpu_device.h"
 #include "patch_fixture.h"
+#include "test_model_writer.h"
 #include "ir/prefill_nests.h"
 #include "ref/executor.h"
 #include "runtime/gpu_backend.h"
@@ -136,6 +137,55 @@ INSTANTIATE_TEST_SUITE_P(Bf16Fixtures, PrefillGpu,
                            std::replace(n.begin(), n.end(), '-', '_');
                            return n;
                          });
+
+// The q and k head norm and RoPE in their projection's epilogue (RuntimeOptions::
+// prefill_fused_rope), end to end: a random Qwen3 with heads of 128 (the fixtures' heads of 24
+// never take that path) and a prompt long enough for the wgmma tiles, prefilled with and without
+// the fusion, each against the fp32 reference; then decoding on from the fused prefill's cache.
+TEST(PrefillGpuFusedRope, MatchesTheReferenceWithHeadsOf128) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  using namespace mpk::model::testing;
+  TempDir dir;
+  Json cfg = qwen3_config();
+  cfg["hidden_size"] = 512, cfg["num_attention_heads"] = 16, cfg["num_key_value_heads"] = 4;
+  cfg["head_dim"] = kHeadRopeDim, cfg["intermediate_size"] = 1024, cfg["vocab_size"] = 512;
+  cfg["max_position_embeddings"] = 2048;
+  write_model(dir.path(), cfg, model_tensors(cfg, DType::BF16, 7));
+  const size_t capacity = 1200;
+  const std::vector<int32_t> prompt = prompt_ids(1100, 512, 5);
+  auto rm = LoadedModel::load(test_options(), dir.path().string(), Backend::Reference);
+  ref::Executor r(rm->model(), rm->graph(), capacity);
+  r.forward(prompt.data(), prompt.size());
+  std::vector<std::vector<float>> logits;
+  for (const bool fused : {false, true}) {
+    RuntimeOptions o = test_options();
+    o.prefill_fused_rope = fused;
+    auto m = LoadedModel::load(o, dir.path().string(), Backend::Gpu);
+    const PrefillKernels* k = m->gpu()->prefill_kernels();
+    ASSERT_NE(k, nullptr) << m->gpu()->prefill_why();
+    if (!k->rope()) GTEST_SKIP() << "no wgmma on this device: the fused epilogue is sm_90a's";
+    // q, k and v in one grid of wgmma tiles (gemm_launch: three quarters of a wave or more).
+    ASSERT_TRUE(gemm_launch(int64_t(prompt.size()), 16 * 128 + 2 * 4 * 128, 512, m->gpu()->num_workers()).large);
+    Session tc(m, opts(capacity, true));
+    tc.prefill(prompt.data(), prompt.size());
+    const double e = rel_l2(tc.logits(), r.logits());
+    std::printf("[prefill fused rope] %s: relative L2 vs fp32 reference %.3e, argmax %s\n",
+                fused ? "fused" : "unfused", e, argmax(tc.logits()) == argmax(r.logits()) ? "equal" : "differs");
+    EXPECT_LE(e, kTolerance) << (fused ? "fused" : "unfused");
+    logits.push_back(tc.logits());
+    if (!fused) continue;
+    std::vector<int32_t> out;
+    tc.decode(4, out);
+    ASSERT_EQ(out.size(), 4u);
+    ref::Executor r2(rm->model(), rm->graph(), capacity);
+    r2.forward(prompt.data(), prompt.size());
+    for (int32_t t : out) r2.forward(&t, 1);
+    const double e_dec = rel_l2(tc.logits(), r2.logits());
+    std::printf("[prefill fused rope] after 4 decode steps relative L2 %.3e\n", e_dec);
+    EXPECT_LE(e_dec, kTolerance);
+  }
+  std::printf("[prefill fused rope] fused vs unfused relative L2 %.3e\n", rel_l2(logits[1], logits[0]));
+}
 
 TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
@@ -435,6 +485,151 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
     check_gemm_tiles(arch, 70, 301, 136);
     check_gemm_tiles(arch, 70, 302, 136);
   }
+}
+
+// The _rope entries (head norm and RoPE in the wgmma epilogue, heads of kHeadRopeDim): q (4
+// heads) and k (2) normed and rotated, v (2 heads' width) stored plainly, all with a bias, in
+// one group grid of the wide and of the narrow tile, and q alone on the _rope entry; M with a
+// partial tile, K a partial step, rows at positions pos0... Against the formulas in double
+// precision on the same bf16 operands (the angle rounded to float as the kernel rounds it), the
+// outputs poisoned first.
+TEST(PrefillGpuGemm, HeadNormRopeEpiloguesMatchTheFormula) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const std::optional<PrefillKernels> kernels = kernels_for(ctx, "sm_90a");
+  if (!kernels) GTEST_SKIP() << "no wgmma on this device";
+  const PrefillKernels& k = *kernels;
+  ASSERT_TRUE(k.rope() && k.group_rope(false) && k.group_rope(true));
+  cuda::Stream stream(ctx);
+  constexpr int D = kHeadRopeDim;
+  const int M = 200, K = 136, pos0 = 77, cols[3] = {4 * D, 2 * D, 2 * D}, N = 8 * D;
+  const float eps = 1e-6f;
+  uint32_t state = 4242;
+  auto rnd = [&] {  // xorshift32 in [-1, 1)
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return float(state % 20000) / 10000.f - 1.f;
+  };
+  std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
+  std::vector<float> bias(N), norm_w(2 * D), inv_freq(2 * (D / 2));
+  const int cap = pos0 + M + 3;  // the tables' positions (PrefillProgram::rope_tables' layout)
+  for (auto& x : a) x = bf16(rnd());
+  for (auto& x : w) x = bf16(rnd());
+  for (auto& x : bias) x = 0.1f * rnd();
+  for (auto& x : norm_w) x = 1.f + 0.1f * rnd();  // q's weight, then k's
+  for (int m = 0; m < 2; ++m)  // q's frequencies (theta 1e6), then k's (theta 1e4)
+    for (int j = 0; j < D / 2; ++j)
+      inv_freq[size_t(m * D / 2 + j)] = float(std::pow(m == 0 ? 1e6 : 1e4, -2.0 * j / D));
+  // want[member][row][col]: the projection plus bias, then for q and k the norm and rotation.
+  std::vector<std::vector<double>> want(3);
+  for (int mb = 0, off = 0; mb < 3; off += cols[mb++]) {
+    want[size_t(mb)].assign(size_t(M) * cols[mb], 0);
+    for (int i = 0; i < M; ++i) {
+      std::vector<double> x(size_t(cols[mb]));
+      for (int j = 0; j < cols[mb]; ++j) {
+        double acc = bias[size_t(off + j)];
+        for (int t = 0; t < K; ++t) acc += double(widen(a[size_t(i) * K + t])) * widen(w[size_t(off + j) * K + t]);
+        x[size_t(j)] = acc;
+      }
+      for (int hd = 0; hd < cols[mb] / D; ++hd) {
+        double* y = &want[size_t(mb)][size_t(i) * cols[mb] + size_t(hd) * D];
+        const double* xh = &x[size_t(hd) * D];
+        if (mb == 2) {
+          std::copy(xh, xh + D, y);
+          continue;
+        }
+        double ss = 0;
+        for (int j = 0; j < D; ++j) ss += xh[j] * xh[j];
+        const double r = 1 / std::sqrt(ss / D + eps);
+        for (int j = 0; j < D / 2; ++j) {
+          const double p = norm_w[size_t(mb * D + j)] * xh[j] * r, q = norm_w[size_t(mb * D + j + D / 2)] * xh[j + D / 2] * r;
+          const double angle = double(float(pos0 + i) * inv_freq[size_t(mb * D / 2 + j)]);
+          y[j] = p * std::cos(angle) - q * std::sin(angle);
+          y[j + D / 2] = q * std::cos(angle) + p * std::sin(angle);
+        }
+      }
+    }
+  }
+  // Per member: cos(float(p) * f[j]) for p < cap, then the sines, as the host's plan fills them.
+  std::vector<float> tables;
+  for (int mb = 0; mb < 2; ++mb)
+    for (const bool sine : {false, true})
+      for (int p = 0; p < cap; ++p)
+        for (int j = 0; j < D / 2; ++j) {
+          const float angle = float(p) * inv_freq[size_t(mb * D / 2 + j)];
+          tables.push_back(sine ? std::sin(angle) : std::cos(angle));
+        }
+  cuda::DeviceBuffer da(ctx, a.size() * 2), dw(ctx, w.size() * 2), db(ctx, N * 4), dn(ctx, norm_w.size() * 4),
+      dt(ctx, tables.size() * 4);
+  da.upload(a.data(), a.size() * 2);
+  dw.upload(w.data(), w.size() * 2);
+  db.upload(bias.data(), N * 4);
+  dn.upload(norm_w.data(), norm_w.size() * 4);
+  dt.upload(tables.data(), tables.size() * 4);
+  std::vector<cuda::DeviceBuffer> out;
+  for (int mb = 0; mb < 3; ++mb) out.emplace_back(ctx, size_t(M) * cols[mb] * 4);
+  PfHeadRope hr;
+  for (int mb = 0; mb < 2; ++mb) {
+    hr.w[mb] = dn.ptr() + uint64_t(mb) * D * 4;
+    hr.cs[mb] = dt.ptr() + uint64_t(mb) * 2 * cap * (D / 2) * 4;
+    hr.sn[mb] = hr.cs[mb] + uint64_t(cap) * (D / 2) * 4;
+    hr.eps[mb] = eps;
+  }
+  hr.pos0 = pos0;
+  const CUtensorMap ma = wgmma_activation_map(da.ptr(), M, K);
+  auto check = [&](int members, const char* what) {
+    for (int mb = 0; mb < members; ++mb) {
+      std::vector<float> got(size_t(M) * cols[mb]);
+      out[size_t(mb)].download(got.data(), got.size() * 4);
+      double worst = 0;
+      for (size_t e = 0; e < got.size(); ++e) {
+        ASSERT_TRUE(std::isfinite(got[e])) << what << ": member " << mb << " element " << e;
+        worst = std::max(worst, std::abs(got[e] - want[size_t(mb)][e]));
+      }
+      // Normed values of magnitude about 1: the GEMM's 1e-4 relative error and the float angle.
+      EXPECT_LT(worst, 1e-3) << what << ": member " << mb;
+      std::printf("[prefill head rope] %s, member %d: max abs error %.2e\n", what, mb, worst);
+    }
+  };
+  struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
+    uint64_t w[3], bias[3], c[3];
+    int32_t n[3], tiles[3];
+    int32_t count;
+  };
+  for (const bool narrow : {false, true}) {
+    const GemmTile& t = narrow ? *k.narrow_tile() : k.tile(true);
+    Group g{};
+    PfTmaMaps maps{};
+    unsigned tiles = 0;
+    for (int mb = 0, off = 0; mb < 3; off += cols[mb++]) {
+      out[size_t(mb)].fill_bytes(0xff);
+      g.w[mb] = dw.ptr() + uint64_t(off) * K * 2;
+      g.bias[mb] = db.ptr() + uint64_t(off) * 4;
+      g.c[mb] = out[size_t(mb)].ptr();
+      g.n[mb] = cols[mb];
+      g.tiles[mb] = cols[mb] / t.bn;
+      tiles += unsigned(g.tiles[mb]);
+      maps.w[mb] = wgmma_weight_map(g.w[mb], cols[mb], K, t);
+    }
+    g.count = 3;
+    const TileGrid tg = tile_grid((M + t.bm - 1) / t.bm, tiles);
+    cuda::LaunchConfig cfg;
+    cfg.grid = {tg.x, tg.y, 1};
+    cfg.block.x = unsigned(t.threads());
+    cfg.dynamic_shared = unsigned(t.smem_bytes());
+    cuda::launch_args(*k.group_rope(narrow), cfg, stream, ma, maps, g, M, K, tg.g, hr);
+    stream.synchronize();
+    check(3, narrow ? "narrow group" : "wide group");
+  }
+  out[0].fill_bytes(0xff);
+  const TileGrid tg = tile_grid((M + 127) / 128, cols[0] / k.tile(true).bn);
+  cuda::LaunchConfig cfg;
+  cfg.grid = {tg.x, tg.y, 1};
+  cfg.block.x = unsigned(k.tile(true).threads());
+  cfg.dynamic_shared = unsigned(k.gemm_smem(PrefillKernels::GemmLarge));
+  cuda::launch_args(*k.rope(), cfg, stream, ma, wgmma_weight_map(dw.ptr(), cols[0], K, k.tile(true)), db.ptr(),
+                    out[0].ptr(), M, cols[0], K, tg.g, hr);
+  stream.synchronize();
+  check(1, "alone");
 }
 
 // The head RMSNorm without RoPE (a norm no model's graph leaves unfused, so no prefill of the

@@ -15,6 +15,7 @@
 #include "base/error.h"
 #include "ir/builder.h"
 #include "ir/prefill_nests.h"
+#include "ir/rope.h"
 #include "ir/layouts.h"
 #include "model/model.h"
 #include "runtime/megakernel.h"
@@ -135,6 +136,8 @@ int64_t expect_disjoint_live_slots(const ir::Graph& g, const PrefillProgram& p, 
     const PrefillStep& st = p.steps()[s];
     if (first[size_t(st.output)] < 0) first[size_t(st.output)] = int(s);  // the SwiGLU step's, if any
     for (int o : st.group_outputs) first[size_t(o)] = int(s);
+    for (int h : st.head_rope)  // the projection's epilogue may write the head norm's output
+      if (h >= 0) first[size_t(p.steps()[size_t(h)].output)] = int(s);
     if (st.swiglu_output >= 0) {
       first[size_t(st.swiglu_output)] = int(s);
       last[size_t(st.inputs[0])] = std::max(last[size_t(st.inputs[0])], int(s) + 1);
@@ -284,6 +287,74 @@ TEST(Prefill, RandomShapesKeepLiveSlotsDisjoint) {
                     << c.num_kv_heads << " x " << c.head_dim << ", hidden " << c.hidden_size << ", rows " << rows;
       break;
     }
+  }
+}
+
+// With fuse_head_rope, q's and k's projections name the head norm + RoPE step that their wgmma
+// epilogue can run (heads of kHeadRopeDim only), v's none; the fixtures' heads of 24 none at
+// all, nor any model without the option. The epilogue's cos and sin tables: inside the scratch
+// after every slot and the workspace, one per set of frequencies, cos and sin of float(p) *
+// inv_freq[j] at rope_cos_offset and rope_sin_offset for every position below the KV capacity.
+TEST(Prefill, HeadRopeEpilogueTakesQAndKOfHeadsOf128) {
+  const Loaded l = load("qwen3-bf16");
+  model::Config c = l.model->config;
+  c.head_dim = kHeadRopeDim;
+  c.num_heads = 4, c.num_kv_heads = 2, c.hidden_size = 256;
+  ASSERT_TRUE(c.qk_norm);
+  const ir::Graph wide_g = ir::build(c, DType::BF16);
+  MemoryPlan mem;
+  mem.weight_dtype = DType::BF16;
+  mem.kv_capacity = 333;
+  for (const auto& [wide, fuse] : {std::pair{true, true}, std::pair{false, true}, std::pair{true, false}}) {
+    const ir::Graph& g = wide ? wide_g : l.g;
+    const PrefillProgram p(g, wide ? mem : l.mem, 300, 132, fuse);
+    int taken = 0;
+    std::set<int64_t> tables;
+    for (const PrefillStep& s : p.steps()) {
+      if (s.kind != ir::OpKind::Linear) {
+        EXPECT_TRUE(s.head_rope.empty());
+        continue;
+      }
+      ASSERT_EQ(s.head_rope.size(), 1 + s.group_ops.size());
+      for (size_t j = 0; j < s.head_rope.size(); ++j) {
+        if (s.head_rope[j] < 0) continue;
+        ++taken;
+        const PrefillStep& h = p.steps()[size_t(s.head_rope[j])];
+        EXPECT_EQ(h.kind, ir::OpKind::HeadRmsNorm);
+        ASSERT_GE(h.rope_op, 0);
+        EXPECT_EQ(h.inputs[0], j == 0 ? s.output : s.group_outputs[j - 1]);
+        EXPECT_NE(j, 2u) << "v is not normed";
+        const ir::Op& rope = g.ops[size_t(h.rope_op)];
+        const std::vector<float> f = ir::rope_inv_freq(rope.attrs.head_dim, rope.attrs.rope_theta,
+                                                       rope.attrs.rope_scaling);
+        const int64_t cos_at = p.rope_cos_offset(h.rope_op), sin_at = p.rope_sin_offset(h.rope_op);
+        tables.insert(cos_at);
+        ASSERT_GE(cos_at, p.rope_tables_offset());
+        ASSERT_LE(sin_at + mem.kv_capacity * (kHeadRopeDim / 2) * 4,
+                  p.rope_tables_offset() + int64_t(p.rope_tables().size()) * 4);
+        ASSERT_LE(p.rope_tables_offset() + int64_t(p.rope_tables().size()) * 4, p.scratch_bytes());
+        for (int64_t pos = 0; pos < mem.kv_capacity; ++pos)
+          for (int jj = 0; jj < kHeadRopeDim / 2; ++jj) {
+            const float angle = float(pos) * f[size_t(jj)];
+            const size_t e = size_t(pos * (kHeadRopeDim / 2) + jj);
+            ASSERT_EQ(p.rope_tables()[size_t(cos_at - p.rope_tables_offset()) / 4 + e], std::cos(angle));
+            ASSERT_EQ(p.rope_tables()[size_t(sin_at - p.rope_tables_offset()) / 4 + e], std::sin(angle));
+          }
+      }
+    }
+    EXPECT_EQ(taken, wide && fuse ? 2 * c.num_layers : 0);
+    // q and k share their frequencies: one table (cos, then sin) of the capacity's positions.
+    EXPECT_EQ(tables.size(), size_t(wide && fuse ? 1 : 0));
+    EXPECT_EQ(p.rope_tables().size(), wide && fuse ? size_t(2 * mem.kv_capacity * (kHeadRopeDim / 2)) : 0u);
+    // Every slot ends before the tables.
+    const std::vector<bool> bf16 = prefill_bf16_tensors(g);
+    for (size_t t = 0; t < g.tensors.size(); ++t) {
+      const auto& sh = g.tensors[t].shape;
+      if (p.slot_offset(int(t)) >= 0)
+        EXPECT_LE(p.slot_offset(int(t)) + (sh[0] == ir::kTokens ? 300 : sh[0]) * sh.back() * (bf16[t] ? 2 : 4),
+                  p.rope_tables_offset());
+    }
+    expect_disjoint_live_slots(g, p, 300);
   }
 }
 
@@ -450,8 +521,8 @@ TEST(Prefill, EveryEntryWaitsForTheKernelBeforeFirst) {
       ++entries;
     }
     // The rows' nine, the GEMM macro's two and the reduce, attention's macro; on sm_90a the
-    // wgmma macros' three and the wgmma attention.
-    EXPECT_EQ(entries, prefill_wgmma(arch) ? 17 : 13) << arch;
+    // wgmma macros' five and the wgmma attention.
+    EXPECT_EQ(entries, prefill_wgmma(arch) ? 19 : 13) << arch;
   }
   // pf_wait_prior itself: the wait, then the trigger, only where the launches exist.
   const std::string src = prefill_source("sm_90a");
@@ -478,16 +549,17 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
     EXPECT_EQ(c.log.find("warning"), std::string::npos) << c.log;
     const std::string large = gemm_tile(true, source_arch).entry, small = gemm_tile(false, source_arch).entry;
     EXPECT_EQ(large, prefill_wgmma(source_arch) ? "pf_wgmma_128x256" : "pf_gemm_128x256");
-    for (const std::string& e : {std::string("pf_embed"), std::string("pf_rms_norm"), std::string("pf_head_rms_norm"),
-                                 std::string("pf_head_norm_rope"), std::string("pf_kv_store"), std::string("pf_kv_shadow"),
-                                 std::string("pf_silu_mul"), std::string("pf_add"), std::string("pf_argmax"), large,
-                                 small, large + "_group", small + "_group", std::string("pf_gemm_reduce"),
-                                 std::string("pf_attention_16"), std::string("pf_attention_32"),
-                                 std::string("pf_attention_64"), std::string("pf_attention_128"),
-                                 prefill_wgmma(source_arch) ? large + "_swiglu" : std::string("pf_gemm_reduce"),
-                                 prefill_wgmma(source_arch) ? std::string("pf_attention_wgmma") : std::string("pf_add"),
-                                 prefill_wgmma(source_arch) ? gemm_narrow_tile(source_arch)->entry + std::string("_group")
-                                                            : std::string("pf_add")}) {
+    std::vector<std::string> entries = {"pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_head_norm_rope",
+                                        "pf_kv_store", "pf_kv_shadow", "pf_silu_mul", "pf_add", "pf_argmax", large,
+                                        small, large + "_group", small + "_group", "pf_gemm_reduce",
+                                        "pf_attention_16", "pf_attention_32", "pf_attention_64", "pf_attention_128"};
+    if (prefill_wgmma(source_arch)) {
+      const std::string narrow = gemm_narrow_tile(source_arch)->entry;
+      for (const std::string& e : {large + "_swiglu", std::string("pf_attention_wgmma"), narrow + "_group",
+                                   large + "_rope", large + "_group_rope", narrow + "_group_rope"})
+        entries.push_back(e);
+    }
+    for (const std::string& e : entries) {
       const cuda::PtxasInfo info = cuda::parse_ptxas_info(c.log, e.c_str());
       EXPECT_GT(info.registers, 0) << e << "\n" << c.log;
       EXPECT_EQ(info.spill_store_bytes, 0) << e;

@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <map>
 #include <set>
+#include <tuple>
 #include <string>
 #include <utility>
 
@@ -28,8 +30,13 @@ std::vector<ir::IndexEnv> grid(const std::string& a, int64_t na, const std::stri
 
 // Every holder's element inside the tile and all of them distinct (with as many holders as
 // elements: a bijection), and each holder's two columns a pair (e = 0 even, e = 1 the next).
-bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, int64_t wn) {
+// With one warp across and bn a multiple of `head`, prove_mma_tile's "heads" too: fragment ni
+// in head ni / (head / 8), ni + head / 16 at the column head / 2 further in the row, and a row
+// held by one (warp, mi, h, quad).
+bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, int64_t wn, int64_t head = 128) {
   const int64_t wtm = bm / wm, wtn = bn / wn;
+  const bool heads = wn == 1 && bn % head == 0;
+  std::map<int64_t, std::tuple<int64_t, int64_t, int64_t, int64_t>> quad;  // row -> (warp, mi, h, lane / 4)
   std::set<std::pair<int64_t, int64_t>> seen;
   try {
     for (int64_t warp = 0; warp < wm * wn; ++warp)
@@ -47,6 +54,15 @@ bool brute_force_tile(const ir::MmaTile& f, int64_t bm, int64_t bn, int64_t wm, 
                   next["e"] = 1;
                   if (c % 2 != 0 || ir::eval(f.col, next) != c + 1 || ir::eval(f.row, next) != r) return false;
                 }
+                if (!heads) continue;
+                if (c / head != ni / (head / 8)) return false;
+                if (ni % (head / 8) < head / 16) {
+                  ir::IndexEnv other = env;
+                  other["ni"] = ni + head / 16;
+                  if (ir::eval(f.col, other) != c + head / 2 || ir::eval(f.row, other) != r) return false;
+                }
+                const auto q = std::tuple{warp, mi, h, lane / 4};
+                if (!quad.emplace(r, q).second && quad.at(r) != q) return false;
               }
   } catch (const Error&) {
     return false;
@@ -95,6 +111,7 @@ TEST(TileProofs, TheKernelsTileShapesAreProved) {
     EXPECT_TRUE(brute_force_load(ir::pair_load_formula(), 64, dp / 2, 128, dp + 8));
   }
   EXPECT_TRUE(brute_force_tile(ir::mma_tile_formula(), 64, 128, 1, 4));
+  EXPECT_TRUE(brute_force_tile(ir::mma_tile_formula(), 128, 256, 8, 1));  // the wgmma tile's heads
   EXPECT_TRUE(brute_force_load(ir::chunk_load_formula(), 64, 4, 128, 40));
   // A chunk layout's columns with another width are wrong: 16-byte columns as pairs leave pairs
   // unloaded, pair columns as 16-byte chunks overlap.
@@ -118,9 +135,10 @@ TEST(TileProofs, MutantsAgreeWithBruteForce) {
             for (int64_t e = 0; e < 2; ++e)
               holders.push_back({{"warp", w}, {"mi", 0}, {"ni", ni}, {"lane", lane}, {"h", h}, {"e", e},
                                  {"wn", 1}, {"wtm", 16}, {"wtn", 32}});
-    Tally tally{"mma tile 32 x 32 over 2 x 1 warps"};
+    // Heads of 16 columns: the "heads" obligations judged too.
+    Tally tally{"mma tile 32 x 32 over 2 x 1 warps, heads of 16"};
     for (const ir::MmaTile& m : tiles)
-      tally.judge(prove_mma_tile(m, 32, 32, 2, 1, 2000).proved(), brute_force_tile(m, 32, 32, 2, 1),
+      tally.judge(prove_mma_tile(m, 32, 32, 2, 1, 2000, 16).proved(), brute_force_tile(m, 32, 32, 2, 1, 16),
                   same_values(m.row, t.row, holders) && same_values(m.col, t.col, holders),
                   "row " + ir::to_string(m.row) + ", col " + ir::to_string(m.col));
   }

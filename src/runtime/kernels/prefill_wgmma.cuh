@@ -278,13 +278,92 @@ __device__ __forceinline__ void pf_wg_each(int m0, int n0, int M, int N, F&& f) 
     }
 }
 
+// The head RMSNorm and the RoPE after a projection (q or k), in its epilogue: the _rope entries'
+// argument, per group member (the plain _rope entry reads member 0). w[j] null: member j's tile
+// stores as pf_tile_store does (v). The host's PfHeadRope has the same layout.
+#define PF_HR_D 128  // the head dimension the epilogue takes
+struct PfHeadRope {
+  const float* w[PF_GROUP_MAX];   // the head norm's weight, PF_HR_D elements
+  const float* cs[PF_GROUP_MAX];  // cos of position p's angle j at [p * PF_HR_D / 2 + j]
+  const float* sn[PF_GROUP_MAX];  // and its sin (PrefillProgram::rope_tables)
+  float eps[PF_GROUP_MAX];
+  int pos0;  // the position of row 0
+};
+
+// The tile's heads (whole heads of PF_HR_D columns from n0, N a multiple of PF_HR_D, no K split,
+// no residual) RMS-normed by w and rotated by RoPE at position pos0 + row, stored to C:
+// pf_head_norm_rope's formulas (the norm, the rotation) on the accumulators plus the bias, the
+// squares' sum in another order, the angles' cos and sin from the tables (computed on the host:
+// a cosf and a sinf per element here made the GEMM three times slower). What the code relies on is proved of
+// the fragment layout (superopt/index_prover.cc: prove_mma_tile, "heads"): accumulators of
+// n8-groups 16 hd .. 16 hd + 15 are head hd's columns, a row's columns of a head are held by
+// the four lanes of one quad (the sum is two shuffles), and n8-group ni + 8 holds column
+// c + 64 of the same row as ni's c (a thread rotates its own pairs).
+template <int BN>
+__device__ __forceinline__ void pf_wg_head_rope_store(const float (&acc)[BN / 2], int m0, int n0, int M, int N,
+                                                      const float* __restrict__ bias, const float* __restrict__ w,
+                                                      const float* __restrict__ cs, const float* __restrict__ sn,
+                                                      float eps, int pos0, float* __restrict__ C) {
+  static_assert(BN % PF_HR_D == 0, "whole heads per tile");
+  constexpr int kNi = PF_HR_D / 8;  // a head's n8 groups
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int hd = 0; hd < BN / PF_HR_D; ++hd) {
+    const int c0 = n0 + hd * PF_HR_D;  // the head's first column
+    if (c0 >= N) break;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = m0 + pf_frag_row<1, 16>(warp, 0, lane, h);
+      float x[2 * kNi];
+      float ss = 0.f;
+#pragma unroll
+      for (int ni = 0; ni < kNi; ++ni)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int i = (hd * kNi + ni) * 4 + h * 2 + e;
+          x[ni * 2 + e] = bias ? acc[i] + bias[n0 + pf_frag_col<1, BN>(warp, hd * kNi + ni, lane, e)] : acc[i];
+          ss += x[ni * 2 + e] * x[ni * 2 + e];
+        }
+      ss += __shfl_xor_sync(0xffffffffu, ss, 1);  // the quad: the row's other columns of the head
+      ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+      const float rs = 1.0f / sqrtf(ss / float(PF_HR_D) + eps);
+      if (r >= M) continue;
+      const long long at = (long long)(pos0 + r) * (PF_HR_D / 2);  // the row's angles
+      float* out = C + (long long)r * N + c0;
+#pragma unroll
+      for (int ni = 0; ni < kNi / 2; ++ni) {
+        const int j = pf_frag_col<1, BN>(warp, hd * kNi + ni, lane, 0) - hd * PF_HR_D;  // even, < 64
+        float y1[2], y2[2];
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float a = w[j + e] * (x[ni * 2 + e] * rs);
+          const float b = w[j + e + PF_HR_D / 2] * (x[(ni + kNi / 2) * 2 + e] * rs);
+          const float c = cs[at + j + e], s = sn[at + j + e];
+          y1[e] = a * c + (-b) * s;
+          y2[e] = b * c + a * s;
+        }
+        *(float2*)(out + j) = make_float2(y1[0], y1[1]);
+        *(float2*)(out + j + PF_HR_D / 2) = make_float2(y2[0], y2[1]);
+      }
+    }
+  }
+}
+
+// One tile; `hw` (not null: the _rope entries) the head norm's weight, with the RoPE's cos and
+// sin tables, eps and first position: pf_wg_head_rope_store's epilogue.
 template <int BN>
 __device__ __forceinline__ void pf_wgmma_tile(const PfTmaMap& ma, const PfTmaMap& mw, const float* __restrict__ bias,
                                               const float* R, float* C, float* __restrict__ partial, int M, int N,
-                                              int K, int m_tile, int n_tile) {
+                                              int K, int m_tile, int n_tile, const float* hw = nullptr,
+                                              const float* cs = nullptr, const float* sn = nullptr, float eps = 0.f,
+                                              int pos0 = 0) {
   const int m0 = m_tile * PF_WG_BM, n0 = n_tile * BN;
   float acc[BN / 2];
   if (!pf_wgmma_mainloop<BN>(acc, ma, mw, K, m0, n0)) return;
+  if (hw) {
+    pf_wg_head_rope_store<BN>(acc, m0, n0, M, N, bias, hw, cs, sn, eps, pos0, C);
+    return;
+  }
   const bool split = gridDim.z > 1;
   pf_tile_store<PF_WG_BM, BN, 1, BN / 8, 1, 16, BN, true>(
       acc, m0, n0, M, N, bias, R, split ? partial + (long long)blockIdx.z * M * N : C, split);
@@ -330,6 +409,29 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
     if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                         \
     const int j = pf_group_member(grp, t);                                                                    \
     pf_wgmma_tile<BN>(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);           \
+  }
+// The entries above with the head norm and RoPE in the epilogue (PfHeadRope): a projection
+// alone (member 0 of hr; no K split, no residual), and a group whose members hr names.
+#define PF_WGMMA_ROPE_ENTRY(NAME, BN)                                                                         \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
+      NAME##_rope(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMap mw, const float* bias,  \
+                  float* C, int M, int N, int K, int g, PfHeadRope hr) {                                      \
+    pf_wait_prior();                                                                                          \
+    int m, n;                                                                                                 \
+    if (pf_block_tile(g, PF_WG_BM, M, m, n))                                                                  \
+      pf_wgmma_tile<BN>(ma, mw, bias, nullptr, C, nullptr, M, N, K, m, n, hr.w[0], hr.cs[0], hr.sn[0],       \
+                        hr.eps[0], hr.pos0);                                                                  \
+  }
+#define PF_WGMMA_GROUP_ROPE_ENTRY(NAME, BN)                                                                   \
+  extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
+      NAME##_group_rope(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMaps mws,           \
+                        PfGemmGroup grp, int M, int K, int g, PfHeadRope hr) {                                \
+    pf_wait_prior();                                                                                          \
+    int m, t;                                                                                                 \
+    if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                         \
+    const int j = pf_group_member(grp, t);                                                                    \
+    pf_wgmma_tile<BN>(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t, hr.w[j],   \
+                      hr.cs[j], hr.sn[j], hr.eps[j], hr.pos0);                                                \
   }
 // gate and up of one input, out = silu(gate) * up: column tiles of PF_WG_BN / 2 of each (W's
 // boxes of that many rows each); X, Y: the tile grid the CTAs walk (wgmma_swiglu_config).

@@ -467,8 +467,9 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
     pf_result_ = cuda::DeviceBuffer();
     stats_.device_bytes -= old_bytes;
     device_bytes_ -= old_bytes;
-    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers(),
-                                                 m_->options().prefill_fused_rope);
+    // The fusion's tables and longer slot lives only where the kernels have its entries.
+    const bool fuse = m_->options().prefill_fused_rope && m_->prefill_kernels()->rope();
+    auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers(), fuse);
     cuda::DeviceBuffer scratch(ctx, size_t(prog->scratch_bytes())), toks(ctx, size_t(r) * 4), result(ctx, 256);
     scratch.fill_bytes(0xff);  // NaN: a read before a write shows up
     if (!prog->rope_tables().empty())  // read-only for the program's life

@@ -1,6 +1,7 @@
 #include "runtime/prefill.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cmath>
 #include <cstdlib>
 #include <iterator>
@@ -29,6 +30,7 @@ struct PfGemmGroup {
   int32_t count;
 };
 static_assert(sizeof(PfTmaMaps) == kGroupMax * sizeof(CUtensorMap), "PfTmaMaps holds PF_GROUP_MAX maps");
+static_assert(offsetof(PfHeadRope, eps) == 72 && offsetof(PfHeadRope, pos0) == 84, "PfHeadRope as the kernel's");
 static_assert(sizeof(PfHeadRope) == 88 && std::size(PfHeadRope{}.w) == kGroupMax, "PfHeadRope as the kernel's");
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
@@ -536,21 +538,22 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     for (int h : st.head_rope)  // the epilogue may write the head norm's output in this step
       if (h >= 0) outs.push_back(steps_[size_t(h)].output);
     for (int out : outs) {
-    if (slot_[size_t(out)] != -1) continue;  // placed by its projection's step (head_rope)
-    const ir::TensorDesc& td = g.tensor(out);
-    const bool placed_elsewhere = out == g.logits || out == g.next_token || alias[size_t(out)] >= 0;
-    if (!placed_elsewhere) {
-      const int64_t bytes = align_up((tokens_rows(td) ? max_rows : td.shape[0]) * td.shape.back() * (bf16_[size_t(out)] ? 2 : 4));
-      auto it = free_slots.lower_bound(bytes);
-      if (it != free_slots.end()) {
-        slot_[size_t(out)] = it->second;
-        free_slots.erase(it);
-      } else {
-        slot_[size_t(out)] = scratch_bytes_;
-        capacity[scratch_bytes_] = bytes;
-        scratch_bytes_ += bytes;
+      if (slot_[size_t(out)] != -1) continue;  // placed by its projection's step (head_rope)
+      const ir::TensorDesc& td = g.tensor(out);
+      const bool placed_elsewhere = out == g.logits || out == g.next_token || alias[size_t(out)] >= 0;
+      if (!placed_elsewhere) {
+        const int64_t bytes =
+            align_up((tokens_rows(td) ? max_rows : td.shape[0]) * td.shape.back() * (bf16_[size_t(out)] ? 2 : 4));
+        auto it = free_slots.lower_bound(bytes);
+        if (it != free_slots.end()) {
+          slot_[size_t(out)] = it->second;
+          free_slots.erase(it);
+        } else {
+          slot_[size_t(out)] = scratch_bytes_;
+          capacity[scratch_bytes_] = bytes;
+          scratch_bytes_ += bytes;
+        }
       }
-    }
     }
     std::vector<int> done = st.inputs;
     if (st.residual >= 0) done.push_back(st.residual);

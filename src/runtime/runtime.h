@@ -69,7 +69,7 @@ void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t 
 
 // `o` with its unset fields taken from the environment (MPK_CACHE_DIR and HOME through
 // cache::default_cache_path, MPK_MK_PARAMS, MPK_PREFETCH_BYTES, MPK_SHARE_ACTIVATIONS,
-// MPK_PREFILL_OVERLAP). Called once per model load; a bad value is logged and replaced by the
+// MPK_PREFILL_OVERLAP, MPK_PREFILL_FUSED_ROPE). Called once per model load; a bad value is logged and replaced by the
 // default, except MPK_MK_PARAMS, which the GPU load refuses (InvalidArgument): a tuning run must
 // not time the defaults unawares.
 RuntimeOptions resolve_environment(RuntimeOptions o);

@@ -500,8 +500,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
   for (size_t s = 0; s < steps_.size(); ++s) {
     PrefillStep& st = steps_[s];
     if (st.kind != ir::OpKind::Linear) continue;
-    std::vector<int> outs = {st.output};
-    outs.insert(outs.end(), st.group_outputs.begin(), st.group_outputs.end());
+    const std::vector<int> outs = st.member_outputs();
     st.head_rope.assign(outs.size(), -1);
     if (!fuse_head_rope || st.residual >= 0 || st.swiglu_output >= 0) continue;
     for (size_t j = 0; j < outs.size(); ++j)
@@ -533,8 +532,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
   std::map<int64_t, int64_t> capacity;         // offset -> capacity
   for (size_t s = 0; s < steps_.size(); ++s) {
     const PrefillStep& st = steps_[s];
-    std::vector<int> outs = {st.output};
-    outs.insert(outs.end(), st.group_outputs.begin(), st.group_outputs.end());
+    std::vector<int> outs = st.member_outputs();
     for (int h : st.head_rope)  // the epilogue may write the head norm's output in this step
       if (h >= 0) outs.push_back(steps_[size_t(h)].output);
     for (int out : outs) {
@@ -576,7 +574,8 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
     for (int h : st.head_rope) {
       if (h < 0) continue;
       const ir::Op& rope = g.ops[size_t(steps_[size_t(h)].rope_op)];
-      const std::vector<float> f = ir::rope_inv_freq(rope.attrs.head_dim, rope.attrs.rope_theta, rope.attrs.rope_scaling);
+      const std::vector<float> f =
+          ir::rope_inv_freq(rope.attrs.head_dim, rope.attrs.rope_theta, rope.attrs.rope_scaling);
       MPK_ICHECK(int64_t(f.size()) == kHeadRopeDim / 2) << "prefill: RoPE of " << f.size() << " frequencies";
       const auto [at, fresh] = table_of.emplace(f, rope_tables_offset_ + int64_t(rope_tables_.size()) * 4);
       rope_cos_[size_t(steps_[size_t(h)].rope_op)] = at->second;
@@ -740,9 +739,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           break;
         }
         // The members: this op, then its group.
-        std::vector<int> ops = {s.op}, outs = {s.output};
+        std::vector<int> ops = {s.op};
         ops.insert(ops.end(), s.group_ops.begin(), s.group_ops.end());
-        outs.insert(outs.end(), s.group_outputs.begin(), s.group_outputs.end());
+        const std::vector<int> outs = s.member_outputs();
         int n_total = 0;
         for (int o : outs) n_total += cols(o);
         const GemmLaunch whole = gemm_launch(m, n_total, kk, num_sms_);

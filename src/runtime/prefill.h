@@ -257,6 +257,12 @@ struct PrefillStep {
   // them and writes that step's output, and the step launches nothing; that output's memory is
   // taken from this step on either way.
   std::vector<int> head_rope{};
+  // linear: the members' outputs, this op's first (head_rope's order).
+  std::vector<int> member_outputs() const {
+    std::vector<int> outs = {output};
+    outs.insert(outs.end(), group_outputs.begin(), group_outputs.end());
+    return outs;
+  }
 };
 
 class PrefillProgram {

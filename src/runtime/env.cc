@@ -43,7 +43,7 @@ RuntimeOptions resolve_environment(RuntimeOptions o) {
   if (const char* v = env("MPK_SHARE_ACTIVATIONS"); v && std::string(v) == "1")
     o.share_activations = true;
   if (const char* v = env("MPK_PREFILL_OVERLAP"); v && std::string(v) == "0") o.prefill_overlap = false;
-  if (const char* v = env("MPK_PREFILL_FUSED_ROPE"); v && std::string(v) == "1") o.prefill_fused_rope = true;
+  if (const char* v = env("MPK_PREFILL_FUSED_ROPE"); v && std::string(v) == "0") o.prefill_fused_rope = false;
   return o;
 }
 

@@ -406,11 +406,11 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
              ")";
     case ir::OpKind::HeadRmsNorm:
       return (swiglu ? "the " + large + " _rope epilogues (with the RoPE it feeds, heads of 128, "
-                                        "MPK_PREFILL_FUSED_ROPE=1) | "
+                                        "unless MPK_PREFILL_FUSED_ROPE=0) | "
                      : std::string()) +
              "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
     case ir::OpKind::Rope:
-      return (swiglu ? "the " + large + " _rope epilogues (MPK_PREFILL_FUSED_ROPE=1) | " : std::string()) +
+      return (swiglu ? "the " + large + " _rope epilogues (heads of 128, unless MPK_PREFILL_FUSED_ROPE=0) | " : std::string()) +
              "pf_head_norm_rope";
     case ir::OpKind::Attention: {
       // enqueue_attention's choice for each attention op of the graph (both when they differ).

@@ -56,9 +56,9 @@ struct RuntimeOptions {
                                     // (programmatic dependent launch; measured: faster on short
                                     // prompts, 2% slower on Qwen3-8B at 4,096 tokens, see
                                     // docs/PERFORMANCE.md); false also by $MPK_PREFILL_OVERLAP=0
-  bool prefill_fused_rope = false;  // the q and k head norm and RoPE in their projection's wgmma
-                                    // epilogue (heads of 128, sm_90a); off until checked end to
-                                    // end on a GPU (docs/PERFORMANCE.md); $MPK_PREFILL_FUSED_ROPE=1
+  bool prefill_fused_rope = true;   // the q and k head norm and RoPE in their projection's wgmma
+                                    // epilogue (heads of 128, sm_90a; measured faster, see
+                                    // docs/PERFORMANCE.md); false also by $MPK_PREFILL_FUSED_ROPE=0
   ProgressFn progress;              // empty: none
   TunePolicy tune_policy = TunePolicy::CacheOnly;
   double tune_budget_s = 120;       // TuneOnMiss: the search's wall-time budget

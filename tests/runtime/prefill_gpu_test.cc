@@ -174,7 +174,8 @@ TEST(PrefillGpuFusedRope, MatchesTheReferenceWithHeadsOf128) {
     mem.weight_dtype = DType::BF16;
     mem.kv_capacity = int64_t(capacity);
     int taken = 0;
-    for (const PrefillStep& s : PrefillProgram(m->graph(), mem, int64_t(half), m->gpu()->num_workers(), fused).steps())
+    const PrefillProgram plan(m->graph(), mem, int64_t(half), m->gpu()->num_workers(), fused);
+    for (const PrefillStep& s : plan.steps())
       for (int h : s.head_rope) taken += h >= 0;
     EXPECT_EQ(taken, fused ? 2 * m->config().num_layers : 0);
     Session tc(m, opts(capacity, true));

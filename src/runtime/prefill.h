@@ -25,7 +25,7 @@
 
 namespace mpk::rt {
 
-inline constexpr const char* kPrefillCodegenVersion = "pf-v0.7.0";
+inline constexpr const char* kPrefillCodegenVersion = "pf-v0.8.0";
 // Most tokens one chunk takes (a session's prefill activations are sized for up to this many).
 inline constexpr size_t kPrefillChunk = 4096;
 static_assert(int64_t(kPrefillChunk) <= ir::kPrefillMaxChunkRows, "the nests are proved for chunks of these rows");

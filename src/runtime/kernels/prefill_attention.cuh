@@ -62,8 +62,9 @@ __device__ void pf_attention(const float* __restrict__ q, const pf_bf16* __restr
   pf_bf16* sk = (pf_bf16*)pf_smem_raw;  // [2][PF_ATT_KEYS * LD], then sv the same (kAttention.smem_bytes)
   pf_bf16* sv = sk + 2 * PF_ATT_KEYS * LD;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * PF_ATT_ROWS;  // the longest blocks start first
-  const int h = blockIdx.y, kvh = h / (Hq / Hkv);
+  int qb, h;
+  pf_att_block(qb, h);  // the longest blocks start first
+  const int q0 = qb * PF_ATT_ROWS, kvh = h / (Hq / Hkv);
   const long long qstride = (long long)Hq * D;
   const int qrows = min(PF_ATT_ROWS, T - q0);
   const int nkv = pos0 + q0 + qrows;  // keys [0, the block's last position]

@@ -60,6 +60,16 @@ __device__ __forceinline__ void pf_store2(void* out, long long i, float lo, floa
     *(float2*)((float*)out + i) = make_float2(lo, hi);
 }
 
+// An attention grid's block (gridDim.x query blocks x gridDim.y heads): its query block and head,
+// dealt so that blocks start longest first across all heads (the launch order is blockIdx.x
+// fastest, then y). Causal blocks grow with their query block; starting every head's longest
+// ones first keeps the last wave short (list scheduling in decreasing length).
+__device__ __forceinline__ void pf_att_block(int& qb, int& h) {
+  const int i = blockIdx.y * gridDim.x + blockIdx.x;  // < gridDim.x * gridDim.y, once each
+  qb = gridDim.x - 1 - i / gridDim.y;
+  h = i % gridDim.y;
+}
+
 __device__ __forceinline__ long long pf_gid() { return (long long)blockIdx.x * blockDim.x + threadIdx.x; }
 __device__ __forceinline__ long long pf_gstride() { return (long long)gridDim.x * blockDim.x; }
 

@@ -73,8 +73,9 @@ extern "C" __global__ void __launch_bounds__(PF_WA_THREADS, 1)
   const unsigned base = (pf_smem(pf_smem_raw) + 1023u) & ~1023u;
   const unsigned ring = base + 2 * PF_WA_Q_BYTES, full = pf_smem(bars), empty = full + 8 * PF_WA_STAGES;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
-  const int q0 = (gridDim.x - 1 - blockIdx.x) * PF_WA_ROWS;  // the longest blocks start first
-  const int h = blockIdx.y, kvh = h / (Hq / Hkv);
+  int qb, h;
+  pf_att_block(qb, h);  // the longest blocks start first
+  const int q0 = qb * PF_WA_ROWS, kvh = h / (Hq / Hkv);
   const int nkv = pos0 + min(q0 + PF_WA_ROWS, T);  // keys [0, the block's last position]
   const int blocks = (nkv + PF_WA_KEYS - 1) / PF_WA_KEYS;
   if (tid == 0) {

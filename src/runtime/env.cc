@@ -16,6 +16,19 @@ const char* env(const char* name) {
   return v && *v ? v : nullptr;
 }
 
+// A switch in the environment that moves an option one way: `flag` becomes `to` where $name is
+// `to`'s value ("1" on, "0" off); the other value leaves it as the caller set it; anything else
+// is logged and ignored (a misspelt "off" must not pass silently).
+void env_switch(const char* name, bool to, bool& flag) {
+  const char* v = env(name);
+  if (!v) return;
+  const std::string s(v);
+  if (s == (to ? "1" : "0"))
+    flag = to;
+  else if (s != "0" && s != "1")
+    log(LogLevel::Warn, "{}='{}' is neither 0 nor 1; ignored", name, s);
+}
+
 }  // namespace
 
 RuntimeOptions resolve_environment(RuntimeOptions o) {
@@ -40,10 +53,9 @@ RuntimeOptions resolve_environment(RuntimeOptions o) {
             kDefaultPrefetchBytes);
     }
   }
-  if (const char* v = env("MPK_SHARE_ACTIVATIONS"); v && std::string(v) == "1")
-    o.share_activations = true;
-  if (const char* v = env("MPK_PREFILL_OVERLAP"); v && std::string(v) == "0") o.prefill_overlap = false;
-  if (const char* v = env("MPK_PREFILL_FUSED_ROPE"); v && std::string(v) == "0") o.prefill_fused_rope = false;
+  env_switch("MPK_SHARE_ACTIVATIONS", true, o.share_activations);
+  env_switch("MPK_PREFILL_OVERLAP", false, o.prefill_overlap);
+  env_switch("MPK_PREFILL_FUSED_ROPE", false, o.prefill_fused_rope);
   return o;
 }
 

@@ -68,10 +68,11 @@ struct RuntimeOptions {
 void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t total);
 
 // `o` with its unset fields taken from the environment (MPK_CACHE_DIR and HOME through
-// cache::default_cache_path, MPK_MK_PARAMS, MPK_PREFETCH_BYTES, MPK_SHARE_ACTIVATIONS,
-// MPK_PREFILL_OVERLAP, MPK_PREFILL_FUSED_ROPE). Called once per model load; a bad value is logged and replaced by the
-// default, except MPK_MK_PARAMS, which the GPU load refuses (InvalidArgument): a tuning run must
-// not time the defaults unawares.
+// cache::default_cache_path, MPK_MK_PARAMS, MPK_PREFETCH_BYTES), and the switches
+// MPK_SHARE_ACTIVATIONS=1, MPK_PREFILL_OVERLAP=0 and MPK_PREFILL_FUSED_ROPE=0 applied. Called
+// once per model load. A bad value is logged and replaced by the default (a switch's: logged and
+// ignored), except MPK_MK_PARAMS, which the GPU load refuses (InvalidArgument): a tuning run
+// must not time the defaults unawares.
 RuntimeOptions resolve_environment(RuntimeOptions o);
 
 // Counters shared by a model and its sessions (all of them), read by mpk_model_stats.

@@ -61,9 +61,10 @@ __device__ __forceinline__ void pf_store2(void* out, long long i, float lo, floa
 }
 
 // An attention grid's block (gridDim.x query blocks x gridDim.y heads): its query block and head,
-// dealt so that blocks start longest first across all heads (the launch order is blockIdx.x
-// fastest, then y). Causal blocks grow with their query block; starting every head's longest
-// ones first keeps the last wave short (list scheduling in decreasing length).
+// dealt so that blocks start longest first across all heads where the GPU starts blocks in
+// linear order, x fastest (what it does in practice; CUDA promises no order, and any order is
+// correct). Causal blocks grow with their query block; starting every head's longest first keeps
+// the last wave short (list scheduling in decreasing length; measured in docs/PERFORMANCE.md).
 __device__ __forceinline__ void pf_att_block(int& qb, int& h) {
   const int i = blockIdx.y * gridDim.x + blockIdx.x;  // < gridDim.x * gridDim.y, once each
   qb = gridDim.x - 1 - i / gridDim.y;

@@ -24,6 +24,7 @@
 #include "base/log.h"
 #include "cache/cache.h"
 #include "cache/key.h"
+#include "tests/common/log_capture.h"
 
 namespace mpk::cache::testing {
 
@@ -91,28 +92,6 @@ struct FakeClock {
     return [p] { return p->load(); };
   }
   void advance(int64_t s) { *t += s; }
-};
-
-// Collects warnings while alive (and keeps expected ones off the console).
-class LogCapture {
- public:
-  LogCapture() {
-    set_log_sink([this](LogLevel level, const std::string& msg) {
-      std::lock_guard lock(mu_);
-      if (level >= LogLevel::Warn) lines_.push_back(msg);
-    });
-  }
-  ~LogCapture() { set_log_sink({}); }
-  std::string text() {
-    std::lock_guard lock(mu_);
-    std::string all;
-    for (auto& l : lines_) all += l + "\n";
-    return all;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<std::string> lines_;
 };
 
 inline CacheOptions options_at(const fs::path& path) {

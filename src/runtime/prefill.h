@@ -272,7 +272,7 @@ class PrefillProgram {
   // fuse_head_rope: set PrefillStep::head_rope where it applies (RuntimeOptions::
   // prefill_fused_rope); the scratch then also holds rope_tables().
   PrefillProgram(const ir::Graph& graph, const MemoryPlan& mem, int64_t max_rows, int num_sms,
-                 bool fuse_head_rope = false);
+                 bool fuse_head_rope);
 
   int64_t max_rows() const { return max_rows_; }
   int64_t scratch_bytes() const { return scratch_bytes_; }

@@ -48,7 +48,7 @@ TEST(Prefill, TakesBf16ModelsOnly) {
   }
   const Loaded f = load("qwen3-f32");
   EXPECT_NE(prefill_unsupported(f.g, DType::F32).find("bf16"), std::string::npos);
-  EXPECT_THROW(PrefillProgram(f.g, f.mem, 16, 132), Error);
+  EXPECT_THROW(PrefillProgram(f.g, f.mem, 16, 132, false), Error);
   model::Config c = f.model->config;
   c.head_dim = 256;
   const ir::Graph wide = ir::build(c, DType::BF16);
@@ -106,7 +106,7 @@ TEST(Prefill, HeadNormTakesOnlyARopeOfItsShape) {
   ir::Graph g = l.g;
   for (ir::Op& op : g.ops)
     if (op.kind == ir::OpKind::Rope) op.attrs.head_dim /= 2, op.attrs.num_heads *= 2;
-  const PrefillProgram p(g, l.mem, 16, 132), q(l.g, l.mem, 16, 132);
+  const PrefillProgram p(g, l.mem, 16, 132, false), q(l.g, l.mem, 16, 132, false);
   int ropes = 0, fused = 0;
   for (const PrefillStep& s : p.steps()) {
     EXPECT_LT(s.rope_op, 0);
@@ -184,7 +184,7 @@ class PrefillPrograms : public ::testing::TestWithParam<std::string> {};
 TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   const Loaded l = load(GetParam());
   const int64_t rows = 96;
-  const PrefillProgram p(l.g, l.mem, rows, 132);
+  const PrefillProgram p(l.g, l.mem, rows, 132, false);
   // Every op once: a step is one op, or a linear with the add that is its only reader.
   std::set<int> ops;
   int fused = 0, tails = 0, grouped = 0, swiglu = 0, ropes = 0;
@@ -272,7 +272,7 @@ TEST(Prefill, RandomShapesKeepLiveSlotsDisjoint) {
     MemoryPlan mem;  // the constructor reads the weight dtype only
     mem.weight_dtype = DType::BF16;
     const int64_t rows = std::vector<int64_t>{1, 7, 64, 200}[size_t(pick(4))];
-    const PrefillProgram p(g, mem, rows, 8 + pick(130));
+    const PrefillProgram p(g, mem, rows, 8 + pick(130), false);
     std::set<int> ops;
     for (const PrefillStep& s : p.steps()) {
       ops.insert(s.op);

@@ -244,7 +244,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       return e;
     });
     if (pf_built) ++stats.cache_misses; else ++stats.cache_hits;
-    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin, arch, options.prefill_overlap);
+    prefill_ = std::make_unique<PrefillKernels>(*ctx_, pf.cubin, arch, options.prefill_overlap, options.prefill_streamk);
     ++stats.num_kernels;
   } else {
     log(LogLevel::Info, "prompts prefill through the decode step: {}", prefill_why_);
@@ -472,6 +472,8 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
     auto prog = std::make_unique<PrefillProgram>(m_->graph(), mem_, r, m_->num_workers(), fuse);
     cuda::DeviceBuffer scratch(ctx, size_t(prog->scratch_bytes())), toks(ctx, size_t(r) * 4), result(ctx, 256);
     scratch.fill_bytes(0xff);  // NaN: a read before a write shows up
+    const std::vector<uint32_t> zeros(size_t(prog->counter_count()), 0u);  // the kernels leave them at zero
+    if (!zeros.empty()) scratch.upload(zeros.data(), zeros.size() * 4, size_t(prog->counters_offset()));
     if (!prog->rope_tables().empty())  // read-only for the program's life
       scratch.upload(prog->rope_tables().data(), prog->rope_tables().size() * 4, size_t(prog->rope_tables_offset()));
     const uint64_t bytes = scratch.size() + toks.size() + result.size();

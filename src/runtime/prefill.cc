@@ -33,6 +33,7 @@ static_assert(sizeof(PfTmaMaps) == kGroupMax * sizeof(CUtensorMap), "PfTmaMaps h
 static_assert(offsetof(PfHeadRope, eps) == 72 && offsetof(PfHeadRope, pos0) == 84, "PfHeadRope as the kernel's");
 static_assert(sizeof(PfHeadRope) == 88 && std::size(PfHeadRope{}.w) == kGroupMax, "PfHeadRope as the kernel's");
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
 constexpr int kHeadDims[] = {16, 32, 64, 128};
@@ -220,7 +221,7 @@ std::string prefill_source(const std::string& arch) {
     s += "// Printed by runtime/wgmma_asm.cc.\n" + wgmma_function("pf_wgmma_ss", kWgmmaTile.bn, false) +
          wgmma_function("pf_wgmma_ss", kWgmmaNarrowTile.bn, false) +
          wgmma_function("pf_wgmma_64_ss", 64, false) + wgmma_function("pf_wgmma_128_rs", 128, true);
-    s += embedded_kernel("prefill_wgmma.cuh");
+    s += embedded_kernel("prefill_wgmma.cuh") + embedded_kernel("prefill_wgmma_streamk.cuh");
     s += "// The wgmma attention (runtime/prefill.h: kWgmmaAttention).\n#define PF_WA_ROWS " +
          std::to_string(kWgmmaAttention.rows) + "\n#define PF_WA_KEYS " + std::to_string(kWgmmaAttention.keys) +
          "\n#define PF_WA_STAGES " + std::to_string(kWgmmaAttention.stages) + "\n#define PF_WA_PRODUCER " +
@@ -235,7 +236,9 @@ std::string prefill_source(const std::string& arch) {
     else if (t->wgmma)
       s += (t == &kWgmmaTile ? "PF_WGMMA_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
                                    "PF_WGMMA_ROPE_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) +
-                                   ")\n" + "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n"
+                                   ")\n" + "PF_WGMMA_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n" +
+                                   "PF_WGMMA_STREAMK_ENTRY(" + std::string(t->entry) + ")\n" +
+                                   "PF_WGMMA_STREAMK_SWIGLU_ENTRY(" + std::string(t->entry) + ")\n"
                              : std::string()) +
            "PF_WGMMA_GROUP_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n" +
            "PF_WGMMA_GROUP_ROPE_ENTRY(" + std::string(t->entry) + ", " + std::to_string(t->bn) + ")\n";
@@ -258,7 +261,7 @@ cuda::CompileResult compile_prefill(const std::string& arch) {
 }
 
 PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin,
-                               const std::string& arch, bool overlap)
+                               const std::string& arch, bool overlap, bool streamk)
     : arch_(arch), overlap_(overlap && arch.rfind("sm_", 0) == 0 && std::atoi(arch.c_str() + 3) >= 90),
       module_(ctx, cubin) {
   const std::string large = tile(true).entry, small = tile(false).entry;
@@ -281,6 +284,12 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
     group_rope_->set_max_dynamic_shared(gemm_smem(GemmLargeGroup));
     narrow_group_rope_.emplace(module_.function(std::string(kWgmmaNarrowTile.entry) + "_group_rope"));
     narrow_group_rope_->set_max_dynamic_shared(kWgmmaNarrowTile.smem_bytes());
+    if (streamk) {
+      streamk_.emplace(module_.function(large + "_streamk"));
+      streamk_->set_max_dynamic_shared(gemm_smem(GemmLarge));
+      streamk_swiglu_.emplace(module_.function(large + "_streamk_swiglu"));
+      streamk_swiglu_->set_max_dynamic_shared(gemm_smem(GemmLarge));
+    }
     attention_wgmma_.emplace(module_.function("pf_attention_wgmma"));
     attention_wgmma_->set_max_dynamic_shared(kWgmmaAttention.smem_bytes());
   }
@@ -382,6 +391,23 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
   std::set<int64_t> counts;
   for (const auto& [n, k] : shapes)
     for (int64_t m = 1; m <= max_rows; ++m) counts.insert(gemm_launch(m, n, k, num_sms).splits);
+  // Stream-K's CTAs over a step's K steps: a projection alone, as a SwiGLU tile's gate, and the
+  // groups PrefillProgram may form (a projection with the next one or two on its input and K).
+  auto streamk = [&](int64_t tiles, int64_t k) {
+    counts.insert(streamk_ctas(tiles * ((k + kWgmmaTile.bk - 1) / kWgmmaTile.bk), num_sms));
+  };
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const ir::Op& op = g.ops[i];
+    if (op.kind != ir::OpKind::Linear) continue;
+    const int64_t k = g.weight(op.weight).shape.at(1);
+    streamk(ceil_div(g.weight(op.weight).shape.at(0), kWgmmaTile.bn / 2), k);
+    int64_t tiles = 0;
+    for (size_t j = i; j < std::min(g.ops.size(), i + kGroupMax); ++j) {
+      const ir::Op& o = g.ops[j];
+      if (o.kind != ir::OpKind::Linear || o.inputs[0] != op.inputs[0] || g.weight(o.weight).shape.at(1) != k) break;
+      streamk(tiles += ceil_div(g.weight(o.weight).shape.at(0), kWgmmaTile.bn), k);
+    }
+  }
   return {counts.begin(), counts.end()};
 }
 
@@ -402,7 +428,9 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
     case ir::OpKind::Embedding: return "pf_embed";
     case ir::OpKind::RmsNorm: return "pf_rms_norm";
     case ir::OpKind::Linear:
-      return large + " | " + small + " (+ _group, pf_gemm_reduce" + (swiglu ? "; gate with up: " + large + "_swiglu" : "") +
+      return large + " | " + small + " (+ _group, pf_gemm_reduce" +
+             (swiglu ? "; gate with up: " + large + "_swiglu; one tile row: " + large + "_streamk, _streamk_swiglu"
+                     : "") +
              ")";
     case ir::OpKind::HeadRmsNorm:
       return (swiglu ? "the " + large + " _rope epilogues (with the RoPE it feeds, heads of 128, "
@@ -434,6 +462,24 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
 }
 
 int64_t gemm_workspace_bytes(int num_sms) { return 3LL * num_sms * kSmallTile.bm * kSmallTile.bn * 4; }
+
+// Measured on an H100 (Qwen3-8B and Qwen3-0.6B at 39 rows, docs/PERFORMANCE.md): with few
+// tiles, each spread over many CTAs, the parts' partials and their sum by the last one cost more
+// than the even deal gains (o_proj 28 -> 93 us, down 66 -> 120 us, q + k + v worse too); with
+// 96 SwiGLU tiles on 132 SMs (8B's gate + up: 1.4 CTAs a tile) it takes 4.74 -> 3.56 ms over 36
+// layers. Three quarters of a wave of tiles and more take the large tile (gemm_launch).
+bool prefill_streamk(int64_t rows, int64_t tiles, int num_sms) {
+  return rows <= kWgmmaTile.bm && 2 * tiles >= num_sms && 4 * tiles < 3 * int64_t(num_sms);
+}
+
+int streamk_ctas(int64_t units, int num_sms) {
+  MPK_ICHECK(units >= 1 && num_sms >= 1) << "stream-K of " << units << " steps on " << num_sms << " SMs";
+  return int(std::clamp<int64_t>(units / kStreamkMinSteps, 1, num_sms));
+}
+
+int64_t streamk_workspace_bytes(int num_sms, int64_t rows) {
+  return 2LL * num_sms * std::min<int64_t>(rows, kWgmmaTile.bm) * kWgmmaTile.bn * 4;
+}
 
 PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_t max_rows, int num_sms,
                                bool fuse_head_rope)
@@ -564,8 +610,16 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
   }
   for (int64_t& o : slot_)
     if (o <= -2) o = -2 - o;
-  workspace_offset_ = scratch_bytes_;  // the K-split partial tiles (gemm_launch)
-  scratch_bytes_ += align_up(gemm_workspace_bytes(num_sms));
+  workspace_offset_ = scratch_bytes_;  // the K-split partial tiles (gemm_launch), or stream-K's
+  workspace_bytes_ = std::max(gemm_workspace_bytes(num_sms), streamk_workspace_bytes(num_sms, max_rows));
+  scratch_bytes_ += align_up(workspace_bytes_);
+  // The stream-K counters: every projection's columns in tiles of a SwiGLU tile's width (half
+  // the others'), more than any one launch counts.
+  for (const ir::Op& op : g.ops)
+    if (op.kind == ir::OpKind::Linear)
+      counter_count_ += (g.weight(op.weight).shape.at(0) + kWgmmaTile.bn / 2 - 1) / (kWgmmaTile.bn / 2);
+  counters_offset_ = scratch_bytes_;
+  scratch_bytes_ += align_up(counter_count_ * 4);
   // The head_rope epilogues' cos and sin, one table per set of frequencies, after the workspace.
   rope_tables_offset_ = scratch_bytes_;
   rope_cos_.assign(g.ops.size(), -1);
@@ -588,6 +642,15 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
           }
     }
   scratch_bytes_ += align_up(int64_t(rope_tables_.size()) * 4);
+}
+
+int64_t PrefillProgram::streamk_tiles(const PrefillStep& s) const {
+  MPK_ICHECK(s.kind == ir::OpKind::Linear) << "prefill: stream-K tiles of a " << ir::op_name(s.kind);
+  auto cols = [&](int t) { return g_.tensor(t).shape.back(); };
+  if (s.swiglu_output >= 0) return ceil_div(cols(s.output), kWgmmaTile.bn / 2);
+  int64_t tiles = 0;
+  for (int o : s.member_outputs()) tiles += ceil_div(cols(o), kWgmmaTile.bn);
+  return tiles;
 }
 
 void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream& stream,
@@ -742,6 +805,48 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         std::vector<int> ops = {s.op};
         ops.insert(ops.end(), s.group_ops.begin(), s.group_ops.end());
         const std::vector<int> outs = s.member_outputs();
+        if (k.streamk() && prefill_streamk(m, streamk_tiles(s), num_sms_)) {  // K steps dealt evenly to the SMs
+          const GemmTile& t = k.tile(true);
+          const int64_t ks = (kk + t.bk - 1) / t.bk;
+          const uint64_t ws = b.scratch + uint64_t(workspace_offset_), counters = b.scratch + uint64_t(counters_offset_);
+          auto config = [&](int64_t tiles) {
+            MPK_ICHECK(tiles <= counter_count_) << "prefill: " << tiles << " stream-K tiles";
+            cuda::LaunchConfig c;
+            c.grid.x = unsigned(streamk_ctas(tiles * ks, num_sms_));
+            MPK_ICHECK(streamk_workspace_bytes(int(c.grid.x), m) <= workspace_bytes_) << "prefill: stream-K workspace";
+            c.block.x = unsigned(t.threads());
+            c.dynamic_shared = unsigned(t.smem_bytes());
+            return c;
+          };
+          if (s.swiglu_output >= 0) {  // gate and up, and their silu product
+            const int n = cols(s.output);
+            pf_launch(k, *k.streamk_swiglu(), config(streamk_tiles(s)), stream,
+                      wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
+                      wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
+                      ptr(s.swiglu_output), ws, counters, m, n, kk, int(bf16_[size_t(s.swiglu_output)]));
+            silu_done = true;
+            break;
+          }
+          PfGemmGroup grp{};
+          PfTmaMaps maps{};
+          PfHeadRope hr{};
+          for (size_t j = 0; j < ops.size(); ++j) {
+            const ir::Op& mo = g_.ops[size_t(ops[j])];
+            grp.w[j] = weight(mo.weight);
+            grp.bias[j] = cnst(mo.bias);
+            grp.n[j] = cols(outs[j]);
+            grp.tiles[j] = (grp.n[j] + t.bn - 1) / t.bn;
+            grp.c[j] = ptr(outs[j]);
+            if (const uint64_t o = head_rope(s, j, hr, j)) grp.c[j] = o;
+            maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
+          }
+          grp.count = int(ops.size());
+          const uint64_t res = s.residual >= 0 ? ptr(s.residual) : 0;
+          MPK_ICHECK(res == 0 || (ops.size() == 1 && res != grp.c[0])) << "prefill: a residual in its output's memory";
+          pf_launch(k, *k.streamk(), config(streamk_tiles(s)), stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp,
+                    res, ws, counters, m, kk, hr);
+          break;
+        }
         int n_total = 0;
         for (int o : outs) n_total += cols(o);
         const GemmLaunch whole = gemm_launch(m, n_total, kk, num_sms_);

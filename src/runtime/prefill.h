@@ -125,9 +125,10 @@ class PrefillKernels {
             GemmSmallGroup, kCount };
   // `cubin`: compile_prefill(arch)'s (or prefill_source(arch)'s, compiled for the device).
   // `overlap`: launch each kernel as a programmatic dependent of the one before where the arch
-  // has such launches (sm_90 on; RuntimeOptions::prefill_overlap).
+  // has such launches (sm_90 on; RuntimeOptions::prefill_overlap). `streamk`: projections of one
+  // tile row on the stream-K entries where the kernels have them (RuntimeOptions::prefill_streamk).
   PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin, const std::string& arch,
-                 bool overlap = true);
+                 bool overlap = true, bool streamk = true);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
   // Whether launches overlap the kernel before them (kernels/prefill_common.cuh: pf_wait_prior).
   bool overlap() const { return overlap_; }
@@ -146,6 +147,10 @@ class PrefillKernels {
     const auto& f = narrow ? narrow_group_rope_ : group_rope_;
     return f ? &*f : nullptr;
   }
+  // The wgmma tile's stream-K entries (kernels/prefill_wgmma_streamk.cuh: a group, and gate with
+  // up), or null where the large tile is not wgmma or they are off.
+  const cuda::Function* streamk() const { return streamk_ ? &*streamk_ : nullptr; }
+  const cuda::Function* streamk_swiglu() const { return streamk_swiglu_ ? &*streamk_swiglu_ : nullptr; }
   const GemmTile& tile(bool large) const { return gemm_tile(large, arch_); }
   const GemmTile* narrow_tile() const { return gemm_narrow_tile(arch_); }
   int gemm_smem(Id id) const;         // dynamic shared memory of a GEMM entry
@@ -155,7 +160,8 @@ class PrefillKernels {
   bool overlap_;
   cuda::Module module_;
   std::vector<cuda::Function> fns_;
-  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_, rope_, group_rope_, narrow_group_rope_;
+  std::optional<cuda::Function> swiglu_, attention_wgmma_, narrow_group_, rope_, group_rope_, narrow_group_rope_,
+      streamk_, streamk_swiglu_;
 };
 
 // The tensors projections read, which their producers store in bf16 (the operand the tensor
@@ -207,8 +213,9 @@ TileGrid tile_grid(int64_t nm, int64_t nn);
 // The wgmma SwiGLU entry's launch over the grid `tg` (its X, Y: tg.x, tg.y): a CTA per tile, or
 // for grids of five waves or more one CTA per SM, each walking the grid's blocks.
 cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms);
-// Every split count gemm_launch gives the graph's projections for 1 .. max_rows rows (what the
-// even split's proofs must cover), in increasing order.
+// Every split count gemm_launch gives the graph's projections for 1 .. max_rows rows, and every
+// stream-K CTA count (streamk_ctas) of its projection steps (what the even split's proofs must
+// cover), in increasing order.
 std::vector<int64_t> prefill_split_counts(const ir::Graph& graph, int64_t max_rows, int num_sms);
 // The attention entry's padded head dimension for the graph (16, 32, 64 or 128; -1: none).
 int prefill_padded_head_dim(const ir::Graph& graph);
@@ -221,6 +228,17 @@ std::vector<std::pair<int64_t, int64_t>> prefill_head_shapes(const ir::Graph& gr
 std::string prefill_kernels_for(const ir::Graph& graph, ir::OpKind kind, const std::string& arch);
 // The K-split partials' workspace for a device of num_sms SMs (any gemm_launch fits).
 int64_t gemm_workspace_bytes(int num_sms);
+// A projection step of one tile row (rows <= the wgmma tile's) with `tiles` column tiles
+// (PrefillProgram::streamk_tiles) goes stream-K where the kernels have the entries (kernels/
+// prefill_wgmma_streamk.cuh) and the tiles make between half a wave and three quarters of one
+// (from three quarters the large tiles run a wave each). Its `units` K steps over all column
+// tiles are dealt to streamk_ctas(units, num_sms) CTAs, each with kStreamkMinSteps or more (a
+// ring's worth of weights) and at most one per SM.
+inline constexpr int64_t kStreamkMinSteps = 4;
+bool prefill_streamk(int64_t rows, int64_t tiles, int num_sms);
+int streamk_ctas(int64_t units, int num_sms);
+// Their partials' workspace: two tiles of `rows` (at most the tile's) per CTA.
+int64_t streamk_workspace_bytes(int num_sms, int64_t rows);
 
 // Where a prefill reads and writes on the device.
 struct PrefillBases {
@@ -285,6 +303,11 @@ class PrefillProgram {
   // has a head_rope.
   const std::vector<float>& rope_tables() const { return rope_tables_; }
   int64_t rope_tables_offset() const { return rope_tables_offset_; }
+  // The stream-K tiles' counters (uint32, one per column tile of a projection), which the
+  // session zeroes once: the kernels leave them at zero.
+  int64_t counters_offset() const { return counters_offset_; }
+  int64_t workspace_bytes() const { return workspace_bytes_; }  // the partials' (K splits, stream-K)
+  int64_t counter_count() const { return counter_count_; }
   // Byte offsets in the scratch of graph op `rope`'s cos and sin tables (PfHeadRope's cs, sn),
   // or -1 when no epilogue applies it.
   int64_t rope_cos_offset(int rope) const { return rope_cos_[size_t(rope)]; }
@@ -292,6 +315,9 @@ class PrefillProgram {
     return rope_cos_[size_t(rope)] < 0 ? -1 : rope_cos_[size_t(rope)] + mem_.kv_capacity * (kHeadRopeDim / 2) * 4;
   }
 
+  // The column tiles of a projection step on the stream-K entries: PF_WG_BN wide, or for gate
+  // with up (swiglu_output) half as wide, as many as each has columns.
+  int64_t streamk_tiles(const PrefillStep& s) const;
   // Enqueues tokens [pos0, pos0 + rows) of a prompt (their ids already at bases.tokens) on
   // `stream`; `last`: also the ops after last_row. `after`, when set, is called after each
   // step's launches are enqueued (e.g. to record an event).
@@ -312,7 +338,8 @@ class PrefillProgram {
   int num_sms_;
   std::vector<PrefillStep> steps_;
   std::vector<bool> bf16_;     // per tensor: stored in bf16
-  int64_t workspace_offset_ = 0;
+  int64_t workspace_offset_ = 0, workspace_bytes_ = 0;
+  int64_t counters_offset_ = 0, counter_count_ = 0;
   std::vector<int64_t> slot_;  // per tensor
   int64_t scratch_bytes_ = 0;
   std::vector<float> rope_tables_;

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -502,6 +503,130 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
     check_gemm_tiles(arch, 70, 301, 136);
     check_gemm_tiles(arch, 70, 302, 136);
   }
+}
+
+// The stream-K entries (one tile row, the K steps dealt to `ctas` CTAs): W's rows as two group
+// members ([0, 264) and the rest) with a bias, as one projection with the residual too, and
+// as gate and up of the SwiGLU entry (bf16 out), against a double-precision sum of the same bf16
+// operands; outputs poisoned first. Each launch runs three times: the counters the kernels set
+// back to zero and the partials' fixed order give the same bits every time.
+void check_streamk(const cuda::Context& ctx, const PrefillKernels& k, int M, int N, int K, int ctas) {
+  cuda::Stream stream(ctx);
+  uint32_t state = 999u + uint32_t(M * 7 + ctas);
+  auto rnd = [&] {  // xorshift32 in [-1, 1)
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return float(state % 20000) / 10000.f - 1.f;
+  };
+  std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
+  std::vector<float> bias(N), res(size_t(M) * N);
+  for (auto& x : a) x = bf16(rnd());
+  for (auto& x : w) x = bf16(rnd());
+  for (auto& x : bias) x = rnd();
+  for (auto& x : res) x = rnd();
+  std::vector<double> dot(size_t(M) * N);
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int t = 0; t < K; ++t) acc += double(widen(a[size_t(i) * K + t])) * widen(w[size_t(j) * K + t]);
+      dot[size_t(i) * N + j] = acc;
+    }
+  const GemmTile& tile = k.tile(true);
+  const int ks = (K + tile.bk - 1) / tile.bk;
+  cuda::DeviceBuffer da(ctx, a.size() * 2), dw(ctx, w.size() * 2), db(ctx, N * 4), dr(ctx, res.size() * 4),
+      dc(ctx, res.size() * 4), ws(ctx, size_t(streamk_workspace_bytes(ctas, M))), counters(ctx, 4096 * 4);
+  da.upload(a.data(), a.size() * 2);
+  dw.upload(w.data(), w.size() * 2);
+  db.upload(bias.data(), N * 4);
+  dr.upload(res.data(), res.size() * 4);
+  const std::vector<uint32_t> zeros(4096, 0u);
+  counters.upload(zeros.data(), zeros.size() * 4);
+  const CUtensorMap ma = wgmma_activation_map(da.ptr(), M, K);
+  cuda::LaunchConfig cfg;
+  cfg.block.x = unsigned(tile.threads());
+  cfg.dynamic_shared = unsigned(tile.smem_bytes());
+  auto run3 = [&](const std::function<void()>& launch, size_t bytes) {
+    std::vector<uint8_t> first(bytes), again(bytes);
+    for (int r = 0; r < 3; ++r) {
+      dc.fill_bytes(0xff);  // NaN: an element left unwritten fails
+      launch();
+      stream.synchronize();
+      dc.download(r ? again.data() : first.data(), bytes);
+      if (r) ASSERT_EQ(first, again) << "run " << r << " of M " << M << " N " << N << " K " << K << " on " << ctas;
+    }
+  };
+  // Two members in dc ([M][264] then [M][N - 264]), or one with the residual.
+  for (const bool residual : {false, true}) {
+    PfTmaMaps maps{};
+    struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
+      uint64_t w[3], bias[3], c[3];
+      int32_t n[3], tiles[3];
+      int32_t count;
+    } g{};
+    const int n0 = residual ? N : 264;
+    g.count = residual ? 1 : 2;
+    for (int j = 0; j < g.count; ++j) {
+      g.w[j] = dw.ptr() + uint64_t(j ? n0 : 0) * K * 2;
+      g.bias[j] = db.ptr() + uint64_t(j ? n0 : 0) * 4;
+      g.c[j] = dc.ptr() + uint64_t(j ? n0 : 0) * M * 4;
+      g.n[j] = j ? N - n0 : n0;
+      g.tiles[j] = (g.n[j] + tile.bn - 1) / tile.bn;
+      maps.w[j] = wgmma_weight_map(g.w[j], g.n[j], K, tile);
+    }
+    ASSERT_LE(ctas, (g.tiles[0] + g.tiles[1]) * ks);
+    cfg.grid = {unsigned(ctas), 1, 1};
+    run3([&] {
+      cuda::launch_args(*k.streamk(), cfg, stream, ma, maps, g, residual ? dr.ptr() : 0, ws.ptr(), counters.ptr(), M, K,
+                        PfHeadRope{});
+    }, res.size() * 4);
+    std::vector<float> got(res.size());
+    dc.download(got.data(), got.size() * 4);
+    double worst = 0;
+    for (int i = 0; i < M; ++i)
+      for (int j = 0; j < N; ++j) {
+        const int m = j < n0 ? 0 : 1, nm = m ? N - n0 : n0, jm = m ? j - n0 : j;
+        const float v = got[size_t(m ? n0 : 0) * M + size_t(i) * nm + jm];
+        ASSERT_TRUE(std::isfinite(v)) << i << " " << j;
+        const double want = dot[size_t(i) * N + j] + bias[size_t(j)] + (residual ? res[size_t(i) * N + j] : 0.0);
+        worst = std::max(worst, std::abs(double(v) - want));
+      }
+    EXPECT_LT(worst, 1e-3) << "M " << M << " N " << N << " K " << K << " on " << ctas << " residual " << residual;
+    std::printf("[prefill stream-K] M %d N %d K %d, %d CTAs%s: max abs error %.2e\n", M, N, K, ctas,
+                residual ? ", one member + residual" : ", two members", worst);
+  }
+  // gate = W's rows [0, I), up = [I, 2 I); out bf16.
+  const int I = N / 2;
+  ASSERT_LE(ctas, (I + tile.bn / 2 - 1) / (tile.bn / 2) * ks);
+  run3([&] {
+    cuda::launch_args(*k.streamk_swiglu(), cfg, stream, ma, wgmma_gate_up_map(dw.ptr(), I, K),
+                      wgmma_gate_up_map(dw.ptr() + uint64_t(I) * K * 2, I, K), dc.ptr(), ws.ptr(), counters.ptr(), M,
+                      I, K, 1);
+  }, size_t(M) * I * 2);
+  std::vector<uint16_t> got16(size_t(M) * I);
+  dc.download(got16.data(), got16.size() * 2);
+  double worst = 0;
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < I; ++j) {
+      const double gate = dot[size_t(i) * N + j], up = dot[size_t(i) * N + I + j];
+      const double ref = gate / (1 + std::exp(-gate)) * up, v = widen(got16[size_t(i) * I + j]);
+      ASSERT_TRUE(std::isfinite(v)) << i << " " << j;
+      worst = std::max(worst, std::abs(v - ref) / (1 + std::abs(ref)));
+    }
+  EXPECT_LT(worst, 8e-3) << "swiglu M " << M << " I " << I << " K " << K << " on " << ctas;  // half a bf16 ulp
+  std::printf("[prefill stream-K] swiglu M %d I %d K %d, %d CTAs: max relative error %.2e\n", M, I, K, ctas, worst);
+}
+
+// Runs that hold whole tiles, runs inside one tile, tiles split over many CTAs; one row, a
+// warpgroup's rows (the second idle), both warpgroups; K a partial step; odd widths.
+TEST(PrefillGpuGemm, StreamKMatchesAnExactSumAndRepeatsItsBits) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const std::optional<PrefillKernels> kernels = kernels_for(ctx, "sm_90a");
+  if (!kernels) GTEST_SKIP() << "no wgmma on this device: stream-K is sm_90a's";
+  check_streamk(ctx, *kernels, 39, 1040, 1000, 80);  // 16 steps a tile, 5 or 6 tiles: a step or so a CTA
+  check_streamk(ctx, *kernels, 1, 1040, 1000, 7);
+  check_streamk(ctx, *kernels, 64, 1300, 520, 3);     // runs of two tiles and more
+  check_streamk(ctx, *kernels, 128, 774, 136, 5);
+  check_streamk(ctx, *kernels, 70, 602, 4104, 1);     // one CTA: every tile whole
 }
 
 // The _rope entries (head norm and RoPE in the wgmma epilogue, heads of kHeadRopeDim): q (4

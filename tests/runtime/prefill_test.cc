@@ -232,7 +232,7 @@ TEST_P(PrefillPrograms, CoverEveryOpWithDisjointLiveSlots) {
   const int64_t unshared = expect_disjoint_live_slots(l.g, p, rows);
   const std::vector<bool> bf16 = prefill_bf16_tensors(l.g);
   const auto& t = l.g.tensors;
-  EXPECT_LT(p.scratch_bytes() - gemm_workspace_bytes(132), unshared * 2 / 3);  // slots are reused
+  EXPECT_LT(p.scratch_bytes() - p.workspace_bytes() - p.counter_count() * 4, unshared * 2 / 3);  // slots are reused
   // The projections' operands are the bf16 outputs of the norms, the gating and attention.
   for (const ir::Op& op : l.g.ops)
     if (op.kind == ir::OpKind::Linear) {
@@ -397,6 +397,57 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
       }
 }
 
+// Stream-K launches (one tile row): every CTA count a program's projection steps take is one
+// the proofs cover (prefill_split_counts), with four K steps or more per CTA and at most one CTA
+// per SM; the partials fit the workspace and the tiles the counters. On the fixtures and on
+// Qwen3-0.6B's and Qwen3-8B's shapes, on 132 SMs and on 1.
+TEST(Prefill, StreamKLaunchesAreProvedAndFitTheirBuffers) {
+  for (const char* name : {"qwen3-bf16", "qwen2-bf16", "llama-bf16-sharded"}) {
+    Loaded l = load(name);
+    for (const auto& [hidden, inter, heads] : {std::tuple{0, 0, 0}, std::tuple{1024, 3072, 16},
+                                               std::tuple{4096, 12288, 32}}) {
+      model::Config c = l.model->config;
+      if (hidden) c.hidden_size = hidden, c.intermediate_size = inter, c.num_heads = heads, c.num_kv_heads = 8;
+      if (hidden) c.head_dim = 128, c.vocab_size = 151936;
+      const ir::Graph g = ir::build(c, DType::BF16);
+      const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 8, 64));
+      const MemoryPlan mem = plan_memory(g, plan.tasks, DType::BF16, 64);
+      for (const int sms : {132, 1}) {
+        const std::vector<int64_t> counts = prefill_split_counts(g, 4096, sms);
+        const PrefillProgram p(g, mem, 128, sms, true);
+        int checked = 0;
+        for (const PrefillStep& s : p.steps()) {
+          if (s.kind != ir::OpKind::Linear) continue;
+          const int64_t tiles = p.streamk_tiles(s), k = g.weight(g.ops[size_t(s.op)].weight).shape.at(1);
+          const int64_t units = tiles * ((k + 63) / 64);
+          const int ctas = streamk_ctas(units, sms);
+          EXPECT_TRUE(std::binary_search(counts.begin(), counts.end(), ctas)) << name << " " << hidden << " " << ctas;
+          EXPECT_GE(ctas, 1);
+          EXPECT_LE(ctas, sms);
+          EXPECT_TRUE(units < kStreamkMinSteps || units / ctas >= kStreamkMinSteps) << units << " on " << ctas;
+          EXPECT_LE(tiles, p.counter_count());
+          EXPECT_LE(streamk_workspace_bytes(ctas, 128), p.workspace_bytes());
+          ++checked;
+        }
+        EXPECT_EQ(checked, 4 * c.num_layers + 1);  // q+k+v, o, gate+up, down; the logits
+      }
+    }
+  }
+  // Stream-K where the tiles make half a wave to three quarters of one, in one tile row:
+  // Qwen3-8B's gate + up (96 SwiGLU tiles), not its q + k + v (24), Qwen3-0.6B's gate + up (24)
+  // or the LM head (594).
+  EXPECT_TRUE(prefill_streamk(39, 96, 132));
+  EXPECT_TRUE(prefill_streamk(128, 66, 132));
+  EXPECT_FALSE(prefill_streamk(129, 96, 132));
+  EXPECT_FALSE(prefill_streamk(39, 24, 132));
+  EXPECT_FALSE(prefill_streamk(39, 65, 132));
+  EXPECT_FALSE(prefill_streamk(39, 99, 132));
+  EXPECT_FALSE(prefill_streamk(1, 594, 132));
+  EXPECT_EQ(streamk_ctas(3, 132), 1);
+  EXPECT_EQ(streamk_ctas(96 * 64, 132), 132);
+  EXPECT_EQ(streamk_ctas(16 * 16, 132), 64);
+}
+
 // The narrow wgmma tile where its waves take less time: Qwen3-8B's q, k and v at 1,024 rows
 // (192 wide tiles are two waves of 132, the second short; 384 narrow ones three nearly full).
 // Elsewhere the wide tile stays: Qwen3-0.6B's q, k and v at 1,024 rows (128 wide tiles, one
@@ -556,7 +607,8 @@ TEST(Prefill, KernelsCompileForSm90aWithoutSpills) {
     if (prefill_wgmma(source_arch)) {
       const std::string narrow = gemm_narrow_tile(source_arch)->entry;
       for (const std::string& e : {large + "_swiglu", std::string("pf_attention_wgmma"), narrow + "_group",
-                                   large + "_rope", large + "_group_rope", narrow + "_group_rope"})
+                                   large + "_rope", large + "_group_rope", narrow + "_group_rope", large + "_streamk",
+                                   large + "_streamk_swiglu"})
         entries.push_back(e);
     }
     for (const std::string& e : entries) {

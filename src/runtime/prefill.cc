@@ -808,9 +808,11 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         if (k.streamk() && prefill_streamk(m, streamk_tiles(s), num_sms_)) {  // K steps dealt evenly to the SMs
           const GemmTile& t = k.tile(true);
           const int64_t ks = (kk + t.bk - 1) / t.bk;
-          const uint64_t ws = b.scratch + uint64_t(workspace_offset_), counters = b.scratch + uint64_t(counters_offset_);
+          const uint64_t ws = b.scratch + uint64_t(workspace_offset_);
+          const uint64_t counters = b.scratch + uint64_t(counters_offset_);
           auto config = [&](int64_t tiles) {
-            MPK_ICHECK(tiles <= counter_count_) << "prefill: " << tiles << " stream-K tiles";
+            MPK_ICHECK(tiles <= counter_count_ && tiles * ks < (int64_t(1) << 31))
+                << "prefill: " << tiles << " stream-K tiles of " << ks << " K steps";
             cuda::LaunchConfig c;
             c.grid.x = unsigned(streamk_ctas(tiles * ks, num_sms_));
             MPK_ICHECK(streamk_workspace_bytes(int(c.grid.x), m) <= workspace_bytes_) << "prefill: stream-K workspace";
@@ -843,8 +845,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           grp.count = int(ops.size());
           const uint64_t res = s.residual >= 0 ? ptr(s.residual) : 0;
           MPK_ICHECK(res == 0 || (ops.size() == 1 && res != grp.c[0])) << "prefill: a residual in its output's memory";
-          pf_launch(k, *k.streamk(), config(streamk_tiles(s)), stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp,
-                    res, ws, counters, m, kk, hr);
+          pf_launch(k, *k.streamk(), config(streamk_tiles(s)), stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
+                    maps, grp, res, ws, counters, m, kk, hr);
           break;
         }
         int n_total = 0;

@@ -205,6 +205,60 @@ TEST(PrefillGpuFusedRope, MatchesTheReferenceWithHeadsOf128) {
   EXPECT_LE(d, kTolerance);
 }
 
+// Stream-K end to end (RuntimeOptions::prefill_streamk): a random Qwen3 whose gate + up at a
+// 39-token prompt makes about 5/8 of a wave of SwiGLU tiles on this device (the range that takes
+// the stream-K entries), prefilled with and without them, each against the fp32 reference; the
+// partials add in another order, so logits equal to the bit would mean it never ran. Then
+// decoding on from the stream-K prefill's cache.
+TEST(PrefillGpuStreamK, MatchesTheReferenceOnAShortPrompt) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  using namespace mpk::model::testing;
+  unsetenv("MPK_PREFILL_STREAMK");  // each leg sets the option itself
+  const int sms = cuda::Context(0).props().sm_count, tiles = (5 * sms + 7) / 8;
+  TempDir dir;
+  Json cfg = qwen3_config();
+  cfg["hidden_size"] = 256, cfg["num_attention_heads"] = 2, cfg["num_key_value_heads"] = 1;
+  cfg["head_dim"] = kHeadRopeDim, cfg["intermediate_size"] = 128 * tiles, cfg["vocab_size"] = 512;
+  write_model(dir.path(), cfg, model_tensors(cfg, DType::BF16, 11));
+  const size_t capacity = 64, rows = 39;
+  const std::vector<int32_t> prompt = prompt_ids(rows, 512, 3);
+  auto rm = LoadedModel::load(test_options(), dir.path().string(), Backend::Reference);
+  ref::Executor r(rm->model(), rm->graph(), capacity);
+  r.forward(prompt.data(), prompt.size());
+  std::vector<std::vector<float>> logits;
+  for (const bool streamk : {false, true}) {
+    RuntimeOptions o = test_options();
+    o.prefill_streamk = streamk;
+    auto m = LoadedModel::load(o, dir.path().string(), Backend::Gpu);
+    const PrefillKernels* k = m->gpu()->prefill_kernels();
+    ASSERT_NE(k, nullptr) << m->gpu()->prefill_why();
+    if (!k->rope()) GTEST_SKIP() << "no wgmma on this device: stream-K is sm_90a's";
+    EXPECT_EQ(k->streamk() != nullptr, streamk);
+    ASSERT_TRUE(prefill_streamk(int64_t(rows), tiles, m->gpu()->num_workers())) << tiles << " tiles";
+    Session tc(m, opts(capacity, true));
+    tc.prefill(prompt.data(), rows);
+    const double e = rel_l2(tc.logits(), r.logits());
+    std::printf("[prefill stream-K] %s: relative L2 vs fp32 reference %.3e, argmax %s\n", streamk ? "on" : "off", e,
+                argmax(tc.logits()) == argmax(r.logits()) ? "equal" : "differs");
+    EXPECT_LE(e, kTolerance) << (streamk ? "stream-K" : "tiles");
+    logits.push_back(tc.logits());
+    if (!streamk) continue;
+    std::vector<int32_t> out;
+    tc.decode(4, out);
+    ASSERT_EQ(out.size(), 4u);
+    ref::Executor r2(rm->model(), rm->graph(), capacity);
+    r2.forward(prompt.data(), prompt.size());
+    for (int32_t t : out) r2.forward(&t, 1);
+    const double e_dec = rel_l2(tc.logits(), r2.logits());
+    std::printf("[prefill stream-K] after 4 decode steps relative L2 %.3e\n", e_dec);
+    EXPECT_LE(e_dec, kTolerance);
+  }
+  const double d = rel_l2(logits[1], logits[0]);
+  std::printf("[prefill stream-K] on vs off relative L2 %.3e\n", d);
+  EXPECT_GT(d, 0.0);
+  EXPECT_LE(d, kTolerance);
+}
+
 TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   testing::PatchedFixture p(std::string(MPK_TEST_DATA) + "/qwen2-bf16");
@@ -611,7 +665,8 @@ void check_streamk(const cuda::Context& ctx, const PrefillKernels& k, int M, int
       ASSERT_TRUE(std::isfinite(v)) << i << " " << j;
       worst = std::max(worst, std::abs(v - ref) / (1 + std::abs(ref)));
     }
-  EXPECT_LT(worst, 8e-3) << "swiglu M " << M << " I " << I << " K " << K << " on " << ctas;  // half a bf16 ulp
+  // Rounded to bf16 (2^-8 relative at most), with the products' error: as check_gemm_tiles.
+  EXPECT_LT(worst, 8e-3) << "swiglu M " << M << " I " << I << " K " << K << " on " << ctas;
   std::printf("[prefill stream-K] swiglu M %d I %d K %d, %d CTAs: max relative error %.2e\n", M, I, K, ctas, worst);
 }
 
@@ -627,6 +682,7 @@ TEST(PrefillGpuGemm, StreamKMatchesAnExactSumAndRepeatsItsBits) {
   check_streamk(ctx, *kernels, 64, 1300, 520, 3);     // runs of two tiles and more
   check_streamk(ctx, *kernels, 128, 774, 136, 5);
   check_streamk(ctx, *kernels, 70, 602, 4104, 1);     // one CTA: every tile whole
+  check_streamk(ctx, *kernels, 39, 1041, 520, 9);     // an odd width: single columns
 }
 
 // The _rope entries (head norm and RoPE in the wgmma epilogue, heads of kHeadRopeDim): q (4

@@ -1,18 +1,20 @@
 // Projections of one tile row (M <= PF_WG_BM: a short prompt) on the wgmma tile, stream-K.
 //
-// With one tile row a projection has fewer tiles than SMs (Qwen3-8B's q + k + v: 24 of 256
-// columns) or a last wave that is short (gate + up: 96 SwiGLU tiles on 132 SMs), and splitting
-// each tile's K in equal parts leaves the same remainder. Here the grid's K steps, in the order
-// (column tile, K step), are dealt to the CTAs (at most one per SM) in equal runs by the even
-// split (ir/layouts.h), and each CTA's ring streams on across the tiles of its run, as the
-// SwiGLU walk's does: every SM reads the same share of the weights, without a gap between tiles.
+// With one tile row a projection's tiles may make a short wave (Qwen3-8B's gate + up: 96 SwiGLU
+// tiles on 132 SMs), and splitting each tile's K in equal parts leaves the same remainder. Here
+// the grid's K steps, in the order (column tile, K step), are dealt to the CTAs (at most one per
+// SM) in equal runs by the even split (ir/layouts.h), and each CTA's ring streams on across the
+// tiles of its run, as the SwiGLU walk's does: every SM reads the same share of the weights,
+// without a gap between tiles.
 //
 // A run holds some tiles whole and, at either end, part of a tile (a "segment"). A segment's
 // fp32 partial goes to the workspace, M x PF_WG_BN floats at slot 2c (CTA c's first tile) or
 // 2c + 1 (its last), and counts itself on the tile's counter; the segment that arrives last
 // adds the tile's partials in the order of their CTAs (the same sum whichever arrives last),
 // runs the epilogue, and sets the counter back to zero for the next launch (the host zeroes the
-// counters once). No CTA waits for another.
+// counters once). No CTA waits for another. The host takes these entries only where the tiles
+// make half a wave or more (runtime/prefill.h: prefill_streamk): the partials and their sum by
+// one CTA cost more than the even deal gains when each tile spans many CTAs.
 
 // The CTA whose run holds unit u of U: the last c with pf_even_split_begin(c, U, P) <= u.
 __device__ __forceinline__ int pf_sk_cta(int u, int U, int P) {
@@ -39,7 +41,7 @@ __device__ __forceinline__ void pf_wgmma_streamk(int M, int K, int tiles, float*
   const PfWgRing rg = pf_wg_ring();
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
   const int ks = (K + PF_WG_BK - 1) / PF_WG_BK, P = int(gridDim.x), c = int(blockIdx.x);
-  const int U = tiles * ks;  // below 2^31 (the host's check)
+  const int U = tiles * ks;  // below 2^31 (the host checks)
   const int u0 = int(pf_even_split_begin(c, U, P)), u1 = int(pf_even_split_end(c, U, P));
   unsigned it = 0;  // K steps so far: ring buffer it % PF_WG_STAGES, round it / PF_WG_STAGES
   if (warp == PF_WG_PRODUCER) {
@@ -183,5 +185,7 @@ __device__ __forceinline__ void pf_sk_store(const float (&acc)[PF_WG_BN / 2], in
           pf_tma_load(dst + PF_WG_BM * 128, mg, kt * PF_WG_BK, t * (PF_WG_BN / 2), bar);                      \
           pf_tma_load(dst + (PF_WG_BM + PF_WG_BN / 2) * 128, mu, kt * PF_WG_BK, t * (PF_WG_BN / 2), bar);     \
         },                                                                                                    \
-        [&](const float(&acc)[PF_WG_BN / 2], int t) { pf_wgmma_swiglu_store(acc, 0, t * (PF_WG_BN / 2), out, M, N, bf16); }); \
+        [&](const float(&acc)[PF_WG_BN / 2], int t) {                                                         \
+          pf_wgmma_swiglu_store(acc, 0, t * (PF_WG_BN / 2), out, M, N, bf16);                                 \
+        });                                                                                                   \
   }

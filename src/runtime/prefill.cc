@@ -438,7 +438,8 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
                      : std::string()) +
              "pf_head_norm_rope (with the RoPE it feeds) | pf_head_rms_norm";
     case ir::OpKind::Rope:
-      return (swiglu ? "the " + large + " _rope epilogues (heads of 128, unless MPK_PREFILL_FUSED_ROPE=0) | " : std::string()) +
+      return (swiglu ? "the " + large + " _rope epilogues (heads of 128, unless MPK_PREFILL_FUSED_ROPE=0) | "
+                     : std::string()) +
              "pf_head_norm_rope";
     case ir::OpKind::Attention: {
       // enqueue_attention's choice for each attention op of the graph (both when they differ).
@@ -802,9 +803,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           break;
         }
         // The members: this op, then its group.
-        std::vector<int> ops = {s.op};
-        ops.insert(ops.end(), s.group_ops.begin(), s.group_ops.end());
-        const std::vector<int> outs = s.member_outputs();
+        const std::vector<int> ops = s.member_ops(), outs = s.member_outputs();
         if (k.streamk() && prefill_streamk(m, streamk_tiles(s), num_sms_)) {  // K steps dealt evenly to the SMs
           const GemmTile& t = k.tile(true);
           const int64_t ks = (kk + t.bk - 1) / t.bk;

@@ -275,7 +275,12 @@ struct PrefillStep {
   // them and writes that step's output, and the step launches nothing; that output's memory is
   // taken from this step on either way.
   std::vector<int> head_rope{};
-  // linear: the members' outputs, this op's first (head_rope's order).
+  // linear: the members' ops and their outputs, this op's first (head_rope's order).
+  std::vector<int> member_ops() const {
+    std::vector<int> ops = {op};
+    ops.insert(ops.end(), group_ops.begin(), group_ops.end());
+    return ops;
+  }
   std::vector<int> member_outputs() const {
     std::vector<int> outs = {output};
     outs.insert(outs.end(), group_outputs.begin(), group_outputs.end());

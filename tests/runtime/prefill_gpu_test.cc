@@ -140,11 +140,56 @@ INSTANTIATE_TEST_SUITE_P(Bf16Fixtures, PrefillGpu,
                            return n;
                          });
 
+// A prefill option, end to end: the model at `dir` prefilled on the GPU with the option off and
+// on (`set` sets it), `prompt` in prefills of `chunk` tokens, each against the fp32 reference;
+// then four decode steps on from the option's prefill, against the reference too. `check` runs
+// on each leg's model first; false skips the rest (no empty result: the caller skips). Returns
+// the two legs' logits, off first. `what` names the option in the printed lines.
+std::vector<std::vector<float>> prefill_off_and_on(const std::string& dir, const std::vector<int32_t>& prompt,
+                                                   size_t chunk, size_t capacity, const char* what,
+                                                   const std::function<void(RuntimeOptions&, bool)>& set,
+                                                   const std::function<bool(LoadedModel&, bool)>& check) {
+  auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+  ref::Executor r(rm->model(), rm->graph(), capacity);
+  r.forward(prompt.data(), prompt.size());
+  std::vector<std::vector<float>> logits;
+  for (const bool on : {false, true}) {
+    RuntimeOptions o = test_options();
+    set(o, on);
+    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    if (!check(*m, on)) return {};
+    Session tc(m, opts(capacity, true));
+    for (size_t at = 0; at < prompt.size(); at += chunk)
+      tc.prefill(prompt.data() + at, std::min(chunk, prompt.size() - at));
+    const double e = rel_l2(tc.logits(), r.logits());
+    std::printf("[prefill %s] %s: relative L2 vs fp32 reference %.3e, argmax %s\n", what, on ? "on" : "off", e,
+                argmax(tc.logits()) == argmax(r.logits()) ? "equal" : "differs");
+    EXPECT_LE(e, kTolerance) << what << (on ? " on" : " off");
+    logits.push_back(tc.logits());
+    if (!on) continue;
+    std::vector<int32_t> out;
+    tc.decode(4, out);
+    EXPECT_EQ(out.size(), 4u);
+    ref::Executor r2(rm->model(), rm->graph(), capacity);
+    r2.forward(prompt.data(), prompt.size());
+    for (int32_t t : out) r2.forward(&t, 1);
+    const double e_dec = rel_l2(tc.logits(), r2.logits());
+    std::printf("[prefill %s] after 4 decode steps relative L2 %.3e\n", what, e_dec);
+    EXPECT_LE(e_dec, kTolerance) << what;
+  }
+  // Sums in another order: logits equal to the bit would mean the option changed nothing.
+  const double d = rel_l2(logits[1], logits[0]);
+  std::printf("[prefill %s] on vs off relative L2 %.3e\n", what, d);
+  EXPECT_GT(d, 0.0) << what;
+  EXPECT_LE(d, kTolerance) << what;
+  return logits;
+}
+
 // The q and k head norm and RoPE in their projection's epilogue (RuntimeOptions::
 // prefill_fused_rope), end to end: a random Qwen3 with heads of 128 (the fixtures' heads of 24
 // never take that path), a prompt in two prefills each long enough for the wgmma tiles (the
-// second at position 1,100: the tables' rows past the first), with and without the fusion,
-// each against the fp32 reference; then decoding on from the fused prefill's cache.
+// second at position 1,100: the tables' rows past the first), with and without the fusion
+// (prefill_off_and_on).
 TEST(PrefillGpuFusedRope, MatchesTheReferenceWithHeadsOf128) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   using namespace mpk::model::testing;
@@ -156,60 +201,32 @@ TEST(PrefillGpuFusedRope, MatchesTheReferenceWithHeadsOf128) {
   cfg["max_position_embeddings"] = 4096;
   write_model(dir.path(), cfg, model_tensors(cfg, DType::BF16, 7));
   const size_t capacity = 2300, half = 1100;
-  const std::vector<int32_t> prompt = prompt_ids(2 * half, 512, 5);
-  auto rm = LoadedModel::load(test_options(), dir.path().string(), Backend::Reference);
-  ref::Executor r(rm->model(), rm->graph(), capacity);
-  r.forward(prompt.data(), prompt.size());
-  std::vector<std::vector<float>> logits;
-  for (const bool fused : {false, true}) {
-    RuntimeOptions o = test_options();
-    o.prefill_fused_rope = fused;
-    auto m = LoadedModel::load(o, dir.path().string(), Backend::Gpu);
-    const PrefillKernels* k = m->gpu()->prefill_kernels();
-    ASSERT_NE(k, nullptr) << m->gpu()->prefill_why();
-    if (!k->rope()) GTEST_SKIP() << "no wgmma on this device: the fused epilogue is sm_90a's";
-    // q, k and v in one grid of wgmma tiles (gemm_launch: three quarters of a wave or more), and
-    // the planner hands q's and k's norms to it in every layer.
-    ASSERT_TRUE(gemm_launch(int64_t(half), 16 * 128 + 2 * 4 * 128, 512, m->gpu()->num_workers()).large);
-    MemoryPlan mem;
-    mem.weight_dtype = DType::BF16;
-    mem.kv_capacity = int64_t(capacity);
-    int taken = 0;
-    const PrefillProgram plan(m->graph(), mem, int64_t(half), m->gpu()->num_workers(), fused);
-    for (const PrefillStep& s : plan.steps())
-      for (int h : s.head_rope) taken += h >= 0;
-    EXPECT_EQ(taken, fused ? 2 * m->config().num_layers : 0);
-    Session tc(m, opts(capacity, true));
-    tc.prefill(prompt.data(), half);
-    tc.prefill(prompt.data() + half, half);
-    const double e = rel_l2(tc.logits(), r.logits());
-    std::printf("[prefill fused rope] %s: relative L2 vs fp32 reference %.3e, argmax %s\n",
-                fused ? "fused" : "unfused", e, argmax(tc.logits()) == argmax(r.logits()) ? "equal" : "differs");
-    EXPECT_LE(e, kTolerance) << (fused ? "fused" : "unfused");
-    logits.push_back(tc.logits());
-    if (!fused) continue;
-    std::vector<int32_t> out;
-    tc.decode(4, out);
-    ASSERT_EQ(out.size(), 4u);
-    ref::Executor r2(rm->model(), rm->graph(), capacity);
-    r2.forward(prompt.data(), prompt.size());
-    for (int32_t t : out) r2.forward(&t, 1);
-    const double e_dec = rel_l2(tc.logits(), r2.logits());
-    std::printf("[prefill fused rope] after 4 decode steps relative L2 %.3e\n", e_dec);
-    EXPECT_LE(e_dec, kTolerance);
-  }
-  // The squares' sums add in another order: logits equal to the bit would mean no fusion ran.
-  const double d = rel_l2(logits[1], logits[0]);
-  std::printf("[prefill fused rope] fused vs unfused relative L2 %.3e\n", d);
-  EXPECT_GT(d, 0.0);
-  EXPECT_LE(d, kTolerance);
+  const auto logits = prefill_off_and_on(
+      dir.path().string(), prompt_ids(2 * half, 512, 5), half, capacity, "fused rope",
+      [](RuntimeOptions& o, bool on) { o.prefill_fused_rope = on; },
+      [&](LoadedModel& m, bool fused) {
+        const PrefillKernels* k = m.gpu()->prefill_kernels();
+        EXPECT_NE(k, nullptr) << m.gpu()->prefill_why();
+        if (!k || !k->rope()) return false;  // no wgmma here: the fused epilogue is sm_90a's
+        // q, k and v in one grid of wgmma tiles (gemm_launch: three quarters of a wave or
+        // more), and the planner hands q's and k's norms to it in every layer.
+        EXPECT_TRUE(gemm_launch(int64_t(half), 16 * 128 + 2 * 4 * 128, 512, m.gpu()->num_workers()).large);
+        MemoryPlan mem;
+        mem.weight_dtype = DType::BF16;
+        mem.kv_capacity = int64_t(capacity);
+        int taken = 0;
+        const PrefillProgram plan(m.graph(), mem, int64_t(half), m.gpu()->num_workers(), fused);
+        for (const PrefillStep& s : plan.steps())
+          for (int h : s.head_rope) taken += h >= 0;
+        EXPECT_EQ(taken, fused ? 2 * m.config().num_layers : 0);
+        return true;
+      });
+  if (logits.empty()) GTEST_SKIP() << "no wgmma on this device: the fused epilogue is sm_90a's";
 }
 
 // Stream-K end to end (RuntimeOptions::prefill_streamk): a random Qwen3 whose gate + up at a
 // 39-token prompt makes about 5/8 of a wave of SwiGLU tiles on this device (the range that takes
-// the stream-K entries), prefilled with and without them, each against the fp32 reference; the
-// partials add in another order, so logits equal to the bit would mean it never ran. Then
-// decoding on from the stream-K prefill's cache.
+// the stream-K entries), with and without them (prefill_off_and_on).
 TEST(PrefillGpuStreamK, MatchesTheReferenceOnAShortPrompt) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   using namespace mpk::model::testing;
@@ -220,43 +237,19 @@ TEST(PrefillGpuStreamK, MatchesTheReferenceOnAShortPrompt) {
   cfg["hidden_size"] = 256, cfg["num_attention_heads"] = 2, cfg["num_key_value_heads"] = 1;
   cfg["head_dim"] = kHeadRopeDim, cfg["intermediate_size"] = 128 * tiles, cfg["vocab_size"] = 512;
   write_model(dir.path(), cfg, model_tensors(cfg, DType::BF16, 11));
-  const size_t capacity = 64, rows = 39;
-  const std::vector<int32_t> prompt = prompt_ids(rows, 512, 3);
-  auto rm = LoadedModel::load(test_options(), dir.path().string(), Backend::Reference);
-  ref::Executor r(rm->model(), rm->graph(), capacity);
-  r.forward(prompt.data(), prompt.size());
-  std::vector<std::vector<float>> logits;
-  for (const bool streamk : {false, true}) {
-    RuntimeOptions o = test_options();
-    o.prefill_streamk = streamk;
-    auto m = LoadedModel::load(o, dir.path().string(), Backend::Gpu);
-    const PrefillKernels* k = m->gpu()->prefill_kernels();
-    ASSERT_NE(k, nullptr) << m->gpu()->prefill_why();
-    if (!k->rope()) GTEST_SKIP() << "no wgmma on this device: stream-K is sm_90a's";
-    EXPECT_EQ(k->streamk() != nullptr, streamk);
-    ASSERT_TRUE(prefill_streamk(int64_t(rows), tiles, m->gpu()->num_workers())) << tiles << " tiles";
-    Session tc(m, opts(capacity, true));
-    tc.prefill(prompt.data(), rows);
-    const double e = rel_l2(tc.logits(), r.logits());
-    std::printf("[prefill stream-K] %s: relative L2 vs fp32 reference %.3e, argmax %s\n", streamk ? "on" : "off", e,
-                argmax(tc.logits()) == argmax(r.logits()) ? "equal" : "differs");
-    EXPECT_LE(e, kTolerance) << (streamk ? "stream-K" : "tiles");
-    logits.push_back(tc.logits());
-    if (!streamk) continue;
-    std::vector<int32_t> out;
-    tc.decode(4, out);
-    ASSERT_EQ(out.size(), 4u);
-    ref::Executor r2(rm->model(), rm->graph(), capacity);
-    r2.forward(prompt.data(), prompt.size());
-    for (int32_t t : out) r2.forward(&t, 1);
-    const double e_dec = rel_l2(tc.logits(), r2.logits());
-    std::printf("[prefill stream-K] after 4 decode steps relative L2 %.3e\n", e_dec);
-    EXPECT_LE(e_dec, kTolerance);
-  }
-  const double d = rel_l2(logits[1], logits[0]);
-  std::printf("[prefill stream-K] on vs off relative L2 %.3e\n", d);
-  EXPECT_GT(d, 0.0);
-  EXPECT_LE(d, kTolerance);
+  const size_t rows = 39;
+  const auto logits = prefill_off_and_on(
+      dir.path().string(), prompt_ids(rows, 512, 3), rows, 64, "stream-K",
+      [](RuntimeOptions& o, bool on) { o.prefill_streamk = on; },
+      [&](LoadedModel& m, bool on) {
+        const PrefillKernels* k = m.gpu()->prefill_kernels();
+        EXPECT_NE(k, nullptr) << m.gpu()->prefill_why();
+        if (!k || !k->rope()) return false;  // no wgmma here: stream-K is sm_90a's
+        EXPECT_EQ(k->streamk() != nullptr, on);
+        EXPECT_TRUE(prefill_streamk(int64_t(rows), tiles, m.gpu()->num_workers())) << tiles << " tiles";
+        return true;
+      });
+  if (logits.empty()) GTEST_SKIP() << "no wgmma on this device: stream-K is sm_90a's";
 }
 
 TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
@@ -605,7 +598,9 @@ void check_streamk(const cuda::Context& ctx, const PrefillKernels& k, int M, int
       launch();
       stream.synchronize();
       dc.download(r ? again.data() : first.data(), bytes);
-      if (r) ASSERT_EQ(first, again) << "run " << r << " of M " << M << " N " << N << " K " << K << " on " << ctas;
+      if (r) {
+        ASSERT_EQ(first, again) << "run " << r << " of M " << M << " N " << N << " K " << K << " on " << ctas;
+      }
     }
   };
   // Two members in dc ([M][264] then [M][N - 264]), or one with the residual.

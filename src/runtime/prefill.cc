@@ -394,7 +394,7 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
   // Stream-K's CTAs over a step's K steps: a projection alone, as a SwiGLU tile's gate, and the
   // groups PrefillProgram may form (a projection with the next one or two on its input and K).
   auto streamk = [&](int64_t tiles, int64_t k) {
-    counts.insert(streamk_ctas(tiles * ((k + kWgmmaTile.bk - 1) / kWgmmaTile.bk), num_sms));
+    counts.insert(streamk_ctas(tiles * ceil_div(k, kWgmmaTile.bk), num_sms));
   };
   for (size_t i = 0; i < g.ops.size(); ++i) {
     const ir::Op& op = g.ops[i];
@@ -618,7 +618,7 @@ PrefillProgram::PrefillProgram(const ir::Graph& g, const MemoryPlan& mem, int64_
   // the others'), more than any one launch counts.
   for (const ir::Op& op : g.ops)
     if (op.kind == ir::OpKind::Linear)
-      counter_count_ += (g.weight(op.weight).shape.at(0) + kWgmmaTile.bn / 2 - 1) / (kWgmmaTile.bn / 2);
+      counter_count_ += ceil_div(g.weight(op.weight).shape.at(0), kWgmmaTile.bn / 2);
   counters_offset_ = scratch_bytes_;
   scratch_bytes_ += align_up(counter_count_ * 4);
   // The head_rope epilogues' cos and sin, one table per set of frequencies, after the workspace.
@@ -804,24 +804,22 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         }
         // The members: this op, then its group.
         const std::vector<int> ops = s.member_ops(), outs = s.member_outputs();
-        if (k.streamk() && prefill_streamk(m, streamk_tiles(s), num_sms_)) {  // K steps dealt evenly to the SMs
+        const int64_t sk_tiles = k.streamk() ? streamk_tiles(s) : 0;
+        if (k.streamk() && prefill_streamk(m, sk_tiles, num_sms_)) {  // K steps dealt evenly to the SMs
           const GemmTile& t = k.tile(true);
-          const int64_t ks = (kk + t.bk - 1) / t.bk;
+          const int64_t ks = ceil_div(kk, t.bk);
           const uint64_t ws = b.scratch + uint64_t(workspace_offset_);
           const uint64_t counters = b.scratch + uint64_t(counters_offset_);
-          auto config = [&](int64_t tiles) {
-            MPK_ICHECK(tiles <= counter_count_ && tiles * ks < (int64_t(1) << 31))
-                << "prefill: " << tiles << " stream-K tiles of " << ks << " K steps";
-            cuda::LaunchConfig c;
-            c.grid.x = unsigned(streamk_ctas(tiles * ks, num_sms_));
-            MPK_ICHECK(streamk_workspace_bytes(int(c.grid.x), m) <= workspace_bytes_) << "prefill: stream-K workspace";
-            c.block.x = unsigned(t.threads());
-            c.dynamic_shared = unsigned(t.smem_bytes());
-            return c;
-          };
+          MPK_ICHECK(sk_tiles <= counter_count_ && sk_tiles * ks < (int64_t(1) << 31))
+              << "prefill: " << sk_tiles << " stream-K tiles of " << ks << " K steps";
+          cuda::LaunchConfig c;
+          c.grid.x = unsigned(streamk_ctas(sk_tiles * ks, num_sms_));
+          MPK_ICHECK(streamk_workspace_bytes(int(c.grid.x), m) <= workspace_bytes_) << "prefill: stream-K workspace";
+          c.block.x = unsigned(t.threads());
+          c.dynamic_shared = unsigned(t.smem_bytes());
           if (s.swiglu_output >= 0) {  // gate and up, and their silu product
             const int n = cols(s.output);
-            pf_launch(k, *k.streamk_swiglu(), config(streamk_tiles(s)), stream,
+            pf_launch(k, *k.streamk_swiglu(), c, stream,
                       wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
                       wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
                       ptr(s.swiglu_output), ws, counters, m, n, kk, int(bf16_[size_t(s.swiglu_output)]));
@@ -836,7 +834,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             grp.w[j] = weight(mo.weight);
             grp.bias[j] = cnst(mo.bias);
             grp.n[j] = cols(outs[j]);
-            grp.tiles[j] = (grp.n[j] + t.bn - 1) / t.bn;
+            grp.tiles[j] = int(ceil_div(grp.n[j], t.bn));
             grp.c[j] = ptr(outs[j]);
             if (const uint64_t o = head_rope(s, j, hr, j)) grp.c[j] = o;
             maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
@@ -844,8 +842,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           grp.count = int(ops.size());
           const uint64_t res = s.residual >= 0 ? ptr(s.residual) : 0;
           MPK_ICHECK(res == 0 || (ops.size() == 1 && res != grp.c[0])) << "prefill: a residual in its output's memory";
-          pf_launch(k, *k.streamk(), config(streamk_tiles(s)), stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk),
-                    maps, grp, res, ws, counters, m, kk, hr);
+          pf_launch(k, *k.streamk(), c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, res, ws,
+                    counters, m, kk, hr);
           break;
         }
         int n_total = 0;

@@ -234,7 +234,9 @@ TEST(PrefillGpuStreamK, MatchesTheReferenceOnAShortPrompt) {
   const int sms = cuda::Context(0).props().sm_count, tiles = (5 * sms + 7) / 8;
   TempDir dir;
   Json cfg = qwen3_config();
-  cfg["hidden_size"] = 256, cfg["num_attention_heads"] = 2, cfg["num_key_value_heads"] = 1;
+  // hidden 512: 8 K steps a tile, so runs of 4 or more steps split tiles across CTAs (with 4,
+  // every CTA would take one whole tile and add in the same order as the unsplit tile).
+  cfg["hidden_size"] = 512, cfg["num_attention_heads"] = 2, cfg["num_key_value_heads"] = 1;
   cfg["head_dim"] = kHeadRopeDim, cfg["intermediate_size"] = 128 * tiles, cfg["vocab_size"] = 512;
   write_model(dir.path(), cfg, model_tensors(cfg, DType::BF16, 11));
   const size_t rows = 39;

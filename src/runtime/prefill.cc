@@ -336,15 +336,22 @@ int PrefillKernels::gemm_smem(Id id) const {
   return tile(id == GemmLarge || id == GemmLargeGroup).smem_bytes();
 }
 
-GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms) {
+// Measured on an H100 at 39 rows (Qwen3-8B's shapes, tools/bench/gemm_bench, programmatic
+// launches, docs/PERFORMANCE.md): the wgmma tile with its K split in up to a wave of parts reads
+// weights faster than the small tile's best split (o_proj 20.0 against 23.2-24.6 us, the down
+// projection 44.5 against 57.9-62.8, gate + up's 96 tiles unsplit 84.9 against 127.7).
+GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms, bool wgmma) {
   GemmLaunch g;
   const GemmTile &lt = kLargeTile, &st = kSmallTile;
   const int64_t ktiles = (k + st.bk - 1) / st.bk;  // the small tile's K steps
   const int64_t large = ((m + lt.bm - 1) / lt.bm) * ((n + lt.bn - 1) / lt.bn);
-  if (large * 4 >= int64_t(num_sms) * 3) {  // three quarters of a wave of large tiles or more
+  const int64_t large_splits =  // the wgmma tile's split: up to a wave, four K steps or more each
+      std::clamp<int64_t>(num_sms / large, 1, std::max<int64_t>((k + lt.bk - 1) / lt.bk / 4, 1));
+  if (large * 4 >= int64_t(num_sms) * 3 || (wgmma && 2 * large * large_splits >= num_sms)) {
     g.large = true;
     g.grid_m = int((m + lt.bm - 1) / lt.bm);
     g.grid_n = int((n + lt.bn - 1) / lt.bn);
+    if (large * 4 < int64_t(num_sms) * 3) g.splits = int(large_splits);
     return g;
   }
   g.grid_m = int((m + st.bm - 1) / st.bm);
@@ -390,7 +397,8 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
     if (op.kind == ir::OpKind::Linear) shapes.insert({g.weight(op.weight).shape.at(0), g.weight(op.weight).shape.at(1)});
   std::set<int64_t> counts;
   for (const auto& [n, k] : shapes)
-    for (int64_t m = 1; m <= max_rows; ++m) counts.insert(gemm_launch(m, n, k, num_sms).splits);
+    for (int64_t m = 1; m <= max_rows; ++m)
+      for (const bool wgmma : {false, true}) counts.insert(gemm_launch(m, n, k, num_sms, wgmma).splits);
   // Stream-K's CTAs over a step's K steps: a projection alone, as a SwiGLU tile's gate, and the
   // groups PrefillProgram may form (a projection with the next one or two on its input and K).
   auto streamk = [&](int64_t tiles, int64_t k) {
@@ -462,7 +470,12 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
   return "?";
 }
 
-int64_t gemm_workspace_bytes(int num_sms) { return 3LL * num_sms * kSmallTile.bm * kSmallTile.bn * 4; }
+// A split's parts make at most a wave of large tiles or two of small ones (gemm_launch), whose
+// partials' rows and columns are inside the tiles.
+int64_t gemm_workspace_bytes(int num_sms) {
+  static_assert(2 * kSmallTile.bm * kSmallTile.bn <= kLargeTile.bm * kLargeTile.bn, "a wave of large tiles bounds");
+  return int64_t(num_sms) * kLargeTile.bm * kLargeTile.bn * 4;
+}
 
 // Measured on an H100 (Qwen3-8B and Qwen3-0.6B at 39 rows, docs/PERFORMANCE.md): with few
 // tiles, each spread over many CTAs, the parts' partials and their sum by the last one cost more
@@ -790,18 +803,6 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
       case ir::OpKind::Linear: {
         const int m = nrows(s.output);
         const int kk = int(g_.weight(op.weight).shape.at(1));
-        // gate, up and silu_mul as one kernel where the wgmma tile runs and fills a wave.
-        if (s.swiglu_output >= 0 && k.swiglu() && gemm_launch(m, 2LL * cols(s.output), kk, num_sms_).large) {
-          const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
-          const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
-          pf_launch(k, *k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
-                    wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
-                    wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
-                    ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]), int(tg.x),
-                    int(tg.y));
-          silu_done = true;
-          break;
-        }
         // The members: this op, then its group.
         const std::vector<int> ops = s.member_ops(), outs = s.member_outputs();
         const int64_t sk_tiles = k.streamk() ? streamk_tiles(s) : 0;
@@ -846,9 +847,23 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
                     counters, m, kk, hr);
           break;
         }
+        // gate, up and silu_mul as one kernel where the wgmma tile runs without a K split.
+        const bool wg = k.tile(true).wgmma;
+        const GemmLaunch gu = gemm_launch(m, 2LL * cols(s.output), kk, num_sms_, wg);
+        if (s.swiglu_output >= 0 && k.swiglu() && gu.large && gu.splits == 1) {
+          const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
+          const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
+          pf_launch(k, *k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,
+                    wgmma_activation_map(ptr(s.inputs[0]), m, kk), wgmma_gate_up_map(weight(op.weight), n, kk),
+                    wgmma_gate_up_map(weight(g_.ops[size_t(s.group_ops[0])].weight), n, kk),
+                    ptr(s.swiglu_output), m, n, kk, tg.g, int(bf16_[size_t(s.swiglu_output)]), int(tg.x),
+                    int(tg.y));
+          silu_done = true;
+          break;
+        }
         int n_total = 0;
         for (int o : outs) n_total += cols(o);
-        const GemmLaunch whole = gemm_launch(m, n_total, kk, num_sms_);
+        const GemmLaunch whole = gemm_launch(m, n_total, kk, num_sms_, wg);
         // One grid when no member alone makes two waves of large tiles: measured on an H200,
         // grouping q, k, v (Qwen3-0.6B at 1,024 tokens: 2.75 -> 1.32 ms) helps while grids are
         // short, and costs 7-9% where each member already fills waves (Qwen3-8B gate + up at
@@ -904,7 +919,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         for (size_t j = 0; j < ops.size(); ++j) {  // one launch each (a K split, or alone)
           const ir::Op& mo = g_.ops[size_t(ops[j])];
           const int n = cols(outs[j]);
-          const GemmLaunch gl = gemm_launch(m, n, kk, num_sms_);
+          const GemmLaunch gl = gemm_launch(m, n, kk, num_sms_, wg);
           const uint64_t res = j == 0 && s.residual >= 0 ? ptr(s.residual) : 0, bias = cnst(mo.bias);
           const uint64_t ws = b.scratch + uint64_t(workspace_offset_), dst = ptr(outs[j]);
           // The tiles read R and write C as __restrict__ (kernels/prefill_gemm.cuh: pf_tile_store).

@@ -194,12 +194,14 @@ bool use_wgmma_attention(int head_dim, double scale);
 // A projection's launch: large tiles (128 x 256, K steps of 64) when they make three quarters
 // of a wave or more, else small ones (64 x 128, K steps of 32) with K's steps split evenly
 // (ir/layouts.h) in `splits` parts of four steps or more when the tiles alone would leave SMs
-// idle (partials added in order by pf_gemm_reduce).
+// idle (partials added in order by pf_gemm_reduce). `wgmma` (the large tile is the wgmma one:
+// prefill_wgmma): a short grid takes the large tile too, its K split in up to a wave of parts of
+// four steps or more, where those make half a wave or more.
 struct GemmLaunch {
   bool large = false;
   int grid_m = 1, grid_n = 1, splits = 1;
 };
-GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms);
+GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms, bool wgmma);
 // The launch grid of nm x nn GEMM tiles in the tile order (ir/layouts.h: TileOrder): tile rows in
 // groups of g = ceil(nm / ceil(nm / kTileGroup)) (at most kTileGroup, the last group full or
 // nearly), grid (g nn, ceil(nm / g)); the kernels take g.

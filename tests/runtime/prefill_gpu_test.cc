@@ -210,7 +210,7 @@ TEST(PrefillGpuFusedRope, MatchesTheReferenceWithHeadsOf128) {
         if (!k || !k->rope()) return false;  // no wgmma here: the fused epilogue is sm_90a's
         // q, k and v in one grid of wgmma tiles (gemm_launch: three quarters of a wave or
         // more), and the planner hands q's and k's norms to it in every layer.
-        EXPECT_TRUE(gemm_launch(int64_t(half), 16 * 128 + 2 * 4 * 128, 512, m.gpu()->num_workers()).large);
+        EXPECT_TRUE(gemm_launch(int64_t(half), 16 * 128 + 2 * 4 * 128, 512, m.gpu()->num_workers(), true).large);
         MemoryPlan mem;
         mem.weight_dtype = DType::BF16;
         mem.kv_capacity = int64_t(capacity);

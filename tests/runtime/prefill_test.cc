@@ -362,39 +362,58 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, PrefillPrograms,
                          ::testing::Values("qwen3-bf16", "qwen2-bf16", "llama-bf16-sharded"));
 
 // Grids covering the output, K parts of four steps or more (the even split's proofs cover
-// every step once), the workspace bound held, large tiles only for about a wave or more; the
-// split counts the proofs must cover.
+// every step once), the workspace bound held, large tiles only for about a wave or more (or,
+// where they are wgmma tiles, split parts making half a wave to a wave); the split counts the
+// proofs must cover.
 TEST(Prefill, GemmLaunchesCoverTheirShapes) {
-  for (int sms : {1, 8, 132})
-    for (int64_t m : {1, 39, 64, 150, 1024, 4096})
-      for (int64_t n : {24, 1024, 4096, 12288, 151936})
-        for (int64_t k : {8, 48, 1024, 3072, 12288}) {
-          const GemmLaunch g = gemm_launch(m, n, k, sms);
-          const int64_t bm = g.large ? 128 : 64, bn = g.large ? 256 : 128, ktiles = (k + 31) / 32;
-          ASSERT_GE(int64_t(g.grid_m) * bm, m);
-          ASSERT_GE(int64_t(g.grid_n) * bn, n);
-          ASSERT_LT(int64_t(g.grid_m - 1) * bm, m);
-          ASSERT_GE(g.splits, 1);
-          ASSERT_LE(int64_t(g.splits), std::max<int64_t>(ktiles / 4, 1)) << "four K steps or more per part";
-          if (g.splits > 1) {
-            EXPECT_FALSE(g.large);
-            EXPECT_LE(int64_t(g.splits) * m * n * 4, gemm_workspace_bytes(sms)) << m << " " << n << " " << k;
+  for (const bool wgmma : {false, true})
+    for (int sms : {1, 8, 132})
+      for (int64_t m : {1, 39, 64, 150, 1024, 4096})
+        for (int64_t n : {24, 1024, 4096, 12288, 151936})
+          for (int64_t k : {8, 48, 1024, 3072, 12288}) {
+            const GemmLaunch g = gemm_launch(m, n, k, sms, wgmma);
+            const int64_t bm = g.large ? 128 : 64, bn = g.large ? 256 : 128, bk = g.large ? 64 : 32;
+            const int64_t ktiles = (k + bk - 1) / bk, tiles = int64_t(g.grid_m) * g.grid_n;
+            ASSERT_GE(int64_t(g.grid_m) * bm, m);
+            ASSERT_GE(int64_t(g.grid_n) * bn, n);
+            ASSERT_LT(int64_t(g.grid_m - 1) * bm, m);
+            ASSERT_GE(g.splits, 1);
+            ASSERT_LE(int64_t(g.splits), std::max<int64_t>(ktiles / 4, 1)) << "four K steps or more per part";
+            if (g.splits > 1)
+              EXPECT_LE(int64_t(g.splits) * m * n * 4, gemm_workspace_bytes(sms)) << m << " " << n << " " << k;
+            if (g.large && tiles * 4 < int64_t(sms) * 3) {  // a short grid of wgmma tiles, split
+              EXPECT_TRUE(wgmma);
+              EXPECT_LE(tiles * g.splits, sms);
+              EXPECT_GE(2 * tiles * g.splits, sms);
+            } else if (g.large) {
+              EXPECT_EQ(g.splits, 1);
+            }
           }
-          if (g.large) {
-            EXPECT_GE(int64_t(g.grid_m) * g.grid_n * 4, int64_t(sms) * 3);
-          }
-        }
+  // Qwen3-8B at 39 rows on 132 SMs: q and o_proj (16 tiles) and down take eight parts of the
+  // wgmma tile, gate + up's 96 tiles it unsplit (the SwiGLU entry); k and v (4 tiles: 64 CTAs
+  // at most) stay on the small tile. Qwen3-0.6B's projections all stay on the small tile (q + k
+  // + v together too); gate + up together split, so its members run one by one, as before.
+  EXPECT_EQ(gemm_launch(39, 4096, 4096, 132, true).splits, 8);
+  EXPECT_TRUE(gemm_launch(39, 4096, 12288, 132, true).large);
+  const GemmLaunch gate_up = gemm_launch(39, 2 * 12288, 4096, 132, true);
+  EXPECT_TRUE(gate_up.large && gate_up.splits == 1);
+  EXPECT_FALSE(gemm_launch(39, 1024, 4096, 132, true).large);
+  for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1024}, {1024, 1024}, {4096, 1024},
+                                                                     {1024, 2048}, {3072, 1024}, {1024, 3072}})
+    EXPECT_FALSE(gemm_launch(39, n, k, 132, true).large) << n << " x " << k;
+  EXPECT_GT(gemm_launch(39, 6144, 1024, 132, true).splits, 1);
   const Loaded l = load("qwen3-bf16");
   const std::vector<int64_t> counts = prefill_split_counts(l.g, 4096, 132);
   ASSERT_FALSE(counts.empty());
   EXPECT_EQ(counts.front(), 1);
-  for (int64_t m : {1, 39, 150, 4096})
-    for (const ir::Op& op : l.g.ops)
-      if (op.kind == ir::OpKind::Linear) {
-        const auto& w = l.g.weight(op.weight).shape;
-        const int64_t s = gemm_launch(m, w.at(0), w.at(1), 132).splits;
-        EXPECT_TRUE(std::binary_search(counts.begin(), counts.end(), s)) << s;
-      }
+  for (const bool wgmma : {false, true})
+    for (int64_t m : {1, 39, 150, 4096})
+      for (const ir::Op& op : l.g.ops)
+        if (op.kind == ir::OpKind::Linear) {
+          const auto& w = l.g.weight(op.weight).shape;
+          const int64_t s = gemm_launch(m, w.at(0), w.at(1), 132, wgmma).splits;
+          EXPECT_TRUE(std::binary_search(counts.begin(), counts.end(), s)) << s;
+        }
 }
 
 // Stream-K launches (one tile row): every CTA count a program's projection steps take is one

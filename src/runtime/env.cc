@@ -56,7 +56,7 @@ RuntimeOptions resolve_environment(RuntimeOptions o) {
   env_switch("MPK_SHARE_ACTIVATIONS", true, o.share_activations);
   env_switch("MPK_PREFILL_OVERLAP", false, o.prefill_overlap);
   env_switch("MPK_PREFILL_FUSED_ROPE", false, o.prefill_fused_rope);
-  env_switch("MPK_PREFILL_STREAMK", false, o.prefill_streamk);
+  env_switch("MPK_PREFILL_STREAMK", true, o.prefill_streamk);
   return o;
 }
 

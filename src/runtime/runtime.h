@@ -59,9 +59,11 @@ struct RuntimeOptions {
   bool prefill_fused_rope = true;   // the q and k head norm and RoPE in their projection's wgmma
                                     // epilogue (heads of 128, sm_90a; measured faster, see
                                     // docs/PERFORMANCE.md); false also by $MPK_PREFILL_FUSED_ROPE=0
-  bool prefill_streamk = true;      // prefill projections of a short chunk (one wgmma tile row)
-                                    // stream-K: the K steps dealt evenly to the SMs (sm_90a;
-                                    // see docs/PERFORMANCE.md); false also by $MPK_PREFILL_STREAMK=0
+  bool prefill_streamk = false;     // prefill projections of a short chunk (one wgmma tile row)
+                                    // whose tiles make half to three quarters of a wave: stream-K,
+                                    // the K steps dealt evenly to the SMs (sm_90a; measured slower
+                                    // than the wgmma tile with its K split, see
+                                    // docs/PERFORMANCE.md); true also by $MPK_PREFILL_STREAMK=1
   ProgressFn progress;              // empty: none
   TunePolicy tune_policy = TunePolicy::CacheOnly;
   double tune_budget_s = 120;       // TuneOnMiss: the search's wall-time budget

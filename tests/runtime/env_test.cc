@@ -28,7 +28,7 @@ TEST(Environment, SwitchesMoveTheirOptionOnlyTheDocumentedWay) {
   EXPECT_FALSE(d.share_activations);
   EXPECT_TRUE(d.prefill_overlap);
   EXPECT_TRUE(d.prefill_fused_rope);
-  EXPECT_TRUE(d.prefill_streamk);
+  EXPECT_FALSE(d.prefill_streamk);
   LogCapture w;
   EXPECT_TRUE(with("MPK_SHARE_ACTIVATIONS", "1").share_activations);
   EXPECT_FALSE(with("MPK_SHARE_ACTIVATIONS", "0").share_activations);
@@ -36,14 +36,14 @@ TEST(Environment, SwitchesMoveTheirOptionOnlyTheDocumentedWay) {
   EXPECT_TRUE(with("MPK_PREFILL_OVERLAP", "1").prefill_overlap);
   EXPECT_FALSE(with("MPK_PREFILL_FUSED_ROPE", "0").prefill_fused_rope);
   EXPECT_TRUE(with("MPK_PREFILL_FUSED_ROPE", "1").prefill_fused_rope);
-  EXPECT_FALSE(with("MPK_PREFILL_STREAMK", "0").prefill_streamk);
   EXPECT_TRUE(with("MPK_PREFILL_STREAMK", "1").prefill_streamk);
+  EXPECT_FALSE(with("MPK_PREFILL_STREAMK", "0").prefill_streamk);
   EXPECT_EQ(w.text(), "");
   // Misspelt values change nothing and are each reported by name.
   EXPECT_TRUE(with("MPK_PREFILL_FUSED_ROPE", "off").prefill_fused_rope);
   EXPECT_TRUE(with("MPK_PREFILL_OVERLAP", "false").prefill_overlap);
   EXPECT_FALSE(with("MPK_SHARE_ACTIVATIONS", "yes").share_activations);
-  EXPECT_TRUE(with("MPK_PREFILL_STREAMK", "no").prefill_streamk);
+  EXPECT_FALSE(with("MPK_PREFILL_STREAMK", "no").prefill_streamk);
   const std::string seen = w.text();
   EXPECT_EQ(std::count(seen.begin(), seen.end(), '\n'), 4) << seen;
   for (const char* v : {"MPK_PREFILL_FUSED_ROPE='off'", "MPK_PREFILL_OVERLAP='false'", "MPK_SHARE_ACTIVATIONS='yes'",

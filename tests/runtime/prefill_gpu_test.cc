@@ -69,6 +69,16 @@ float widen(uint16_t h) {
   return f;
 }
 
+// Pseudo-random floats in [-1, 1): xorshift32 from `state` (test operands with no structure).
+struct Uniform {
+  uint32_t state;
+  explicit Uniform(uint32_t seed) : state(seed) {}
+  float operator()() {
+    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
+    return float(state % 20000) / 10000.f - 1.f;
+  }
+};
+
 class PrefillGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(PrefillGpu, MatchesTheReferenceAndHandsOffToDecode) {
@@ -298,11 +308,7 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   std::printf("[prefill gemm] %s source, M %d N %d K %d\n", source_arch, M, N, K);
   std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
   std::vector<float> bias(N), res(size_t(M) * N);
-  uint32_t state = 12345;
-  auto rnd = [&] {  // xorshift32 in [-1, 1)
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    return float(state % 20000) / 10000.f - 1.f;
-  };
+  Uniform rnd(12345);
   for (auto& x : a) x = bf16(rnd());
   for (auto& x : w) x = bf16(rnd());
   for (auto& x : bias) x = rnd();
@@ -456,11 +462,7 @@ void check_attention(const cuda::Context& ctx, const PrefillKernels& k, int T, i
                      bool bf16_out) {
   cuda::Stream stream(ctx);
   const int cap = pos0 + T + 40;
-  uint32_t state = 777u + uint32_t(T * 31 + D);
-  auto rnd = [&] {  // xorshift32 in [-1, 1)
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    return float(state % 20000) / 10000.f - 1.f;
-  };
+  Uniform rnd(777u + uint32_t(T * 31 + D));
   std::vector<float> q(size_t(T) * Hq * D);
   for (auto& x : q) x = 2 * rnd();
   std::vector<uint16_t> kc(size_t(Hkv) * cap * D, 0x7fc0), vc(kc.size(), 0x7fc0);  // NaN past the keys
@@ -561,11 +563,7 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
 // back to zero and the partials' fixed order give the same bits every time.
 void check_streamk(const cuda::Context& ctx, const PrefillKernels& k, int M, int N, int K, int ctas) {
   cuda::Stream stream(ctx);
-  uint32_t state = 999u + uint32_t(M * 7 + ctas);
-  auto rnd = [&] {  // xorshift32 in [-1, 1)
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    return float(state % 20000) / 10000.f - 1.f;
-  };
+  Uniform rnd(999u + uint32_t(M * 7 + ctas));
   std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
   std::vector<float> bias(N), res(size_t(M) * N);
   for (auto& x : a) x = bf16(rnd());
@@ -699,11 +697,7 @@ TEST(PrefillGpuGemm, HeadNormRopeEpiloguesMatchTheFormula) {
   constexpr int D = kHeadRopeDim;
   const int M = 200, K = 136, pos0 = 77, cols[3] = {4 * D, 2 * D, 2 * D}, N = 8 * D;
   const float eps = 4.f;  // beside the squares' mean (about 15): a misplaced eps shows
-  uint32_t state = 4242;
-  auto rnd = [&] {  // xorshift32 in [-1, 1)
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    return float(state % 20000) / 10000.f - 1.f;
-  };
+  Uniform rnd(4242);
   std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
   std::vector<float> bias(N), norm_w(2 * D), inv_freq(2 * (D / 2));
   const int cap = pos0 + M + 3;  // the tables' positions (PrefillProgram::rope_tables' layout)
@@ -837,11 +831,7 @@ TEST(PrefillGpuRows, HeadNormWithoutRopeMatchesTheFormula) {
   const std::optional<PrefillKernels> kernels = kernels_for(ctx, "sm_80");
   ASSERT_TRUE(kernels.has_value());
   cuda::Stream stream(ctx);
-  uint32_t state = 777;
-  auto rnd = [&] {  // xorshift32 in [-1, 1)
-    state ^= state << 13, state ^= state >> 17, state ^= state << 5;
-    return float(state % 20000) / 10000.f - 1.f;
-  };
+  Uniform rnd(777);
   const float eps = 1e-6f;
   // More heads than warps (the warps' second pass), a head dim under and over a warp's lanes.
   for (const auto& [rows, heads, D] : {std::tuple{5, 11, 40}, std::tuple{3, 2, 128}, std::tuple{2, 9, 6}}) {

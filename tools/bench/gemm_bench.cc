@@ -121,16 +121,22 @@ int main(int argc, char** argv) {
                         M, N);
     };
     const GemmLaunch chosen = gemm_launch(M, N, K, sms, true);  // what the prefill takes here
+    // Tile t's grid over the output with K split in `splits`, for entry `id`.
+    auto split_launch = [&](const GemmTile& t, PrefillKernels::Id id, int splits, TileGrid& tg) {
+      tg = tile_grid((M + t.bm - 1) / t.bm, (N + t.bn - 1) / t.bn);
+      cuda::LaunchConfig cfg;
+      cfg.grid = {tg.x, tg.y, unsigned(splits)};
+      cfg.block.x = unsigned(t.threads());
+      cfg.dynamic_shared = unsigned(k.gemm_smem(id));
+      cfg.programmatic = pdl;
+      return cfg;
+    };
     // The small mma.sync tile with K split in `splits` (+ the reduce).
     const GemmTile& st = k.tile(false);
     for (int splits : {chosen.large ? 0 : chosen.splits, 1, 2, 4, 8, 16}) {
       if (splits < 1 || splits > (K / st.bk) / 4 || int64_t(splits) * M * N * 4 > int64_t(ws.size())) continue;
-      const TileGrid tg = tile_grid((M + st.bm - 1) / st.bm, (N + st.bn - 1) / st.bn);
-      cuda::LaunchConfig cfg;
-      cfg.grid = {tg.x, tg.y, unsigned(splits)};
-      cfg.block.x = unsigned(st.threads());
-      cfg.dynamic_shared = unsigned(k.gemm_smem(PrefillKernels::GemmSmall));
-      cfg.programmatic = pdl;
+      TileGrid tg;
+      const cuda::LaunchConfig cfg = split_launch(st, PrefillKernels::GemmSmall, splits, tg);
       const auto us = time_launches(ctx, stream, iters, reps, [&](int i) {
         cuda::launch_args(k[PrefillKernels::GemmSmall], cfg, stream, a.ptr(), w[size_t(i % copies)].ptr(), bias.ptr(),
                           uint64_t(0), c.ptr(), ws.ptr(), M, N, K, tg.g);
@@ -146,16 +152,12 @@ int main(int argc, char** argv) {
     std::vector<CUtensorMap> mw;
     for (const auto& b : w) mw.push_back(wgmma_weight_map(b.ptr(), N, K, lt));
     for (int splits : {chosen.large ? chosen.splits : 0, 1, 2, 4, 8, 16}) {
-      const TileGrid tg = tile_grid((M + lt.bm - 1) / lt.bm, (N + lt.bn - 1) / lt.bn);
       if (splits < 1) continue;
+      TileGrid tg;
+      const cuda::LaunchConfig cfg = split_launch(lt, PrefillKernels::GemmLarge, splits, tg);
       if (int64_t(tg.x) * tg.y * splits > 2 * sms || splits > K / lt.bk ||
           int64_t(splits) * M * N * 4 > int64_t(ws.size()))
         continue;
-      cuda::LaunchConfig cfg;
-      cfg.grid = {tg.x, tg.y, unsigned(splits)};
-      cfg.block.x = unsigned(lt.threads());
-      cfg.dynamic_shared = unsigned(k.gemm_smem(PrefillKernels::GemmLarge));
-      cfg.programmatic = pdl;
       const auto us = time_launches(ctx, stream, iters, reps, [&](int i) {
         cuda::launch_args(k[PrefillKernels::GemmLarge], cfg, stream, ma, mw[size_t(i % copies)], bias.ptr(),
                           uint64_t(0), c.ptr(), ws.ptr(), M, N, K, tg.g);

@@ -339,7 +339,8 @@ int PrefillKernels::gemm_smem(Id id) const {
 // Measured on an H100 at 39 rows (Qwen3-8B's shapes, tools/bench/gemm_bench, programmatic
 // launches, docs/PERFORMANCE.md): the wgmma tile with its K split in up to a wave of parts reads
 // weights faster than the small tile's best split (o_proj 20.0 against 23.2-24.6 us, the down
-// projection 44.5 against 57.9-62.8, gate + up's 96 tiles unsplit 84.9 against 127.7).
+// projection 44.5 against 57.9-62.8, gate + up's 96 tiles unsplit 84.9 against 127.7). Taken
+// for one tile row only (a short prompt): longer chunks were not measured so.
 GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms, bool wgmma) {
   GemmLaunch g;
   const GemmTile &lt = kLargeTile, &st = kSmallTile;
@@ -347,7 +348,7 @@ GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms, bool wgmma)
   const int64_t large = ((m + lt.bm - 1) / lt.bm) * ((n + lt.bn - 1) / lt.bn);
   const int64_t large_splits =  // the wgmma tile's split: up to a wave, four K steps or more each
       std::clamp<int64_t>(num_sms / large, 1, std::max<int64_t>((k + lt.bk - 1) / lt.bk / 4, 1));
-  if (large * 4 >= int64_t(num_sms) * 3 || (wgmma && 2 * large * large_splits >= num_sms)) {
+  if (large * 4 >= int64_t(num_sms) * 3 || (wgmma && m <= lt.bm && 2 * large * large_splits >= num_sms)) {
     g.large = true;
     g.grid_m = int((m + lt.bm - 1) / lt.bm);
     g.grid_n = int((n + lt.bn - 1) / lt.bn);
@@ -946,7 +947,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           else
             pf_launch(k, k[id], c, stream, ptr(s.inputs[0]), weight(mo.weight), bias, res, dst, ws, m, n, kk,
                       tg.g);
-          // Splits only under a wave of small tiles: far below the reduce's int walk.
+          // Splits only under a wave of tiles: far below the reduce's int walk.
           MPK_ICHECK(gl.splits == 1 || m * n <= ir::kPrefillMaxElements)
               << "prefill: split GEMM of " << m << " x " << n;
           if (gl.splits > 1)

@@ -195,8 +195,8 @@ bool use_wgmma_attention(int head_dim, double scale);
 // of a wave or more, else small ones (64 x 128, K steps of 32) with K's steps split evenly
 // (ir/layouts.h) in `splits` parts of four steps or more when the tiles alone would leave SMs
 // idle (partials added in order by pf_gemm_reduce). `wgmma` (the large tile is the wgmma one:
-// prefill_wgmma): a short grid takes the large tile too, its K split in up to a wave of parts of
-// four steps or more, where those make half a wave or more.
+// prefill_wgmma): a short grid of one tile row (m <= 128) takes the large tile too, its K split in
+// up to a wave of parts of four steps or more, where those make half a wave or more.
 struct GemmLaunch {
   bool large = false;
   int grid_m = 1, grid_n = 1, splits = 1;

@@ -379,10 +379,12 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
             ASSERT_LT(int64_t(g.grid_m - 1) * bm, m);
             ASSERT_GE(g.splits, 1);
             ASSERT_LE(int64_t(g.splits), std::max<int64_t>(ktiles / 4, 1)) << "four K steps or more per part";
-            if (g.splits > 1)
+            if (g.splits > 1) {
               EXPECT_LE(int64_t(g.splits) * m * n * 4, gemm_workspace_bytes(sms)) << m << " " << n << " " << k;
+            }
             if (g.large && tiles * 4 < int64_t(sms) * 3) {  // a short grid of wgmma tiles, split
               EXPECT_TRUE(wgmma);
+              EXPECT_LE(m, 128) << "one tile row";
               EXPECT_LE(tiles * g.splits, sms);
               EXPECT_GE(2 * tiles * g.splits, sms);
             } else if (g.large) {
@@ -402,6 +404,13 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
                                                                      {1024, 2048}, {3072, 1024}, {1024, 3072}})
     EXPECT_FALSE(gemm_launch(39, n, k, 132, true).large) << n << " x " << k;
   EXPECT_GT(gemm_launch(39, 6144, 1024, 132, true).splits, 1);
+  // More than one tile row launches as without the wgmma rule (Qwen3-0.6B's o_proj at 1,024 rows:
+  // 32 large tiles, the small tile split in two).
+  for (int64_t m : {129, 1024})
+    for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{1024, 2048}, {1024, 3072}, {4096, 4096}}) {
+      const GemmLaunch a = gemm_launch(m, n, k, 132, true), b = gemm_launch(m, n, k, 132, false);
+      EXPECT_TRUE(a.large == b.large && a.splits == b.splits) << m << " " << n << " x " << k;
+    }
   const Loaded l = load("qwen3-bf16");
   const std::vector<int64_t> counts = prefill_split_counts(l.g, 4096, 132);
   ASSERT_FALSE(counts.empty());

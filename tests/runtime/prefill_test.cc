@@ -350,9 +350,10 @@ TEST(Prefill, HeadRopeEpilogueTakesQAndKOfHeadsOf128) {
     const std::vector<bool> bf16 = prefill_bf16_tensors(g);
     for (size_t t = 0; t < g.tensors.size(); ++t) {
       const auto& sh = g.tensors[t].shape;
-      if (p.slot_offset(int(t)) >= 0)
+      if (p.slot_offset(int(t)) >= 0) {
         EXPECT_LE(p.slot_offset(int(t)) + (sh[0] == ir::kTokens ? 300 : sh[0]) * sh.back() * (bf16[t] ? 2 : 4),
                   p.rope_tables_offset());
+      }
     }
     expect_disjoint_live_slots(g, p, 300);
   }

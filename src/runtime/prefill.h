@@ -128,7 +128,7 @@ class PrefillKernels {
   // has such launches (sm_90 on; RuntimeOptions::prefill_overlap). `streamk`: projections of one
   // tile row on the stream-K entries where the kernels have them (RuntimeOptions::prefill_streamk).
   PrefillKernels(const cuda::Context& ctx, std::span<const std::uint8_t> cubin, const std::string& arch,
-                 bool overlap = true, bool streamk = true);
+                 bool overlap, bool streamk);
   const cuda::Function& operator[](Id id) const { return fns_[size_t(id)]; }
   // Whether launches overlap the kernel before them (kernels/prefill_common.cuh: pf_wait_prior).
   bool overlap() const { return overlap_; }

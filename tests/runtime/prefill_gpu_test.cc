@@ -292,7 +292,8 @@ std::optional<PrefillKernels> kernels_for(const cuda::Context& ctx, const char* 
   req.arch = ctx.props().arch();
   req.options = prefill_compile_options();
   const cuda::CompileResult cr = cuda::compile(req);
-  return std::optional<PrefillKernels>(std::in_place, ctx, cr.cubin, source_arch);
+  // Programmatic launches and the stream-K entries, as the runtime has them when they are on.
+  return std::optional<PrefillKernels>(std::in_place, ctx, cr.cubin, source_arch, true, true);
 }
 
 // Every tile shape, with and without a K split, on shapes with partial tiles in M, N and K:

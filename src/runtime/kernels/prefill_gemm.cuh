@@ -234,7 +234,7 @@ __device__ __forceinline__ int pf_group_member(const PfGemmGroup& grp, int& t) {
                                              grp.n[j], K, m, t);                                           \
   }
 // The entries (PF_GEMM_ENTRY lines) are printed after these files from the host's tile table
-// (runtime/prefill.cc: gemm_tile), which its launches and proofs read too.
+// (runtime/prefill_gemm.cc: gemm_tile), which its launches and proofs read too.
 
 // C = sum over z of partial[z] (in z order) (+ bias) (+ R) (ir::prefill_gemm_reduce_nest).
 extern "C" __global__ void pf_gemm_reduce(const float* __restrict__ partial, int splits, const float* __restrict__ bias,

@@ -16,7 +16,7 @@
 
 // PF_WG_BM, PF_WG_BN, PF_WG_BK, PF_WG_STAGES, PF_WG_PRODUCER (the loading warp's index: the
 // consumer warps before it) and PF_WG_THREADS are printed before this file from the host's tile
-// table (runtime/prefill.cc: kWgmmaTile), which sizes the launches and the shared memory. The
+// table (runtime/prefill_tiles.h: kWgmmaTile), which sizes the launches and the shared memory. The
 // code below is written for one shape of them, PF_WG_BN the SwiGLU tile's width and the widest;
 // a tile of BN columns (a template argument) takes one m64nBNk16 per warpgroup and K slice.
 static_assert(PF_WG_BM == 128 && PF_WG_PRODUCER == 8 && PF_WG_THREADS == 288,

@@ -23,12 +23,7 @@ namespace {
 
 constexpr int64_t kAlign = 256;
 
-// kernels/prefill_gemm.cuh's PfGemmGroup, byte for byte.
-struct PfGemmGroup {
-  uint64_t w[kGroupMax], bias[kGroupMax], c[kGroupMax];
-  int32_t n[kGroupMax], tiles[kGroupMax];
-  int32_t count;
-};
+static_assert(offsetof(PfGemmGroup, count) == 96 && sizeof(PfGemmGroup) == 104, "PfGemmGroup as the kernel's");
 static_assert(sizeof(PfTmaMaps) == kGroupMax * sizeof(CUtensorMap), "PfTmaMaps holds PF_GROUP_MAX maps");
 static_assert(offsetof(PfHeadRope, eps) == 72 && offsetof(PfHeadRope, pos0) == 84, "PfHeadRope as the kernel's");
 static_assert(sizeof(PfHeadRope) == 88 && std::size(PfHeadRope{}.w) == kGroupMax, "PfHeadRope as the kernel's");

@@ -99,9 +99,18 @@ bool wgmma_group_narrow(int64_t m, std::span<const int64_t> cols, int num_sms);
 CUtensorMap wgmma_activation_map(uint64_t base, int64_t rows, int64_t k);
 CUtensorMap wgmma_weight_map(uint64_t base, int64_t rows, int64_t k, const GemmTile& tile);  // a wgmma tile
 CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k);
+// Projections of one input launched as one grid: at most PF_GROUP_MAX (kernels/prefill_gemm.cuh).
+inline constexpr size_t kGroupMax = 3;
+// kernels/prefill_gemm.cuh's PfGemmGroup, byte for byte: each member's weights, bias (or 0),
+// output, width and column tiles.
+struct PfGemmGroup {
+  uint64_t w[kGroupMax], bias[kGroupMax], c[kGroupMax];
+  int32_t n[kGroupMax], tiles[kGroupMax];
+  int32_t count;
+};
 // kernels/prefill_wgmma.cuh's PfTmaMaps: the weight descriptors of a group's members.
 struct PfTmaMaps {
-  CUtensorMap w[3];  // PF_GROUP_MAX
+  CUtensorMap w[kGroupMax];
 };
 
 // kernels/prefill_wgmma.cuh's PfHeadRope: the head norm and RoPE the _rope entries apply in

@@ -9,7 +9,6 @@
 
 namespace mpk::rt {
 
-inline constexpr size_t kGroupMax = 3;  // PF_GROUP_MAX in kernels/prefill_gemm.cuh
 inline constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Measured on an H200 (Qwen3-8B shapes, 1,024 and 4,096 rows): the mma.sync large tile with K

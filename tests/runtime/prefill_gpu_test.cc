@@ -366,11 +366,6 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   }
   // Grouped: the output columns as two projections of the same input ([0, 264) and [264, 520)
   // of W) in one grid, bias added, no residual.
-  struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
-    uint64_t w[3], bias[3], c[3];
-    int32_t n[3], tiles[3];
-    int32_t count;
-  };
   const int n0 = 264;
   cuda::DeviceBuffer c0(ctx, size_t(M) * n0 * 4), c1(ctx, size_t(M) * (N - n0) * 4);
   // The narrow wgmma tile's group entry too, where it is compiled (id unused for it).
@@ -381,7 +376,7 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     if (narrow && !k.narrow_group()) continue;
     c0.fill_bytes(0xff);
     c1.fill_bytes(0xff);
-    Group g{};
+    PfGemmGroup g{};
     g.w[0] = dw.ptr(), g.w[1] = dw.ptr() + uint64_t(n0) * K * 2;
     g.bias[0] = db.ptr(), g.bias[1] = db.ptr() + uint64_t(n0) * 4;
     g.c[0] = c0.ptr(), g.c[1] = c1.ptr();
@@ -607,11 +602,7 @@ void check_streamk(const cuda::Context& ctx, const PrefillKernels& k, int M, int
   // Two members in dc ([M][264] then [M][N - 264]), or one with the residual.
   for (const bool residual : {false, true}) {
     PfTmaMaps maps{};
-    struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
-      uint64_t w[3], bias[3], c[3];
-      int32_t n[3], tiles[3];
-      int32_t count;
-    } g{};
+    PfGemmGroup g{};
     const int n0 = residual ? N : 264;
     g.count = residual ? 1 : 2;
     for (int j = 0; j < g.count; ++j) {
@@ -781,14 +772,9 @@ TEST(PrefillGpuGemm, HeadNormRopeEpiloguesMatchTheFormula) {
       std::printf("[prefill head rope] %s, member %d: max abs error %.2e\n", what, mb, worst);
     }
   };
-  struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
-    uint64_t w[3], bias[3], c[3];
-    int32_t n[3], tiles[3];
-    int32_t count;
-  };
   for (const bool narrow : {false, true}) {
     const GemmTile& t = narrow ? *k.narrow_tile() : k.tile(true);
-    Group g{};
+    PfGemmGroup g{};
     PfTmaMaps maps{};
     unsigned tiles = 0;
     for (int mb = 0, off = 0; mb < 3; off += cols[mb++]) {

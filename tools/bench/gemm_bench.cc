@@ -1,11 +1,12 @@
 // The prefill's projection kernels alone, for a short prompt: C[M, N] = A[M, K] W[N, K]^T at M
 // rows (default 39) on the Qwen3-8B shapes, the launch the prefill takes (gemm_launch,
-// "chosen") and the others it could take, each timed back to back: the small mma.sync tile with its K split and reduce, the wgmma tile with
-// its K split and reduce, and stream-K over the SMs. Weights rotate over enough copies that L2
-// (50-60 MB) holds none from one launch to the next; each row: p50/p95/p99 microseconds per
-// launch (CUDA events around `--iters` launches, `--reps` times) and the weights' bytes per
-// second at p50; every configuration with plain launches and again with each launch a
-// programmatic dependent of the one before, as the prefill launches them ("pdl"). Operands hold a fixed non-zero pattern: the time is the subject, not the values.
+// "chosen") and the others it could take, each timed back to back: the small mma.sync tile with
+// its K split and reduce, the wgmma tile with its K split and reduce, and stream-K over the SMs.
+// Weights rotate over enough copies that L2 (50-60 MB) holds none from one launch to the next;
+// each row: p50/p95/p99 microseconds per launch (CUDA events around `--iters` launches, `--reps`
+// times) and the weights' bytes per second at p50; every configuration with plain launches and
+// again with each launch a programmatic dependent of the one before, as the prefill launches
+// them ("pdl"). Operands hold a fixed non-zero pattern: the time is the subject, not the values.
 //
 //   gemm_bench [--rows 39] [--iters 40] [--reps 7] [--shapes qkv=6144x4096 ...]
 #include <CLI/CLI.hpp>
@@ -28,12 +29,6 @@ namespace {
 struct Shape {
   std::string name;
   int n = 0, k = 0;
-};
-
-struct Group {  // kernels/prefill_gemm.cuh's PfGemmGroup
-  uint64_t w[3], bias[3], c[3];
-  int32_t n[3], tiles[3];
-  int32_t count;
 };
 
 // Times `launch(i)` for i = 0 .. iters - 1, reps times: microseconds per launch.
@@ -109,7 +104,8 @@ int main(int argc, char** argv) {
     counters.fill_bytes(0);
     auto report = [&](const std::string& config, int ctas, const std::vector<double>& us) {
       const double p50 = percentile(us, 50);
-      std::printf("%-8s %-26s %6d %9.2f %9.2f %9.2f %8.3f\n", sh.name.c_str(), (config + (pdl ? " pdl" : "")).c_str(), ctas, p50,
+      const std::string label = config + (pdl ? " pdl" : "");
+      std::printf("%-8s %-26s %6d %9.2f %9.2f %9.2f %8.3f\n", sh.name.c_str(), label.c_str(), ctas, p50,
                   percentile(us, 95), percentile(us, 99), double(wbytes) / (p50 * 1e-6) / 1e12);
     };
     auto reduce = [&](int splits) {
@@ -172,11 +168,10 @@ int main(int argc, char** argv) {
     for (int ctas : {streamk_ctas(int64_t(tiles) * ks, sms), sms / 2, tiles}) {
       if (ctas < 1 || ctas > sms || ctas > tiles * ks) continue;
       std::vector<PfTmaMaps> maps(w.size());
-      std::vector<Group> groups(w.size());
+      std::vector<PfGemmGroup> groups(w.size());
       for (size_t i = 0; i < w.size(); ++i) {
         maps[i].w[0] = mw[i];
-        Group& g = groups[i];
-        g = Group{};
+        PfGemmGroup& g = groups[i];
         g.w[0] = w[i].ptr(), g.bias[0] = bias.ptr(), g.c[0] = c.ptr(), g.n[0] = N, g.tiles[0] = tiles, g.count = 1;
       }
       cuda::LaunchConfig cfg;

@@ -678,8 +678,12 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         }
         // gate, up and silu_mul as one kernel where the wgmma tile runs without a K split.
         const bool wg = k.tile(true).wgmma;
-        const GemmLaunch gu = gemm_launch(m, 2LL * cols(s.output), kk, num_sms_, wg);
-        if (s.swiglu_output >= 0 && k.swiglu() && gu.large && gu.splits == 1) {
+        bool fused_swiglu = false;
+        if (s.swiglu_output >= 0 && k.swiglu()) {
+          const GemmLaunch gu = gemm_launch(m, 2LL * cols(s.output), kk, num_sms_, wg);
+          fused_swiglu = gu.large && gu.splits == 1;
+        }
+        if (fused_swiglu) {
           const int n = cols(s.output), half = k.tile(true).bn / 2;  // columns of each per tile
           const TileGrid tg = tile_grid((m + k.tile(true).bm - 1) / k.tile(true).bm, (n + half - 1) / half);
           pf_launch(k, *k.swiglu(), wgmma_swiglu_config(tg, num_sms_), stream,

@@ -62,24 +62,22 @@ CUtensorMap wgmma_gate_up_map(uint64_t base, int64_t rows, int64_t k) {
 GemmLaunch gemm_launch(int64_t m, int64_t n, int64_t k, int num_sms, bool wgmma) {
   GemmLaunch g;
   const GemmTile &lt = kLargeTile, &st = kSmallTile;
-  const int64_t ktiles = (k + st.bk - 1) / st.bk;  // the small tile's K steps
-  const int64_t large = ((m + lt.bm - 1) / lt.bm) * ((n + lt.bn - 1) / lt.bn);
+  const int64_t large = ceil_div(m, lt.bm) * ceil_div(n, lt.bn);
+  const bool wave = large * 4 >= int64_t(num_sms) * 3;  // three quarters of a wave or more
   const int64_t large_splits =  // the wgmma tile's split: up to a wave, four K steps or more each
-      std::clamp<int64_t>(num_sms / large, 1, std::max<int64_t>((k + lt.bk - 1) / lt.bk / 4, 1));
-  if (large * 4 >= int64_t(num_sms) * 3 || (wgmma && m <= lt.bm && 2 * large * large_splits >= num_sms)) {
+      std::clamp<int64_t>(num_sms / large, 1, std::max<int64_t>(ceil_div(k, lt.bk) / 4, 1));
+  if (wave || (wgmma && m <= lt.bm && 2 * large * large_splits >= num_sms)) {
     g.large = true;
-    g.grid_m = int((m + lt.bm - 1) / lt.bm);
-    g.grid_n = int((n + lt.bn - 1) / lt.bn);
-    if (large * 4 < int64_t(num_sms) * 3) g.splits = int(large_splits);
+    g.grid_m = int(ceil_div(m, lt.bm));
+    g.grid_n = int(ceil_div(n, lt.bn));
+    g.splits = wave ? 1 : int(large_splits);
     return g;
   }
-  g.grid_m = int((m + st.bm - 1) / st.bm);
-  g.grid_n = int((n + st.bn - 1) / st.bn);
+  g.grid_m = int(ceil_div(m, st.bm));
+  g.grid_n = int(ceil_div(n, st.bn));
   const int64_t tiles = int64_t(g.grid_m) * g.grid_n;
-  int64_t splits = 1;
   if (tiles < num_sms)  // up to two CTAs per SM (one wave), each with four K steps or more
-    splits = std::clamp<int64_t>(2 * int64_t(num_sms) / tiles, 1, std::max<int64_t>(ktiles / 4, 1));
-  g.splits = int(splits);
+    g.splits = int(std::clamp<int64_t>(2 * int64_t(num_sms) / tiles, 1, std::max<int64_t>(ceil_div(k, st.bk) / 4, 1)));
   return g;
 }
 

@@ -206,7 +206,7 @@ PrefillKernels::PrefillKernels(const cuda::Context& ctx, std::span<const std::ui
       "pf_embed", "pf_rms_norm", "pf_head_rms_norm", "pf_head_norm_rope", "pf_kv_store", "pf_kv_shadow", "pf_silu_mul",
       "pf_add", "pf_argmax", large, small, "pf_gemm_reduce",
       "pf_attention_16", "pf_attention_32", "pf_attention_64", "pf_attention_128",
-      large + "_group", small + "_group"};
+      large + "_group", small + "_group", "pf_gemm_reduce_group"};
   for (const std::string& n : names) fns_.push_back(module_.function(n));
   for (Id id : {GemmLarge, GemmSmall, GemmLargeGroup, GemmSmallGroup})
     fns_[size_t(id)].set_max_dynamic_shared(gemm_smem(id));
@@ -705,10 +705,16 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         const GemmTile& lt = k.tile(true);
         for (int o : outs)
           short_grids &= (int64_t(m) + lt.bm - 1) / lt.bm * ((cols(o) + lt.bn - 1) / lt.bn) < 2 * int64_t(num_sms_);
-        if (ops.size() > 1 && whole.splits == 1 && short_grids) {  // one grid over the members' tiles
+        // A short prompt's group on the wgmma tile with its K split (gemm_launch): measured on an
+        // H100 (Qwen3-8B's q + k + v at 39 rows, tools/bench/gemm_bench), one grid of four parts
+        // 27.4 us against about 49 for the members' own launches. Each member's partials follow
+        // the one before's in the workspace; pf_gemm_reduce_group sums them.
+        const bool split = whole.splits > 1 && whole.large && lt.wgmma;
+        if (ops.size() > 1 && (whole.splits == 1 || split) && short_grids) {  // one grid over the members' tiles
           std::vector<int64_t> member_cols;
           for (int o : outs) member_cols.push_back(cols(o));
-          const bool narrow = whole.large && k.narrow_group() && wgmma_group_narrow(m, member_cols, num_sms_);
+          const bool narrow =
+              !split && whole.large && k.narrow_group() && wgmma_group_narrow(m, member_cols, num_sms_);
           const GemmTile& t = narrow ? *k.narrow_tile() : k.tile(whole.large);
           const int bn = t.bn;
           PfGemmGroup grp{};
@@ -723,10 +729,20 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             tiles += unsigned(grp.tiles[j]);
           }
           grp.count = int(ops.size());
+          PfGemmGroup parts = grp;  // with the split, where the tiles write: each member's partials
+          if (split) {
+            int64_t at = workspace_offset_;
+            for (size_t j = 0; j < ops.size(); ++j) {
+              parts.c[j] = b.scratch + uint64_t(at);
+              at += int64_t(whole.splits) * m * grp.n[j] * 4;
+            }
+            MPK_ICHECK(at - workspace_offset_ <= gemm_workspace_bytes(num_sms_)) << "prefill: K-split workspace";
+          }
           const TileGrid tg = tile_grid(whole.grid_m, tiles);
           cuda::LaunchConfig c;
           c.grid.x = tg.x;
           c.grid.y = tg.y;
+          c.grid.z = unsigned(whole.splits);
           c.block.x = unsigned(t.threads());
           const K::Id id = whole.large ? K::GemmLargeGroup : K::GemmSmallGroup;
           c.dynamic_shared = unsigned(t.smem_bytes());
@@ -736,14 +752,20 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
               maps.w[j] = wgmma_weight_map(grp.w[j], grp.n[j], kk, t);
             PfHeadRope hr;
             bool rope = false;
-            for (size_t j = 0; j < ops.size(); ++j)
+            for (size_t j = 0; j < ops.size() && !split; ++j)
               if (const uint64_t o = head_rope(s, j, hr, j)) grp.c[j] = o, rope = true;
             if (rope)
               pf_launch(k, *k.group_rope(narrow), c, stream, wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps,
                         grp, m, kk, tg.g, hr);
             else
               pf_launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
-                        wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, grp, m, kk, tg.g);
+                        wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, parts, m, kk, tg.g);
+            if (split) {  // one block row per member; under a wave of tiles, far below the reduce's int walk
+              cuda::LaunchConfig r = elementwise((long long)m * *std::max_element(grp.n, grp.n + grp.count));
+              r.grid.y = unsigned(grp.count);
+              MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements) << "prefill: split GEMM of " << m << " x " << n_total;
+              pf_launch(k, k[K::GemmReduceGroup], r, stream, parts, whole.splits, grp, m);
+            }
           } else {
             pf_launch(k, k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);
           }

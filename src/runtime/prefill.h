@@ -131,7 +131,7 @@ class PrefillKernels {
  public:
   enum Id { Embed, RmsNorm, HeadRmsNorm, Rope, KvStore, KvShadow, SiluMul, Add, Argmax, GemmLarge,
             GemmSmall, GemmReduce, Attention16, Attention32, Attention64, Attention128, GemmLargeGroup,
-            GemmSmallGroup, kCount };
+            GemmSmallGroup, GemmReduceGroup, kCount };
   // `cubin`: compile_prefill(arch)'s (or prefill_source(arch)'s, compiled for the device).
   // `overlap`: launch each kernel as a programmatic dependent of the one before where the arch
   // has such launches (sm_90 on; RuntimeOptions::prefill_overlap). `streamk`: projections of one

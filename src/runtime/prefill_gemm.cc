@@ -109,9 +109,20 @@ cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms) {
 }
 
 std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, int num_sms) {
-  std::set<std::pair<int64_t, int64_t>> shapes;  // (n, k) of every projection
-  for (const ir::Op& op : g.ops)
-    if (op.kind == ir::OpKind::Linear) shapes.insert({g.weight(op.weight).shape.at(0), g.weight(op.weight).shape.at(1)});
+  // (n, k) of every projection, and of the groups PrefillProgram may form (a projection with the
+  // next one or two on its input and K: their columns together, one grid's split).
+  std::set<std::pair<int64_t, int64_t>> shapes;
+  for (size_t i = 0; i < g.ops.size(); ++i) {
+    const ir::Op& op = g.ops[i];
+    if (op.kind != ir::OpKind::Linear) continue;
+    const int64_t k = g.weight(op.weight).shape.at(1);
+    int64_t n = 0;
+    for (size_t j = i; j < std::min(g.ops.size(), i + kGroupMax); ++j) {
+      const ir::Op& o = g.ops[j];
+      if (o.kind != ir::OpKind::Linear || o.inputs[0] != op.inputs[0] || g.weight(o.weight).shape.at(1) != k) break;
+      shapes.insert({n += g.weight(o.weight).shape.at(0), k});
+    }
+  }
   std::set<int64_t> counts;
   for (const auto& [n, k] : shapes)
     for (int64_t m = 1; m <= max_rows; ++m)

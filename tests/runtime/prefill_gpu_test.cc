@@ -264,6 +264,59 @@ TEST(PrefillGpuStreamK, MatchesTheReferenceOnAShortPrompt) {
   if (logits.empty()) GTEST_SKIP() << "no wgmma on this device: stream-K is sm_90a's";
 }
 
+// q + k + v as one grid with its K split (a short prompt on sm_90a: gemm_launch's wgmma rule),
+// end to end: a random Qwen3 whose q, k and v at 39 rows make about an eighth of a wave of
+// wgmma tiles on this device (each alone too few for the rule), against the fp32 reference,
+// then four decode steps on from it.
+TEST(PrefillGpuGroupSplit, MatchesTheReferenceOnAShortPrompt) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  using namespace mpk::model::testing;
+  const int sms = cuda::Context(0).props().sm_count, tiles = (sms + 7) / 8;
+  ASSERT_GE(tiles, 3) << sms << " SMs";
+  TempDir dir;
+  Json cfg = qwen3_config();
+  // hidden 1024: 16 K steps, so up to four parts; q's heads of 128 in tiles of two, k and v one
+  // tile each.
+  const int q_heads = 2 * (tiles - 2);
+  cfg["hidden_size"] = 1024, cfg["num_attention_heads"] = q_heads, cfg["num_key_value_heads"] = 2;
+  cfg["head_dim"] = kHeadRopeDim, cfg["intermediate_size"] = 512, cfg["vocab_size"] = 512;
+  write_model(dir.path(), cfg, model_tensors(cfg, DType::BF16, 13));
+  const size_t rows = 39, capacity = 64;
+  const std::vector<int32_t> prompt = prompt_ids(rows, 512, 9);
+  auto m = LoadedModel::load(test_options(), dir.path().string(), Backend::Gpu);
+  const PrefillKernels* k = m->gpu()->prefill_kernels();
+  ASSERT_NE(k, nullptr) << m->gpu()->prefill_why();
+  if (!k->rope()) GTEST_SKIP() << "no wgmma on this device: the split group is sm_90a's";
+  const int64_t q_cols = int64_t(q_heads) * kHeadRopeDim, kv_cols = 2 * kHeadRopeDim;
+  const GemmLaunch whole = gemm_launch(int64_t(rows), q_cols + 2 * kv_cols, 1024, m->gpu()->num_workers(), true);
+  EXPECT_TRUE(whole.large && whole.splits > 1) << whole.splits;
+  EXPECT_FALSE(gemm_launch(int64_t(rows), q_cols, 1024, m->gpu()->num_workers(), true).large);
+  MemoryPlan mem;
+  mem.weight_dtype = DType::BF16;
+  mem.kv_capacity = int64_t(capacity);
+  int groups = 0;
+  for (const PrefillStep& s : PrefillProgram(m->graph(), mem, int64_t(rows), m->gpu()->num_workers(), true).steps())
+    groups += s.member_ops().size() == 3;
+  EXPECT_EQ(groups, m->config().num_layers) << "q, k and v as one step in every layer";
+  auto rm = LoadedModel::load(test_options(), dir.path().string(), Backend::Reference);
+  ref::Executor r(rm->model(), rm->graph(), capacity);
+  r.forward(prompt.data(), prompt.size());
+  Session tc(m, opts(capacity, true));
+  tc.prefill(prompt.data(), prompt.size());
+  const double e = rel_l2(tc.logits(), r.logits());
+  std::printf("[prefill group split] %d SMs, q + k + v %lld columns in %d parts: relative L2 %.3e, argmax %s\n", sms,
+              (long long)(q_cols + 2 * kv_cols), whole.splits, e,
+              argmax(tc.logits()) == argmax(r.logits()) ? "equal" : "differs");
+  EXPECT_LE(e, kTolerance);
+  std::vector<int32_t> out;
+  tc.decode(4, out);
+  ASSERT_EQ(out.size(), 4u);
+  for (int32_t t : out) r.forward(&t, 1);
+  const double e_dec = rel_l2(tc.logits(), r.logits());
+  std::printf("[prefill group split] after 4 decode steps relative L2 %.3e\n", e_dec);
+  EXPECT_LE(e_dec, kTolerance);
+}
+
 TEST(PrefillGpuNumerics, NonFiniteLogitsFailThePrefill) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   testing::PatchedFixture p(std::string(MPK_TEST_DATA) + "/qwen2-bf16");
@@ -368,12 +421,15 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   // of W) in one grid, bias added, no residual.
   const int n0 = 264;
   cuda::DeviceBuffer c0(ctx, size_t(M) * n0 * 4), c1(ctx, size_t(M) * (N - n0) * 4);
-  // The narrow wgmma tile's group entry too, where it is compiled (id unused for it).
-  for (auto [id, bm, bn, large] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, true},
-                                   std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, false},
-                                   std::tuple{PrefillKernels::GemmLargeGroup, 128, 128, true}}) {
+  // The narrow wgmma tile's group entry too, where it is compiled (id unused for it), and the
+  // wgmma group with its K split in three (each member's partials, pf_gemm_reduce_group).
+  for (auto [id, bm, bn, large, splits] : {std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, true, 1},
+                                           std::tuple{PrefillKernels::GemmSmallGroup, 64, 128, false, 1},
+                                           std::tuple{PrefillKernels::GemmLargeGroup, 128, 128, true, 1},
+                                           std::tuple{PrefillKernels::GemmLargeGroup, 128, 256, true, 3}}) {
     const bool narrow = large && bn == 128;
     if (narrow && !k.narrow_group()) continue;
+    if (splits > 1 && !wgmma) continue;  // the K-split group is the wgmma tile's
     c0.fill_bytes(0xff);
     c1.fill_bytes(0xff);
     PfGemmGroup g{};
@@ -385,16 +441,30 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     g.count = 2;
     cuda::LaunchConfig cfg;
     const TileGrid tg = tile_grid((M + bm - 1) / bm, g.tiles[0] + g.tiles[1]);
-    cfg.grid = {tg.x, tg.y, 1};
+    cfg.grid = {tg.x, tg.y, unsigned(splits)};
     cfg.block.x = unsigned(narrow ? k.narrow_tile()->threads() : k.tile(large).threads());
     cfg.dynamic_shared = unsigned(narrow ? k.narrow_tile()->smem_bytes() : k.gemm_smem(id));
+    // With the split the tiles write member j's partials ([3][M][n[j]], after member 0's).
+    PfGemmGroup parts = g;
+    if (splits > 1) {
+      ws.fill_bytes(0xff);
+      parts.c[1] = ws.ptr() + uint64_t(splits) * M * n0 * 4;
+      parts.c[0] = ws.ptr();
+      ASSERT_LE(size_t(splits) * M * N * 4, ws.size());
+    }
     if (large && wgmma) {
       PfTmaMaps maps{};
       for (int j = 0; j < 2; ++j)
         maps.w[j] = wgmma_weight_map(g.w[j], g.n[j], K, narrow ? *k.narrow_tile() : k.tile(large));
-      cuda::launch_args(narrow ? *k.narrow_group() : k[id], cfg, stream, ma, maps, g, M, K, tg.g);
+      cuda::launch_args(narrow ? *k.narrow_group() : k[id], cfg, stream, ma, maps, parts, M, K, tg.g);
     } else {
       cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
+    }
+    if (splits > 1) {
+      cuda::LaunchConfig rc;
+      rc.grid = {16, 2, 1};
+      rc.block.x = 256;
+      cuda::launch_args(k[PrefillKernels::GemmReduceGroup], rc, stream, parts, splits, g, M);
     }
     stream.synchronize();
     std::vector<float> g0(size_t(M) * n0), g1(size_t(M) * (N - n0));
@@ -407,8 +477,8 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
         ASSERT_TRUE(std::isfinite(got)) << i << " " << j;
         worst = std::max(worst, std::abs(double(got) - (want[size_t(i) * N + j] - res[size_t(i) * N + j])));
       }
-    EXPECT_LT(worst, 1e-3) << bm << "x" << bn << " group";
-    std::printf("[prefill gemm] %dx%d group of 2: max abs error %.2e\n", bm, bn, worst);
+    EXPECT_LT(worst, 1e-3) << bm << "x" << bn << " group, splits " << splits;
+    std::printf("[prefill gemm] %dx%d group of 2, %d split(s): max abs error %.2e\n", bm, bn, splits, worst);
   }
   if (!k.swiglu()) return;
   // The SwiGLU entry: W's rows [0, I) as gate, [I, 2 I) as up, no bias; out = silu(gate) * up in

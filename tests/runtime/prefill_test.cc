@@ -394,9 +394,12 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
           }
   // Qwen3-8B at 39 rows on 132 SMs: q and o_proj (16 tiles) and down take eight parts of the
   // wgmma tile, gate + up's 96 tiles it unsplit (the SwiGLU entry); k and v (4 tiles: 64 CTAs
-  // at most) stay on the small tile. Qwen3-0.6B's projections all stay on the small tile (q + k
-  // + v together too); gate + up together split, so its members run one by one, as before.
+  // at most) stay on the small tile, but q + k + v as one grid (24 tiles) takes five parts of it.
+  // Qwen3-0.6B's projections alone all stay on the small tile (q + k + v together too); gate +
+  // up as one grid (24 tiles) takes four parts of the wgmma tile.
   EXPECT_EQ(gemm_launch(39, 4096, 4096, 132, true).splits, 8);
+  const GemmLaunch qkv = gemm_launch(39, 6144, 4096, 132, true);
+  EXPECT_TRUE(qkv.large && qkv.splits == 5);
   EXPECT_TRUE(gemm_launch(39, 4096, 12288, 132, true).large);
   const GemmLaunch gate_up = gemm_launch(39, 2 * 12288, 4096, 132, true);
   EXPECT_TRUE(gate_up.large && gate_up.splits == 1);
@@ -404,7 +407,8 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
   for (const auto& [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2048, 1024}, {1024, 1024}, {4096, 1024},
                                                                      {1024, 2048}, {3072, 1024}, {1024, 3072}})
     EXPECT_FALSE(gemm_launch(39, n, k, 132, true).large) << n << " x " << k;
-  EXPECT_GT(gemm_launch(39, 6144, 1024, 132, true).splits, 1);
+  const GemmLaunch gate_up_06 = gemm_launch(39, 6144, 1024, 132, true);
+  EXPECT_TRUE(gate_up_06.large && gate_up_06.splits == 4);
   // More than one tile row launches as without the wgmma rule (Qwen3-0.6B's o_proj at 1,024 rows:
   // 32 large tiles, the small tile split in two).
   for (int64_t m : {129, 1024})
@@ -416,14 +420,23 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
   const std::vector<int64_t> counts = prefill_split_counts(l.g, 4096, 132);
   ASSERT_FALSE(counts.empty());
   EXPECT_EQ(counts.front(), 1);
+  // Each projection step's launches: its members alone and all of them as one grid.
+  const PrefillProgram plan(l.g, l.mem, 4096, 132, true);
   for (const bool wgmma : {false, true})
     for (int64_t m : {1, 39, 150, 4096})
-      for (const ir::Op& op : l.g.ops)
-        if (op.kind == ir::OpKind::Linear) {
-          const auto& w = l.g.weight(op.weight).shape;
-          const int64_t s = gemm_launch(m, w.at(0), w.at(1), 132, wgmma).splits;
+      for (const PrefillStep& st : plan.steps()) {
+        if (st.kind != ir::OpKind::Linear) continue;
+        int64_t n_total = 0;
+        const int64_t k = l.g.weight(l.g.ops[size_t(st.op)].weight).shape.at(1);
+        for (int o : st.member_ops()) {
+          const int64_t n = l.g.weight(l.g.ops[size_t(o)].weight).shape.at(0);
+          n_total += n;
+          const int64_t s = gemm_launch(m, n, k, 132, wgmma).splits;
           EXPECT_TRUE(std::binary_search(counts.begin(), counts.end(), s)) << s;
         }
+        const int64_t s = gemm_launch(m, n_total, k, 132, wgmma).splits;
+        EXPECT_TRUE(std::binary_search(counts.begin(), counts.end(), s)) << s << " for a group of " << n_total;
+      }
 }
 
 // Stream-K launches (one tile row): every CTA count a program's projection steps take is one
@@ -600,9 +613,9 @@ TEST(Prefill, EveryEntryWaitsForTheKernelBeforeFirst) {
           << src.substr(first, 60);
       ++entries;
     }
-    // The rows' nine, the GEMM macro's two and the reduce, attention's macro; on sm_90a the
-    // wgmma macros' seven (stream-K's two with them) and the wgmma attention.
-    EXPECT_EQ(entries, prefill_wgmma(arch) ? 21 : 13) << arch;
+    // The rows' nine, the GEMM macro's two and the two reduces, attention's macro; on sm_90a
+    // the wgmma macros' seven (stream-K's two with them) and the wgmma attention.
+    EXPECT_EQ(entries, prefill_wgmma(arch) ? 22 : 14) << arch;
   }
   // pf_wait_prior itself: the wait, then the trigger, only where the launches exist.
   const std::string src = prefill_source("sm_90a");

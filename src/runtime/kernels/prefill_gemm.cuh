@@ -242,3 +242,11 @@ extern "C" __global__ void pf_gemm_reduce(const float* __restrict__ partial, int
   pf_wait_prior();
   pf_gemm_reduce_all(partial, splits, bias, R, C, M, N);
 }
+
+// A group's K split: member blockIdx.y's partials parts.c[j] ([splits][M][out.n[j]]) summed
+// into out.c[j] with out.bias[j], as pf_gemm_reduce for each member alone.
+extern "C" __global__ void pf_gemm_reduce_group(PfGemmGroup parts, int splits, PfGemmGroup out, int M) {
+  pf_wait_prior();
+  const int j = blockIdx.y;
+  if (j < out.count) pf_gemm_reduce_all(parts.c[j], splits, out.bias[j], nullptr, out.c[j], M, out.n[j]);
+}

@@ -399,7 +399,8 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
     int m, n;                                                                                                 \
     if (pf_block_tile(g, PF_WG_BM, M, m, n)) pf_wgmma_tile<BN>(ma, mw, bias, R, C, partial, M, N, K, m, n);   \
   }
-// The members of a group (PfGemmGroup) in one grid, the tiles of each one after another.
+// The members of a group (PfGemmGroup) in one grid, the tiles of each one after another. With
+// a K split (gridDim.z > 1) c[j] is member j's partials ([z][M][n[j]], pf_gemm_reduce_group).
 #define PF_WGMMA_GROUP_ENTRY(NAME, BN)                                                                        \
   extern "C" __global__ void __launch_bounds__(PF_WG_THREADS, 1)                                              \
       NAME##_group(const __grid_constant__ PfTmaMap ma, const __grid_constant__ PfTmaMaps mws, PfGemmGroup grp, \
@@ -408,7 +409,7 @@ __device__ __forceinline__ void pf_wgmma_swiglu_store(const float (&acc)[128], i
     int m, t;                                                                                                 \
     if (!pf_block_tile(g, PF_WG_BM, M, m, t)) return;                                                         \
     const int j = pf_group_member(grp, t);                                                                    \
-    pf_wgmma_tile<BN>(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], nullptr, M, grp.n[j], K, m, t);           \
+    pf_wgmma_tile<BN>(ma, mws.w[j], grp.bias[j], nullptr, grp.c[j], grp.c[j], M, grp.n[j], K, m, t);         \
   }
 // The entries above with the head norm and RoPE in the epilogue (PfHeadRope): a projection
 // alone (member 0 of hr; no K split, no residual), and a group whose members hr names.

@@ -335,6 +335,34 @@ const LoopNest& prefill_gemm_reduce_nest() {
   return n;
 }
 
+const LoopNest& prefill_gemm_reduce_row_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr N = v("N"), gap = v("gap"), splits = v("splits"), row = v("row"), i = v("i"), z = v("z");
+    const IndexExpr ii = v("ii"), zz = v("zz"), first = row * N, plane = N + gap;
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ void pf_gemm_reduce_row(const float* __restrict__ partial, int splits_, "
+                  "const float* __restrict__ bias, float* __restrict__ C, int M_, int N_)";
+    m.params = {{"N", "N_", 1, 1 << 20},
+                {"gap", "(M_ - 1) * N_", 0, kPrefillMaxElements},
+                {"splits", "splits_", 2, 1 << 10},
+                row_param(),
+                row_threads()};
+    m.ranges = {{"out row", first, first + N},
+                {"partials", first, first + N + (splits - 1) * plane},
+                {"bias", 0, N}};
+    m.accesses = {{"p0", "partial", "partials", first + i, true, {each_of(N, first + ii)}},
+                  {"pz", "partial", "partials", z * plane + first + i, true,
+                   {{{{"zz", splits - 1}, {"ii", N}}, (zz + 1) * plane + first + ii, {{"z", zz + 1}, {"i", ii}}}}},
+                  {"b", "bias", "bias", i, false, {}},
+                  {"c", "C", "out row", first + i, true, {each_of(N, first + ii)}}};
+    m.body = {loop("i", LoopKind::Threads, N, 1,
+                   {code("float v = {p0};"), loop_from("z", 1, splits, 1, {code("v += {pz};")}),
+                    code("if (bias) v += {b};"), code("{c} = v;")})};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& prefill_add_nest() {
   static const LoopNest n = [] {
     const IndexExpr N = v("n"), i = v("i"), ii = v("ii");

@@ -107,6 +107,13 @@ const LoopNest& prefill_kv_shadow_nest();
 // M, N).
 const LoopNest& prefill_gemm_reduce_nest();
 
+// pf_gemm_reduce_row: row `row` (the block's) of an M x N split GEMM, C[row N + i] = the sum over
+// z of partial[z M N + row N + i] in z order plus bias[i] (pf_gemm_reduce_all's arithmetic), by
+// the block's threads, each element once. M N as N + gap (gap = (M - 1) N): the partial planes
+// hold a row at least, so distinct (z, i) read distinct elements. Printed as
+// pf_gemm_reduce_row(partial, splits, bias, C, M, N); its launch has a block per row (row < M).
+const LoopNest& prefill_gemm_reduce_row_nest();
+
 // pf_add: out[i] = a[i] + b[i] for i < n, the grid's threads walking the n elements.
 // Accesses: a, b, out (each element once, every one). Printed as pf_add_all(a, b, out, n).
 const LoopNest& prefill_add_nest();

@@ -27,6 +27,9 @@ static_assert(offsetof(PfGemmGroup, count) == 96 && sizeof(PfGemmGroup) == 104, 
 static_assert(sizeof(PfTmaMaps) == kGroupMax * sizeof(CUtensorMap), "PfTmaMaps holds PF_GROUP_MAX maps");
 static_assert(offsetof(PfHeadRope, eps) == 72 && offsetof(PfHeadRope, pos0) == 84, "PfHeadRope as the kernel's");
 static_assert(sizeof(PfHeadRope) == 88 && std::size(PfHeadRope{}.w) == kGroupMax, "PfHeadRope as the kernel's");
+static_assert(offsetof(PfRowRope, heads) == 72 && offsetof(PfRowRope, eps) == 96 && offsetof(PfRowRope, pos0) == 108 &&
+                  sizeof(PfRowRope) == 112,
+              "PfRowRope as the kernel's");
 int64_t align_up(int64_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Padded head dimensions with an attention entry (kernels/prefill_attention.cuh).
@@ -145,7 +148,7 @@ std::string prefill_source(const std::string& arch) {
                                 &ir::prefill_head_rms_norm_nest(), &ir::prefill_head_norm_rope_nest(),
                                 &ir::prefill_kv_store_nest(),
                                 &ir::prefill_kv_shadow_nest(), &ir::prefill_silu_mul_nest(), &ir::prefill_add_nest(),
-                                &ir::prefill_gemm_reduce_nest()})
+                                &ir::prefill_gemm_reduce_nest(), &ir::prefill_gemm_reduce_row_nest()})
     s += ir::print(*n);
   for (const char* f : {"prefill_rows.cuh", "prefill_gemm.cuh", "prefill_attention.cuh"}) s += embedded_kernel(f);
   const GemmTile& large = gemm_tile(true, arch);
@@ -576,6 +579,25 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     fused[size_t(s.head_rope[j])] = true;
     return ptr(h.output);
   };
+  // Member j of linear step s into rr where it feeds a head norm + RoPE (PrefillStep::head_rope)
+  // that pf_gemm_reduce_group can apply to its reduced rows.
+  auto row_rope = [&](const PrefillStep& s, size_t j, PfRowRope& rr) {
+    if (j >= s.head_rope.size() || s.head_rope[j] < 0) return;
+    const PrefillStep& h = steps_[size_t(s.head_rope[j])];
+    const ir::Op &norm = g_.ops[size_t(h.op)], &rope = g_.ops[size_t(h.rope_op)];
+    MPK_ICHECK(mem_.rope_offset[size_t(h.rope_op)] >= 0) << "prefill: RoPE without a table";
+    MPK_ICHECK(norm.weight >= 0 && rope.attrs.head_dim <= kRopeMaxHeadDim && rope.attrs.head_dim % 2 == 0 &&
+               int64_t(rope.attrs.num_heads) * rope.attrs.head_dim == cols(h.inputs[0]))
+        << "prefill: a head norm + RoPE of " << rope.attrs.num_heads << " x " << rope.attrs.head_dim;
+    rr.w[j] = cnst(norm.weight);
+    rr.inv_freq[j] = b.consts + uint64_t(mem_.rope_offset[size_t(h.rope_op)]);
+    rr.out[j] = ptr(h.output);
+    rr.heads[j] = int32_t(rope.attrs.num_heads);
+    rr.d[j] = int32_t(rope.attrs.head_dim);
+    rr.eps[j] = float(norm.attrs.eps);
+    rr.pos0 = pos0;
+    fused[size_t(s.head_rope[j])] = true;
+  };
   bool silu_done = false;  // by the previous step's SwiGLU kernel
   for (size_t si = 0; si < steps_.size(); ++si) {
     const PrefillStep& s = steps_[si];
@@ -708,7 +730,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         // A short prompt's group on the wgmma tile with its K split (gemm_launch): measured on an
         // H100 (Qwen3-8B's q + k + v at 39 rows, tools/bench/gemm_bench), one grid of four parts
         // 27.4 us against about 49 for the members' own launches. Each member's partials follow
-        // the one before's in the workspace; pf_gemm_reduce_group sums them.
+        // the one before's in the workspace; pf_gemm_reduce_group sums them and applies the head
+        // norms and RoPE the members feed (their steps then launch nothing).
         const bool split = whole.splits > 1 && whole.large && lt.wgmma;
         if (ops.size() > 1 && (whole.splits == 1 || split) && short_grids) {  // one grid over the members' tiles
           std::vector<int64_t> member_cols;
@@ -760,11 +783,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             else
               pf_launch(k, narrow ? *k.narrow_group() : k[id], c, stream,
                         wgmma_activation_map(ptr(s.inputs[0]), m, kk), maps, parts, m, kk, tg.g);
-            if (split) {  // one block row per member; under a wave of tiles, far below the reduce's int walk
-              cuda::LaunchConfig r = elementwise((long long)m * *std::max_element(grp.n, grp.n + grp.count));
-              r.grid.y = unsigned(grp.count);
+            if (split) {  // a block per row of each member, with the head norms and RoPE they feed
+              cuda::LaunchConfig r;
+              r.grid = {unsigned(m), unsigned(grp.count), 1};
+              r.block.x = kRowThreads;
               MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements) << "prefill: split GEMM of " << m << " x " << n_total;
-              pf_launch(k, k[K::GemmReduceGroup], r, stream, parts, whole.splits, grp, m);
+              PfRowRope rr;
+              for (size_t j = 0; j < ops.size(); ++j) row_rope(s, j, rr);
+              pf_launch(k, k[K::GemmReduceGroup], r, stream, parts, whole.splits, grp, m, rr);
             }
           } else {
             pf_launch(k, k[id], c, stream, ptr(s.inputs[0]), grp, m, kk, tg.g);

@@ -121,6 +121,14 @@ struct PfHeadRope {
   float eps[3] = {};
   int32_t pos0 = 0;
 };
+// kernels/prefill_gemm.cuh's PfRowRope: the head norm + RoPE pf_gemm_reduce_group applies to
+// a member's reduced rows (w 0: none), pf_head_norm_rope's arguments.
+struct PfRowRope {
+  uint64_t w[kGroupMax] = {}, inv_freq[kGroupMax] = {}, out[kGroupMax] = {};
+  int32_t heads[kGroupMax] = {}, d[kGroupMax] = {};
+  float eps[kGroupMax] = {};
+  int32_t pos0 = 0;
+};
 // The prefill's source for `arch` (the wgmma tile only where prefill_wgmma).
 std::string prefill_source(const std::string& arch);
 std::vector<std::string> prefill_compile_options();

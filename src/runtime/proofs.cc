@@ -489,7 +489,8 @@ std::vector<PlanProof> prefill_proofs(const std::vector<int64_t>& split_counts, 
                                    std::pair{&ir::prefill_argmax_nest(), "argmax scan"},
                                    std::pair{&ir::prefill_silu_mul_nest(), "SiLU-gating"},
                                    std::pair{&ir::prefill_add_nest(), "add"},
-                                   std::pair{&ir::prefill_gemm_reduce_nest(), "split-K reduce"}})
+                                   std::pair{&ir::prefill_gemm_reduce_nest(), "split-K reduce"},
+                                   std::pair{&ir::prefill_gemm_reduce_row_nest(), "split-K row reduce"}})
     needed.push_back({std::string("prefill ") + what + ": its loop nest", std::string("prefill nest ") + what,
                       [nest = nest, what = what] { return superopt::prove_loop_nest(*nest, what, {}); }});
   if (kv_shape.first > 0) {  // the KV append, per (KV heads, head dim): every capacity and position

@@ -460,11 +460,11 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
     } else {
       cuda::launch_args(k[id], cfg, stream, da.ptr(), g, M, K, tg.g);
     }
-    if (splits > 1) {
+    if (splits > 1) {  // a block per row of each member, no head norm
       cuda::LaunchConfig rc;
-      rc.grid = {16, 2, 1};
-      rc.block.x = 256;
-      cuda::launch_args(k[PrefillKernels::GemmReduceGroup], rc, stream, parts, splits, g, M);
+      rc.grid = {unsigned(M), 2, 1};
+      rc.block.x = kRowThreads;
+      cuda::launch_args(k[PrefillKernels::GemmReduceGroup], rc, stream, parts, splits, g, M, PfRowRope{});
     }
     stream.synchronize();
     std::vector<float> g0(size_t(M) * n0), g1(size_t(M) * (N - n0));

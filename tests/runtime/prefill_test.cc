@@ -532,8 +532,8 @@ TEST(Prefill, ProofsHoldForTheSplitsAndTilesTheKernelsUse) {
   // 2 swizzles each, attention 3 + pairs 1 + its softmax 1, orders, ldmatrix 3, P 1; head dim 128:
   // the wgmma attention's Q, K and V descriptors, its 64-row swizzle, its Q staging and its
   // softmax; the row kernels' nests (embedding, RMSNorm, argmax, SiLU-gating, add, split-K
-  // reduce, the KV append and shadow; head norm with and without RoPE per shape)
-  EXPECT_EQ(proofs.size(), counts.size() + 25 + 6 + kTileGroup + 8 + 2 * heads.size());
+  // reduce and row reduce, the KV append and shadow; head norm with and without RoPE per shape)
+  EXPECT_EQ(proofs.size(), counts.size() + 25 + 6 + kTileGroup + 9 + 2 * heads.size());
   const std::string record = verification_record(proofs);
   EXPECT_NE(record.find("wgmma descriptors read W where the TMA stored it"), std::string::npos);
   EXPECT_NE(record.find("prefill gemm_128x256: output tile"), std::string::npos);

@@ -52,6 +52,9 @@ std::vector<Case> cases() {
           {&ir::prefill_silu_mul_nest(), "SiLU-gating", 13, {{"stride", 7}}, "n", 40, {}, 0},
           {&ir::prefill_add_nest(), "add", 10, {{"stride", 7}}, "n", 40, {}, 0},
           {&ir::prefill_gemm_reduce_nest(), "split-K reduce", 14, {{"N", 3}, {"splits", 3}, {"stride", 5}}, "n", 20},
+          // Row 2 in 3 parts, planes 25 elements longer than a row, rows of 1 .. 19 elements.
+          {&ir::prefill_gemm_reduce_row_nest(), "split-K row reduce", 11,
+           {{"row", 2}, {"gap", 25}, {"splits", 3}, {"threads", 4}}, "N", 20},
           // The KV append of 2 KV heads of 6 into a capacity of 9 from position 2: chunks of
           // 1 .. 9 rows (those past the capacity write nothing); proved for Qwen3's 8 of 128.
           {&ir::prefill_kv_store_nest(), "KV append", 19, {{"Hkv", 2}, {"half", 3}, {"cap", 9}, {"pos0", 2}, {"stride", 5}},

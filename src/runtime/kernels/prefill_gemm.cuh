@@ -243,10 +243,32 @@ extern "C" __global__ void pf_gemm_reduce(const float* __restrict__ partial, int
   pf_gemm_reduce_all(partial, splits, bias, R, C, M, N);
 }
 
-// A group's K split: member blockIdx.y's partials parts.c[j] ([splits][M][out.n[j]]) summed
-// into out.c[j] with out.bias[j], as pf_gemm_reduce for each member alone.
-extern "C" __global__ void pf_gemm_reduce_group(PfGemmGroup parts, int splits, PfGemmGroup out, int M) {
+// The head norms and RoPE pf_gemm_reduce_group applies to its members' rows (w[j] null: none):
+// pf_head_norm_rope's arguments per member, the input the member's reduced output.
+struct PfRowRope {
+  const float* w[PF_GROUP_MAX];
+  const float* inv_freq[PF_GROUP_MAX];
+  float* out[PF_GROUP_MAX];
+  int heads[PF_GROUP_MAX], D[PF_GROUP_MAX];
+  float eps[PF_GROUP_MAX];
+  int pos0;
+};
+
+// A group's K split, a block per row (blockIdx.x) of a member (blockIdx.y): the member's
+// partials parts.c[j] ([splits][M][out.n[j]]) summed into out.c[j] with out.bias[j] as
+// pf_gemm_reduce would (ir::prefill_gemm_reduce_row_nest); then, where rr names the member, the
+// row's head norm and RoPE from there into rr.out[j], as pf_head_norm_rope (the block's own
+// row: its barrier orders the two).
+extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
+pf_gemm_reduce_group(PfGemmGroup parts, int splits, PfGemmGroup out, int M, PfRowRope rr) {
   pf_wait_prior();
+  __shared__ float cs[PF_ROPE_MAX_D / 2], sn[PF_ROPE_MAX_D / 2];
+  __shared__ float buf[PF_ROW_THREADS / 32][PF_ROPE_MAX_D];
   const int j = blockIdx.y;
-  if (j < out.count) pf_gemm_reduce_all(parts.c[j], splits, out.bias[j], nullptr, out.c[j], M, out.n[j]);
+  if (j >= out.count) return;
+  pf_gemm_reduce_row(parts.c[j], splits, out.bias[j], out.c[j], M, out.n[j]);
+  if (!rr.w[j]) return;
+  __syncthreads();
+  pf_head_norm_rope_row(out.c[j], rr.w[j], rr.inv_freq[j], rr.out[j], cs, sn, &buf[0][0], rr.heads[j], rr.D[j],
+                        rr.eps[j], rr.pos0);
 }

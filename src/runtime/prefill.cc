@@ -727,12 +727,16 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         const GemmTile& lt = k.tile(true);
         for (int o : outs)
           short_grids &= (int64_t(m) + lt.bm - 1) / lt.bm * ((cols(o) + lt.bn - 1) / lt.bn) < 2 * int64_t(num_sms_);
-        // A short prompt's group on the wgmma tile with its K split (gemm_launch): measured on an
-        // H100 (Qwen3-8B's q + k + v at 39 rows, tools/bench/gemm_bench), one grid of four parts
-        // 27.4 us against about 49 for the members' own launches. Each member's partials follow
-        // the one before's in the workspace; pf_gemm_reduce_group sums them and applies the head
-        // norms and RoPE the members feed (their steps then launch nothing).
-        const bool split = whole.splits > 1 && whole.large && lt.wgmma;
+        // A short prompt's group on the wgmma tile with its K split (gemm_launch), where a member
+        // feeds a head norm + RoPE: each member's partials follow the one before's in the
+        // workspace, and pf_gemm_reduce_group sums them and applies the norms and RoPE (their
+        // steps then launch nothing). Measured on an H100 at 39 tokens (docs/PERFORMANCE.md):
+        // Qwen3-8B's q + k + v with the norms 59.6 -> 52.8 us a layer; but the split grid alone
+        // was slower than the members' own launches (60.2 against 45.0 us with a plain reduce;
+        // Qwen3-0.6B's gate + up 22.9 against 21.1): the gain is the norms' launches.
+        bool feeds_rope = false;
+        for (int h : s.head_rope) feeds_rope |= h >= 0;
+        const bool split = whole.splits > 1 && whole.large && lt.wgmma && feeds_rope;
         if (ops.size() > 1 && (whole.splits == 1 || split) && short_grids) {  // one grid over the members' tiles
           std::vector<int64_t> member_cols;
           for (int o : outs) member_cols.push_back(cols(o));

@@ -396,7 +396,8 @@ TEST(Prefill, GemmLaunchesCoverTheirShapes) {
   // wgmma tile, gate + up's 96 tiles it unsplit (the SwiGLU entry); k and v (4 tiles: 64 CTAs
   // at most) stay on the small tile, but q + k + v as one grid (24 tiles) takes five parts of it.
   // Qwen3-0.6B's projections alone all stay on the small tile (q + k + v together too); gate +
-  // up as one grid (24 tiles) takes four parts of the wgmma tile.
+  // up as one grid (24 tiles) would take four parts of the wgmma tile, but with no head norm to
+  // fold into its reduce the program runs them one by one (PrefillProgram::enqueue).
   EXPECT_EQ(gemm_launch(39, 4096, 4096, 132, true).splits, 8);
   const GemmLaunch qkv = gemm_launch(39, 6144, 4096, 132, true);
   EXPECT_TRUE(qkv.large && qkv.splits == 5);

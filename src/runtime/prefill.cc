@@ -791,7 +791,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
               cuda::LaunchConfig r;
               r.grid = {unsigned(m), unsigned(grp.count), 1};
               r.block.x = kRowThreads;
-              MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements) << "prefill: split GEMM of " << m << " x " << n_total;
+              MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements)
+                  << "prefill: split GEMM of " << m << " x " << n_total;
               PfRowRope rr;
               for (size_t j = 0; j < ops.size(); ++j) row_rope(s, j, rr);
               pf_launch(k, k[K::GemmReduceGroup], r, stream, parts, whole.splits, grp, m, rr);

@@ -586,7 +586,9 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
     const PrefillStep& h = steps_[size_t(s.head_rope[j])];
     const ir::Op &norm = g_.ops[size_t(h.op)], &rope = g_.ops[size_t(h.rope_op)];
     MPK_ICHECK(mem_.rope_offset[size_t(h.rope_op)] >= 0) << "prefill: RoPE without a table";
+    // pf_head_norm_rope_row's proved range: up to 1,024 heads.
     MPK_ICHECK(norm.weight >= 0 && rope.attrs.head_dim <= kRopeMaxHeadDim && rope.attrs.head_dim % 2 == 0 &&
+               rope.attrs.num_heads <= 1024 &&
                int64_t(rope.attrs.num_heads) * rope.attrs.head_dim == cols(h.inputs[0]))
         << "prefill: a head norm + RoPE of " << rope.attrs.num_heads << " x " << rope.attrs.head_dim;
     rr.w[j] = cnst(norm.weight);
@@ -761,9 +763,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
             int64_t at = workspace_offset_;
             for (size_t j = 0; j < ops.size(); ++j) {
               parts.c[j] = b.scratch + uint64_t(at);
-              at += int64_t(whole.splits) * m * grp.n[j] * 4;
+              // 8-byte aligned for the tiles' column pairs: an odd size has a width short of its
+              // tiles', whose slack (splits m floats) holds the pad within gemm_workspace_bytes.
+              at += (int64_t(whole.splits) * m * grp.n[j] * 4 + 7) / 8 * 8;
             }
             MPK_ICHECK(at - workspace_offset_ <= gemm_workspace_bytes(num_sms_)) << "prefill: K-split workspace";
+            // The reduce's int walk and its row nest's proved widths (up to 2^20).
+            MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements && n_total <= (1 << 20))
+                << "prefill: split GEMM of " << m << " x " << n_total;
           }
           const TileGrid tg = tile_grid(whole.grid_m, tiles);
           cuda::LaunchConfig c;
@@ -791,8 +798,6 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
               cuda::LaunchConfig r;
               r.grid = {unsigned(m), unsigned(grp.count), 1};
               r.block.x = kRowThreads;
-              MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements)
-                  << "prefill: split GEMM of " << m << " x " << n_total;
               PfRowRope rr;
               for (size_t j = 0; j < ops.size(); ++j) row_rope(s, j, rr);
               pf_launch(k, k[K::GemmReduceGroup], r, stream, parts, whole.splits, grp, m, rr);

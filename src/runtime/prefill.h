@@ -291,8 +291,9 @@ struct PrefillStep {
   // linear, per member (this op, then group_ops), with PrefillProgram's fuse_head_rope: the step
   // of a head_rms_norm + RoPE (heads of kHeadRopeDim) that is the member's output's only reader,
   // or -1. Where the projection runs on a wgmma tile without a K split, its epilogue applies
-  // them and writes that step's output, and the step launches nothing; that output's memory is
-  // taken from this step on either way.
+  // them and writes that step's output, and the step launches nothing; so does the reduce of a
+  // group split on the wgmma tile (pf_gemm_reduce_group). That output's memory is taken from
+  // this step on either way.
   std::vector<int> head_rope{};
   // linear: the members' ops and their outputs, this op's first (head_rope's order).
   std::vector<int> member_ops() const {

@@ -257,8 +257,8 @@ struct PfRowRope {
 // A group's K split, a block per row (blockIdx.x) of a member (blockIdx.y): the member's
 // partials parts.c[j] ([splits][M][out.n[j]]) summed into out.c[j] with out.bias[j] as
 // pf_gemm_reduce would (ir::prefill_gemm_reduce_row_nest); then, where rr names the member, the
-// row's head norm and RoPE from there into rr.out[j], as pf_head_norm_rope (the block's own
-// row: its barrier orders the two).
+// row's head norm and RoPE from there into rr.out[j], as pf_head_norm_rope. The block reads
+// back only its own row, after a barrier.
 extern "C" __global__ void __launch_bounds__(PF_ROW_THREADS)
 pf_gemm_reduce_group(PfGemmGroup parts, int splits, PfGemmGroup out, int M, PfRowRope rr) {
   pf_wait_prior();

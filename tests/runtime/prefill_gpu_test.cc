@@ -269,10 +269,15 @@ TEST(PrefillGpuGroupSplit, MatchesTheReferenceOnAShortPrompt) {
   MemoryPlan mem;
   mem.weight_dtype = DType::BF16;
   mem.kv_capacity = int64_t(capacity);
-  int groups = 0;
-  for (const PrefillStep& s : PrefillProgram(m->graph(), mem, int64_t(rows), m->gpu()->num_workers(), true).steps())
-    groups += s.member_ops().size() == 3;
+  int groups = 0, normed = 0;  // q + k + v steps, and their members whose norm the reduce takes
+  const PrefillProgram plan(m->graph(), mem, int64_t(rows), m->gpu()->num_workers(), true);
+  for (const PrefillStep& s : plan.steps()) {
+    if (s.member_ops().size() != 3) continue;
+    ++groups;
+    for (int h : s.head_rope) normed += h >= 0;
+  }
   EXPECT_EQ(groups, m->config().num_layers) << "q, k and v as one step in every layer";
+  EXPECT_EQ(normed, 2 * m->config().num_layers) << "q's and k's head norms folded into the split's reduce";
   auto rm = LoadedModel::load(test_options(), dir.path().string(), Backend::Reference);
   ref::Executor r(rm->model(), rm->graph(), capacity);
   r.forward(prompt.data(), prompt.size());

@@ -454,6 +454,89 @@ TEST(PrefillGpuGemm, StreamKMatchesAnExactSumAndRepeatsItsBits) {
   check_streamk(ctx, *kernels, 39, 1041, 520, 9);     // an odd width: single columns
 }
 
+// pf_gemm_reduce_group on random partials of three members ([3][M][n] each, 8-byte aligned
+// one after another), q and k (heads of kHeadRopeDim) with their head norm + RoPE folded in:
+// the same bits as pf_gemm_reduce per member and then pf_head_norm_rope on its rows, the launches
+// the fold replaces. Outputs start as NaN.
+TEST(PrefillGpuGemm, SplitGroupReduceFoldsTheNormsBitForBit) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  const std::optional<PrefillKernels> kernels = kernels_for(ctx, "sm_80");  // every arch has them
+  ASSERT_TRUE(kernels.has_value());
+  const PrefillKernels& k = *kernels;
+  cuda::Stream stream(ctx);
+  constexpr int D = kHeadRopeDim, Z = 3;
+  const int M = 37, pos0 = 5, n[3] = {4 * D, 2 * D, 2 * D + 2};
+  Uniform rnd(31337);
+  std::vector<float> bias(size_t(n[0] + n[1] + n[2])), norm_w(2 * D), inv_freq(D);
+  for (auto& x : bias) x = 0.1f * rnd();
+  for (auto& x : norm_w) x = 1.f + 0.1f * rnd();
+  for (int j = 0; j < D; ++j) inv_freq[size_t(j)] = float(std::pow(1e4, -2.0 * (j % (D / 2)) / D));
+  size_t ws_bytes = 0, at[3];
+  for (int j = 0; j < 3; ++j) at[j] = ws_bytes, ws_bytes += (size_t(Z) * M * n[j] * 4 + 7) / 8 * 8;
+  std::vector<float> parts(ws_bytes / 4);
+  for (auto& x : parts) x = 4 * rnd();
+  cuda::DeviceBuffer dparts(ctx, ws_bytes), dbias(ctx, bias.size() * 4), dw(ctx, norm_w.size() * 4),
+      dfreq(ctx, inv_freq.size() * 4);
+  dparts.upload(parts.data(), ws_bytes);
+  dbias.upload(bias.data(), bias.size() * 4);
+  dw.upload(norm_w.data(), norm_w.size() * 4);
+  dfreq.upload(inv_freq.data(), inv_freq.size() * 4);
+  std::vector<cuda::DeviceBuffer> c, normed, c_ref, normed_ref;
+  PfGemmGroup pg{}, out{};
+  PfRowRope rr;
+  pg.count = out.count = 3;
+  for (int j = 0, off = 0; j < 3; off += n[j++]) {
+    for (auto* v : {&c, &normed, &c_ref, &normed_ref}) {
+      v->emplace_back(ctx, size_t(M) * n[j] * 4);
+      v->back().fill_bytes(0xff);
+    }
+    pg.c[j] = dparts.ptr() + at[j];
+    out.c[j] = c.back().ptr();
+    out.bias[j] = dbias.ptr() + uint64_t(off) * 4;
+    out.n[j] = n[j];
+    if (j == 2) continue;  // v: no norm
+    rr.w[j] = dw.ptr() + uint64_t(j) * D * 4;
+    rr.inv_freq[j] = dfreq.ptr() + uint64_t(j) * D / 2 * 4;
+    rr.out[j] = normed.back().ptr();
+    rr.heads[j] = n[j] / D;
+    rr.d[j] = D;
+    rr.eps[j] = 1e-6f;
+  }
+  rr.pos0 = pos0;
+  cuda::LaunchConfig rc;
+  rc.grid = {unsigned(M), 3, 1};
+  rc.block.x = kRowThreads;
+  cuda::launch_args(k[PrefillKernels::GemmReduceGroup], rc, stream, pg, Z, out, M, rr);
+  cuda::LaunchConfig ec, hc;
+  ec.grid.x = 64, ec.block.x = 256;
+  hc.grid.x = unsigned(M), hc.block.x = kRowThreads;
+  for (int j = 0; j < 3; ++j) {
+    cuda::launch_args(k[PrefillKernels::GemmReduce], ec, stream, pg.c[j], Z, out.bias[j], uint64_t(0),
+                      c_ref[size_t(j)].ptr(), M, n[j]);
+    if (j < 2)
+      cuda::launch_args(k[PrefillKernels::Rope], hc, stream, c_ref[size_t(j)].ptr(), rr.w[j], rr.inv_freq[j],
+                        normed_ref[size_t(j)].ptr(), n[j] / D, D, rr.eps[j], pos0);
+  }
+  stream.synchronize();
+  auto bits = [&](const cuda::DeviceBuffer& b, int j) {
+    std::vector<uint32_t> v(size_t(M) * n[j]);
+    b.download(v.data(), v.size() * 4);
+    return v;
+  };
+  for (int j = 0; j < 3; ++j) {
+    const std::vector<uint32_t> got = bits(c[size_t(j)], j), want = bits(c_ref[size_t(j)], j);
+    for (uint32_t u : got) ASSERT_NE(u, 0xffffffffu) << "member " << j << ": an element left unwritten";
+    EXPECT_EQ(got, want) << "member " << j << ": the reduced rows";
+    if (j == 2) continue;
+    const std::vector<uint32_t> gn = bits(normed[size_t(j)], j), wn = bits(normed_ref[size_t(j)], j);
+    for (uint32_t u : gn) ASSERT_NE(u, 0xffffffffu) << "member " << j << ": a normed element left unwritten";
+    EXPECT_EQ(gn, wn) << "member " << j << ": the normed and rotated rows";
+  }
+  std::vector<uint32_t> v_normed = bits(normed[2], 2);
+  for (uint32_t u : v_normed) ASSERT_EQ(u, 0xffffffffu) << "v has no norm: its buffer stays untouched";
+}
+
 // The _rope entries (head norm and RoPE in the wgmma epilogue, heads of kHeadRopeDim): q (4
 // heads) and k (2) normed and rotated, v (2 heads' width) stored plainly, all with a bias, in
 // one group grid of the wide and of the narrow tile, and q alone on the _rope entry; M with a

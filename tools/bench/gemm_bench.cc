@@ -76,7 +76,7 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
     normed.emplace_back(ctx, size_t(M) * n * 4);
   }
   cuda::DeviceBuffer a(ctx, size_t(M) * K * 2), bias(ctx, size_t(n_total) * 4), norm_w(ctx, kHeadRopeDim * 4),
-      inv_freq(ctx, kHeadRopeDim / 2 * 4), ws(ctx, size_t(gemm_workspace_bytes(sms)));
+      inv_freq(ctx, kHeadRopeDim / 2 * 4), ws(ctx, size_t(gemm_workspace_bytes(sms)) + 64);  // + the pads
   a.fill_bytes(0x3d);
   bias.fill_bytes(0x3c);
   norm_w.fill_bytes(0x3f);
@@ -148,9 +148,13 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
   const GemmLaunch whole = gemm_launch(M, n_total, K, sms, true);
   int tiles = 0;
   for (int n : ns) tiles += (n + lt.bn - 1) / lt.bn;
-  for (int z : {whole.large ? whole.splits : 0, 2, 3, 4, 5, 6, 8}) {
+  const int chosen = whole.large ? whole.splits : 0;  // first, then the others once each
+  std::vector<int> zs{chosen};
+  for (int z : {2, 3, 4, 5, 6, 8})
+    if (z != chosen) zs.push_back(z);
+  for (int z : zs) {
     if (z < 2 || z > K / lt.bk || int64_t(z) * M * n_total * 4 > gemm_workspace_bytes(sms) ||
-        (z != whole.splits && tiles * z > 2 * sms))
+        (z != chosen && tiles * z > 2 * sms))
       continue;
     PfGemmGroup grp{}, parts{};
     grp.count = count;
@@ -164,7 +168,7 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
     parts = grp;
     for (int j = 0; j < count; ++j) {
       parts.c[j] = ws.ptr() + uint64_t(at);
-      at += int64_t(z) * M * ns[size_t(j)] * 4;
+      at += (int64_t(z) * M * ns[size_t(j)] * 4 + 7) / 8 * 8;  // as PrefillProgram lays them out
     }
     const TileGrid tg = tile_grid((M + lt.bm - 1) / lt.bm, tiles);
     cuda::LaunchConfig cfg;
@@ -192,7 +196,7 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
         cuda::launch_args(k[PrefillKernels::GemmReduceGroup], rc, stream, parts, z, grp, M, fold ? rr : PfRowRope{});
         if (!fold) norms();
       });
-      report(std::string(z == whole.splits ? "group (chosen) z=" : "group z=") + std::to_string(z) +
+      report(std::string(z == chosen ? "group (chosen) z=" : "group z=") + std::to_string(z) +
                  (fold ? " norms in" : " + 2 norms"),
              int(tg.x * tg.y) * z, us);
     }

@@ -51,13 +51,6 @@ bool writes_bf16(ir::OpKind k) {
 // The KV cache's planes: each layer's KV heads, keys and values.
 int64_t kv_planes(const ir::Graph& g) { return 2 * int64_t(g.kv_cache.num_layers) * g.kv_cache.num_kv_heads; }
 
-// A grid-strided element-wise launch over n elements: at most kPrefillMaxGridThreads threads.
-cuda::LaunchConfig elementwise(long long n) {
-  cuda::LaunchConfig c;
-  c.block.x = 256;
-  c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, ir::kPrefillMaxGridThreads / 256));
-  return c;
-}
 
 // Every prefill launch: a programmatic dependent of the kernel before it where the kernels
 // allow it (PrefillKernels::overlap; each waits for that kernel first, pf_wait_prior), so its
@@ -131,6 +124,13 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
 }
 
 bool prefill_wgmma(const std::string& arch) { return arch == "sm_90a"; }
+
+cuda::LaunchConfig prefill_elementwise(long long n) {
+  cuda::LaunchConfig c;
+  c.block.x = 256;
+  c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, ir::kPrefillMaxGridThreads / 256));
+  return c;
+}
 
 std::string prefill_source(const std::string& arch) {
   std::string s = embedded_kernel("scalar.cuh");
@@ -508,7 +508,7 @@ void PrefillProgram::enqueue_shadow(const PrefillKernels& k, const cuda::Stream&
   // Launches of at most kPrefillMaxShadowPositions positions (ir::prefill_kv_shadow_nest).
   for (int p0 = from, len = 0; p0 < to; p0 += len) {
     len = int(std::min<int64_t>(to - p0, ir::kPrefillMaxShadowPositions));
-    cuda::LaunchConfig c = elementwise((long long)len * d / 2);
+    cuda::LaunchConfig c = prefill_elementwise((long long)len * d / 2);
     c.grid.y = unsigned(planes);
     pf_launch(k, k[PrefillKernels::KvShadow], c, stream, b.kv, b.kv16, int(mem_.kv_capacity), int(d), p0, len);
   }
@@ -647,7 +647,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         // The KV append writes nothing for a chunk past the capacity (ir::prefill_kv_store_nest).
         MPK_ICHECK(int64_t(pos0) + rows <= cap)
             << "prefill: rows " << pos0 << " + " << rows << " past the KV capacity " << cap;
-        pf_launch(k, k[K::KvStore], elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
+        pf_launch(k, k[K::KvStore], prefill_elementwise((long long)rows * hkv * d / 2), stream, ptr(s.inputs[1]),
                   ptr(s.inputs[2]), kc, vc, kc16, vc16, rows, hkv, d, cap, pos0);
         enqueue_attention(k, stream, {ptr(s.inputs[0]), kc16, vc16, out, rows, hq, hkv, d, cap, pos0,
                                       float(op.attrs.scale), bool(bf16_[size_t(s.output)])});
@@ -841,7 +841,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           MPK_ICHECK(gl.splits == 1 || m * n <= ir::kPrefillMaxElements)
               << "prefill: split GEMM of " << m << " x " << n;
           if (gl.splits > 1)
-            pf_launch(k, k[K::GemmReduce], elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
+            pf_launch(k, k[K::GemmReduce], prefill_elementwise((long long)m * n), stream, ws, gl.splits, bias, res,
                       dst, m, n);
         }
         break;
@@ -850,14 +850,14 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
         if (std::exchange(silu_done, false)) break;  // the SwiGLU kernel wrote it
         const long long n = (long long)nrows(s.output) * cols(s.output);
         MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
-        pf_launch(k, k[K::SiluMul], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
+        pf_launch(k, k[K::SiluMul], prefill_elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n,
                   int(bf16_[size_t(s.output)]));
         break;
       }
       case ir::OpKind::Add: {
         const long long n = (long long)nrows(s.output) * cols(s.output);
         MPK_ICHECK(n <= ir::kPrefillMaxElements) << "prefill: " << n << " elements (prefill_unsupported)";
-        pf_launch(k, k[K::Add], elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
+        pf_launch(k, k[K::Add], prefill_elementwise(n), stream, ptr(s.inputs[0]), ptr(s.inputs[1]), out, n);
         break;
       }
       case ir::OpKind::LastRow:

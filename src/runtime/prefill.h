@@ -232,6 +232,9 @@ TileGrid tile_grid(int64_t nm, int64_t nn);
 // The wgmma SwiGLU entry's launch over the grid `tg` (its X, Y: tg.x, tg.y): a CTA per tile, or
 // for grids of five waves or more one CTA per SM, each walking the grid's blocks.
 cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms);
+// The launch of a grid-strided element-wise kernel over n elements (the reduces, SiLU-gating,
+// add, the KV append): blocks of 256, at most kPrefillMaxGridThreads threads.
+cuda::LaunchConfig prefill_elementwise(long long n);
 // Every split count gemm_launch gives the graph's projections for 1 .. max_rows rows, and every
 // stream-K CTA count (streamk_ctas) of its projection steps (what the even split's proofs must
 // cover), in increasing order.

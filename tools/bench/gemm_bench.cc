@@ -95,10 +95,8 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
                 percentile(us, 99), double(set_bytes) / (p50 * 1e-6) / 1e12);
   };
   std::printf("group %s x %d (members 0 and 1 normed), programmatic launches:\n", name.c_str(), K);
-  auto elementwise = [](long long n) {
-    cuda::LaunchConfig c;
-    c.block.x = 256;
-    c.grid.x = unsigned(std::clamp<long long>((n + 255) / 256, 1, 65535));
+  auto elementwise = [](long long n) {  // as the prefill launches its element-wise kernels
+    cuda::LaunchConfig c = prefill_elementwise(n);
     c.programmatic = true;
     return c;
   };
@@ -286,9 +284,7 @@ int main(int argc, char** argv) {
                     percentile(us, 95), percentile(us, 99), double(wbytes) / (p50 * 1e-6) / 1e12);
       };
       auto reduce = [&](int splits) {
-        cuda::LaunchConfig rc;
-        rc.block.x = 256;
-        rc.grid.x = unsigned(std::clamp<long long>((1LL * M * N + 255) / 256, 1, 65535));
+        cuda::LaunchConfig rc = prefill_elementwise(1LL * M * N);
         rc.programmatic = pdl;
         cuda::launch_args(k[PrefillKernels::GemmReduce], rc, stream, ws.ptr(), splits, bias.ptr(), uint64_t(0), c.ptr(),
                           M, N);

@@ -562,43 +562,48 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
   };
   // The head norm + RoPE steps a projection's epilogue ran (PrefillStep::head_rope).
   std::vector<bool> fused(steps_.size(), false);
+  // The head norm + RoPE step that member j of linear step s feeds (PrefillStep::head_rope),
+  // marked as run by the launch that takes it; null where there is none.
+  auto take_norm = [&](const PrefillStep& s, size_t j) -> const PrefillStep* {
+    if (j >= s.head_rope.size() || s.head_rope[j] < 0) return nullptr;
+    fused[size_t(s.head_rope[j])] = true;
+    return &steps_[size_t(s.head_rope[j])];
+  };
   // Member j of linear step s into slot `at` of hr, where its epilogue can take the head norm
   // and RoPE: returns where the epilogue writes (the norm step's output), else 0.
   auto head_rope = [&](const PrefillStep& s, size_t j, PfHeadRope& hr, size_t at) -> uint64_t {
-    if (j >= s.head_rope.size() || s.head_rope[j] < 0 || !k.rope()) return 0;
-    const PrefillStep& h = steps_[size_t(s.head_rope[j])];
-    const ir::Op& norm = g_.ops[size_t(h.op)];
-    MPK_ICHECK(rope_cos_offset(h.rope_op) >= 0) << "prefill: RoPE without a cos/sin table";
+    const PrefillStep* h = k.rope() ? take_norm(s, j) : nullptr;
+    if (!h) return 0;
+    const ir::Op& norm = g_.ops[size_t(h->op)];
+    MPK_ICHECK(rope_cos_offset(h->rope_op) >= 0) << "prefill: RoPE without a cos/sin table";
     // Rows pos0 .. pos0 + rows - 1 of the tables: inside kv_capacity, as the KV append checks.
     MPK_ICHECK(int64_t(pos0) + rows <= mem_.kv_capacity) << "prefill: RoPE past the tables";
     hr.w[at] = cnst(norm.weight);
-    hr.cs[at] = b.scratch + uint64_t(rope_cos_offset(h.rope_op));
-    hr.sn[at] = b.scratch + uint64_t(rope_sin_offset(h.rope_op));
+    hr.cs[at] = b.scratch + uint64_t(rope_cos_offset(h->rope_op));
+    hr.sn[at] = b.scratch + uint64_t(rope_sin_offset(h->rope_op));
     hr.eps[at] = float(norm.attrs.eps);
     hr.pos0 = pos0;
-    fused[size_t(s.head_rope[j])] = true;
-    return ptr(h.output);
+    return ptr(h->output);
   };
-  // Member j of linear step s into rr where it feeds a head norm + RoPE (PrefillStep::head_rope)
-  // that pf_gemm_reduce_group can apply to its reduced rows.
+  // Member j of linear step s into rr where it feeds a head norm + RoPE that
+  // pf_gemm_reduce_group can apply to its reduced rows (pf_head_norm_rope's arguments).
   auto row_rope = [&](const PrefillStep& s, size_t j, PfRowRope& rr) {
-    if (j >= s.head_rope.size() || s.head_rope[j] < 0) return;
-    const PrefillStep& h = steps_[size_t(s.head_rope[j])];
-    const ir::Op &norm = g_.ops[size_t(h.op)], &rope = g_.ops[size_t(h.rope_op)];
-    MPK_ICHECK(mem_.rope_offset[size_t(h.rope_op)] >= 0) << "prefill: RoPE without a table";
+    const PrefillStep* h = take_norm(s, j);
+    if (!h) return;
+    const ir::Op &norm = g_.ops[size_t(h->op)], &rope = g_.ops[size_t(h->rope_op)];
+    MPK_ICHECK(mem_.rope_offset[size_t(h->rope_op)] >= 0) << "prefill: RoPE without a table";
     // pf_head_norm_rope_row's proved range: up to 1,024 heads.
     MPK_ICHECK(norm.weight >= 0 && rope.attrs.head_dim <= kRopeMaxHeadDim && rope.attrs.head_dim % 2 == 0 &&
                rope.attrs.num_heads <= 1024 &&
-               int64_t(rope.attrs.num_heads) * rope.attrs.head_dim == cols(h.inputs[0]))
+               int64_t(rope.attrs.num_heads) * rope.attrs.head_dim == cols(h->inputs[0]))
         << "prefill: a head norm + RoPE of " << rope.attrs.num_heads << " x " << rope.attrs.head_dim;
     rr.w[j] = cnst(norm.weight);
-    rr.inv_freq[j] = b.consts + uint64_t(mem_.rope_offset[size_t(h.rope_op)]);
-    rr.out[j] = ptr(h.output);
+    rr.inv_freq[j] = b.consts + uint64_t(mem_.rope_offset[size_t(h->rope_op)]);
+    rr.out[j] = ptr(h->output);
     rr.heads[j] = int32_t(rope.attrs.num_heads);
     rr.d[j] = int32_t(rope.attrs.head_dim);
     rr.eps[j] = float(norm.attrs.eps);
     rr.pos0 = pos0;
-    fused[size_t(s.head_rope[j])] = true;
   };
   bool silu_done = false;  // by the previous step's SwiGLU kernel
   for (size_t si = 0; si < steps_.size(); ++si) {

@@ -117,8 +117,9 @@ struct PfTmaMaps {
 // their epilogue, per group member (w 0: a plain store), for heads of kHeadRopeDim.
 inline constexpr int kHeadRopeDim = 128;  // PF_HR_D
 struct PfHeadRope {
-  uint64_t w[3] = {}, cs[3] = {}, sn[3] = {};  // sn: the sines, after cs's kv_capacity rows
-  float eps[3] = {};
+  // sn: the sines, after cs's kv_capacity rows.
+  uint64_t w[kGroupMax] = {}, cs[kGroupMax] = {}, sn[kGroupMax] = {};
+  float eps[kGroupMax] = {};
   int32_t pos0 = 0;
 };
 // kernels/prefill_gemm.cuh's PfRowRope: the head norm + RoPE pf_gemm_reduce_group applies to

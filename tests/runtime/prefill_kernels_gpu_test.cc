@@ -61,6 +61,30 @@ std::optional<PrefillKernels> kernels_for(const cuda::Context& ctx, const char* 
   return std::optional<PrefillKernels>(std::in_place, ctx, cr.cubin, source_arch, true, true);
 }
 
+// Random GEMM operands from `seed` (xorshift, in [-1, 1): A [M][K] and W [N][K] rounded to bf16,
+// then a bias [N] and a residual [M][N]) and the exact product A W^T in double ([M][N]).
+struct GemmOperands {
+  std::vector<uint16_t> a, w;
+  std::vector<float> bias, res;
+  std::vector<double> dot;
+};
+GemmOperands random_gemm(int M, int N, int K, uint32_t seed) {
+  GemmOperands o{std::vector<uint16_t>(size_t(M) * K), std::vector<uint16_t>(size_t(N) * K), std::vector<float>(N),
+                 std::vector<float>(size_t(M) * N), std::vector<double>(size_t(M) * N)};
+  Uniform rnd(seed);
+  for (auto& x : o.a) x = bf16(rnd());
+  for (auto& x : o.w) x = bf16(rnd());
+  for (auto& x : o.bias) x = rnd();
+  for (auto& x : o.res) x = rnd();
+  for (int i = 0; i < M; ++i)
+    for (int j = 0; j < N; ++j) {
+      double acc = 0;
+      for (int t = 0; t < K; ++t) acc += double(widen(o.a[size_t(i) * K + t])) * widen(o.w[size_t(j) * K + t]);
+      o.dot[size_t(i) * N + j] = acc;
+    }
+  return o;
+}
+
 // Every tile shape, with and without a K split, on shapes with partial tiles in M, N and K:
 // against a double-precision sum of the same bf16 operands, plus bias and residual. The module
 // is the prefill's source for `source_arch` compiled for the device: on an H200, "sm_90a" runs
@@ -72,19 +96,13 @@ void check_gemm_tiles(const char* source_arch, int M, int N, int K) {
   const PrefillKernels& k = *kernels;
   cuda::Stream stream(ctx);
   std::printf("[prefill gemm] %s source, M %d N %d K %d\n", source_arch, M, N, K);
-  std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
-  std::vector<float> bias(N), res(size_t(M) * N);
-  Uniform rnd(12345);
-  for (auto& x : a) x = bf16(rnd());
-  for (auto& x : w) x = bf16(rnd());
-  for (auto& x : bias) x = rnd();
-  for (auto& x : res) x = rnd();
+  const GemmOperands op = random_gemm(M, N, K, 12345);
+  const auto& [a, w, bias, res, dot] = op;
   std::vector<double> want(size_t(M) * N);
   for (int i = 0; i < M; ++i)
     for (int j = 0; j < N; ++j) {
-      double acc = 0;
-      for (int t = 0; t < K; ++t) acc += double(widen(a[size_t(i) * K + t])) * widen(w[size_t(j) * K + t]);
-      want[size_t(i) * N + j] = acc + bias[size_t(j)] + res[size_t(i) * N + j];
+      const size_t e = size_t(i) * N + j;
+      want[e] = dot[e] + bias[size_t(j)] + res[e];
     }
   cuda::DeviceBuffer da(ctx, a.size() * 2), dw(ctx, w.size() * 2), db(ctx, N * 4), dr(ctx, res.size() * 4),
       dc(ctx, res.size() * 4), ws(ctx, size_t(4) * M * N * 4);
@@ -341,20 +359,8 @@ TEST(PrefillGpuGemm, TileShapesAndKSplitsMatchAnExactSum) {
 // back to zero and the partials' fixed order give the same bits every time.
 void check_streamk(const cuda::Context& ctx, const PrefillKernels& k, int M, int N, int K, int ctas) {
   cuda::Stream stream(ctx);
-  Uniform rnd(999u + uint32_t(M * 7 + ctas));
-  std::vector<uint16_t> a(size_t(M) * K), w(size_t(N) * K);
-  std::vector<float> bias(N), res(size_t(M) * N);
-  for (auto& x : a) x = bf16(rnd());
-  for (auto& x : w) x = bf16(rnd());
-  for (auto& x : bias) x = rnd();
-  for (auto& x : res) x = rnd();
-  std::vector<double> dot(size_t(M) * N);
-  for (int i = 0; i < M; ++i)
-    for (int j = 0; j < N; ++j) {
-      double acc = 0;
-      for (int t = 0; t < K; ++t) acc += double(widen(a[size_t(i) * K + t])) * widen(w[size_t(j) * K + t]);
-      dot[size_t(i) * N + j] = acc;
-    }
+  const GemmOperands op = random_gemm(M, N, K, 999u + uint32_t(M * 7 + ctas));
+  const auto& [a, w, bias, res, dot] = op;
   const GemmTile& tile = k.tile(true);
   const int ks = (K + tile.bk - 1) / tile.bk;
   cuda::DeviceBuffer da(ctx, a.size() * 2), dw(ctx, w.size() * 2), db(ctx, N * 4), dr(ctx, res.size() * 4),

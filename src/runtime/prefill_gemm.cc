@@ -109,26 +109,11 @@ cuda::LaunchConfig wgmma_swiglu_config(const TileGrid& tg, int num_sms) {
 }
 
 std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, int num_sms) {
-  // (n, k) of every projection, and of the groups PrefillProgram may form (a projection with the
-  // next one or two on its input and K: their columns together, one grid's split).
+  // Each projection and the groups PrefillProgram may form with it (the next one or two on its
+  // input and K): the (n, k) of their columns together, one grid's K split; and stream-K's CTAs
+  // over a step's K steps (the projection as a SwiGLU tile's gate, the group's tiles).
   std::set<std::pair<int64_t, int64_t>> shapes;
-  for (size_t i = 0; i < g.ops.size(); ++i) {
-    const ir::Op& op = g.ops[i];
-    if (op.kind != ir::OpKind::Linear) continue;
-    const int64_t k = g.weight(op.weight).shape.at(1);
-    int64_t n = 0;
-    for (size_t j = i; j < std::min(g.ops.size(), i + kGroupMax); ++j) {
-      const ir::Op& o = g.ops[j];
-      if (o.kind != ir::OpKind::Linear || o.inputs[0] != op.inputs[0] || g.weight(o.weight).shape.at(1) != k) break;
-      shapes.insert({n += g.weight(o.weight).shape.at(0), k});
-    }
-  }
   std::set<int64_t> counts;
-  for (const auto& [n, k] : shapes)
-    for (int64_t m = 1; m <= max_rows; ++m)
-      for (const bool wgmma : {false, true}) counts.insert(gemm_launch(m, n, k, num_sms, wgmma).splits);
-  // Stream-K's CTAs over a step's K steps: a projection alone, as a SwiGLU tile's gate, and the
-  // groups PrefillProgram may form (a projection with the next one or two on its input and K).
   auto streamk = [&](int64_t tiles, int64_t k) {
     counts.insert(streamk_ctas(tiles * ceil_div(k, kWgmmaTile.bk), num_sms));
   };
@@ -137,13 +122,18 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
     if (op.kind != ir::OpKind::Linear) continue;
     const int64_t k = g.weight(op.weight).shape.at(1);
     streamk(ceil_div(g.weight(op.weight).shape.at(0), kWgmmaTile.bn / 2), k);
-    int64_t tiles = 0;
+    int64_t n = 0, tiles = 0;
     for (size_t j = i; j < std::min(g.ops.size(), i + kGroupMax); ++j) {
       const ir::Op& o = g.ops[j];
       if (o.kind != ir::OpKind::Linear || o.inputs[0] != op.inputs[0] || g.weight(o.weight).shape.at(1) != k) break;
-      streamk(tiles += ceil_div(g.weight(o.weight).shape.at(0), kWgmmaTile.bn), k);
+      const int64_t cols = g.weight(o.weight).shape.at(0);
+      shapes.insert({n += cols, k});
+      streamk(tiles += ceil_div(cols, kWgmmaTile.bn), k);
     }
   }
+  for (const auto& [n, k] : shapes)
+    for (int64_t m = 1; m <= max_rows; ++m)
+      for (const bool wgmma : {false, true}) counts.insert(gemm_launch(m, n, k, num_sms, wgmma).splits);
   return {counts.begin(), counts.end()};
 }
 

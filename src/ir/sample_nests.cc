@@ -2,6 +2,7 @@
 // the step's logits, its radix histogram's reset, and its loops over the sorted candidates.
 #include <map>
 #include <string>
+#include <vector>
 
 #include "ir/layouts.h"
 #include "ir/task_nests.h"
@@ -11,44 +12,53 @@ namespace {
 
 IndexExpr v(const char* name) { return IndexExpr::var(name); }
 
+// The pass over the logits, `U` vectors in flight per thread, printed as `name`.
+LoopNest scan_nest(const std::string& name, int64_t U_value) {
+  // n4: the whole vectors (a let in the body; the ranges and covers are over the parameters).
+  const IndexExpr N = v("n"), n4 = v("n4"), vecs = N / 4, U = v("U"), threads = v("threads"), tid = v("tid");
+  const IndexExpr j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
+  LoopNest m;
+  m.signature = "template <class F>\n__device__ __forceinline__ void " + name + "(const float* logits, int n_, F f)";
+  m.params = {{"n", "n_", 1, 1 << 24}, {"U", std::to_string(U_value), U_value, U_value},
+              {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+  m.ranges = {{"vectors", 0, vecs}, {"tail", 4 * vecs, N}, {"round", 0, U}};
+  m.accesses = {
+      // The logits as 16-byte vectors (buffers are 256-byte aligned): vector jj's thread,
+      // round and slot.
+      {"l4", "((const float4*)logits)", "vectors", j, true,
+       {{{{"jj", vecs}}, jj,
+         {{"tid", jj % threads}, {"r", jj / (threads * U)}, {"u", jj % (threads * U) / threads}}}}},
+      {"v", "v", "round", u, false, {}, CType::Int},
+      {"x", "logits", "tail", j, true, {{{{"jj", N - 4 * vecs}}, 4 * vecs + jj, {{"tid", jj % threads}, {"j0", 4 * vecs + jj / threads * threads}}}}},
+  };
+  // Calls f(i, logits[i], true) for every i < n, in rounds that whole warps take together (f
+  // may use warp collectives; a lane past the end calls f with false). Each thread's U loads
+  // of a round go out before any is used: one CTA streams the logits from L2, so the loads'
+  // latency, not their bytes, sets the pace.
+  m.body = {thread("tid"), let("n4", N / 4),
+            loop("r", LoopKind::Serial, (n4 + threads * U - 1) / (threads * U), 1,
+                 {let("j0", v("r") * (threads * U)), code("float4 v[U];"),
+                  loop("u", LoopKind::Unrolled, U, 1,
+                       {let("j", j0 + u * threads + tid), code("{v} = make_float4(0.f, 0.f, 0.f, 0.f);"),
+                        guard(j, n4, {code("{v} = __ldcg(&{l4});")})}),
+                  loop("u", LoopKind::Unrolled, U, 1,
+                       {let("j", j0 + u * threads + tid), code("bool in = false;"), guard(j, n4, {code("in = true;")}),
+                        code("mk_sample_visit4(f, j, {v}, in);")})}),
+            loop_from("j0", 4 * n4, N, threads,
+                      {let("j", j0 + tid), code("float x = 0.f;"), code("bool in = false;"),
+                       guard(j, N, {code("x = __ldcg(&{x});"), code("in = true;")}), code("f(j, x, in);")})};
+  return m;
+}
+
 }  // namespace
 
 const LoopNest& sample_scan_nest() {
-  static const LoopNest n = [] {
-    // n4: the whole vectors (a let in the body; the ranges and covers are over the parameters).
-    const IndexExpr N = v("n"), n4 = v("n4"), vecs = N / 4, U = v("U"), threads = v("threads"), tid = v("tid");
-    const IndexExpr j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
-    LoopNest m;
-    m.signature = "template <class F>\n__device__ __forceinline__ void mk_sample_scan(const float* logits, int n_, F f)";
-    m.params = {{"n", "n_", 1, 1 << 24}, {"U", "8", 8, 8}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
-    m.ranges = {{"vectors", 0, vecs}, {"tail", 4 * vecs, N}, {"round", 0, U}};
-    m.accesses = {
-        // The logits as 16-byte vectors (buffers are 256-byte aligned): vector jj's thread,
-        // round and slot.
-        {"l4", "((const float4*)logits)", "vectors", j, true,
-         {{{{"jj", vecs}}, jj,
-           {{"tid", jj % threads}, {"r", jj / (threads * U)}, {"u", jj % (threads * U) / threads}}}}},
-        {"v", "v", "round", u, false, {}, CType::Int},
-        {"x", "logits", "tail", j, true, {{{{"jj", N - 4 * vecs}}, 4 * vecs + jj, {{"tid", jj % threads}, {"j0", 4 * vecs + jj / threads * threads}}}}},
-    };
-    // Calls f(i, logits[i], true) for every i < n, in rounds that whole warps take together (f
-    // may use warp collectives; a lane past the end calls f with false). Each thread's U loads
-    // of a round go out before any is used: one CTA streams the logits from L2, so the loads'
-    // latency, not their bytes, sets the pace.
-    m.body = {thread("tid"), let("n4", N / 4),
-              loop("r", LoopKind::Serial, (n4 + threads * U - 1) / (threads * U), 1,
-                   {let("j0", v("r") * (threads * U)), code("float4 v[U];"),
-                    loop("u", LoopKind::Unrolled, U, 1,
-                         {let("j", j0 + u * threads + tid), code("{v} = make_float4(0.f, 0.f, 0.f, 0.f);"),
-                          guard(j, n4, {code("{v} = __ldcg(&{l4});")})}),
-                    loop("u", LoopKind::Unrolled, U, 1,
-                         {let("j", j0 + u * threads + tid), code("bool in = false;"), guard(j, n4, {code("in = true;")}),
-                          code("mk_sample_visit4(f, j, {v}, in);")})}),
-              loop_from("j0", 4 * n4, N, threads,
-                        {let("j", j0 + tid), code("float x = 0.f;"), code("bool in = false;"),
-                         guard(j, N, {code("x = __ldcg(&{x});"), code("in = true;")}), code("f(j, x, in);")})};
-    return m;
-  }();
+  static const LoopNest n = scan_nest("mk_sample_scan", 8);
+  return n;
+}
+
+const LoopNest& sample_scan2_nest() {
+  static const LoopNest n = scan_nest("mk_sample_scan2", 2);
   return n;
 }
 
@@ -106,35 +116,57 @@ const LoopNest& sample_hist_clear_nest() {
   return n;
 }
 
+namespace {
+
+// One thread's loop over k weights in rounds of U: each round's loads first, then `use` per
+// weight in order ({x}: the weight); `access` names the weights' access.
+Block weight_rounds(const IndexExpr& K, const char* access, Block use) {
+  const IndexExpr U = v("U"), j0 = v("j0"), u = v("u"), j = v("j");
+  return Block{code("float x[U];"),
+               loop("u", LoopKind::Unrolled, U, 1,
+                    {let("j", j0 + u), code("{x} = 0.f;"), guard(j, K, {code(std::string("{x} = {") + access + "};")})}),
+               loop("u", LoopKind::Unrolled, U, 1, {let("j", j0 + u), guard(j, K, std::move(use))})};
+}
+
+LoopNest weights_nest(std::string signature) {
+  const IndexExpr K = v("k");
+  LoopNest m;
+  m.signature = std::move(signature);
+  m.params = {{"k", "k_", 1, 1 << 16}, {"U", "8", 8, 8}, {"threads", "1", 1, 1}};
+  m.ranges = {{"weights", 0, K}, {"round", 0, v("U")}};
+  m.accesses = {{"x", "x", "round", v("u"), false, {}, CType::Int}};
+  return m;
+}
+
+}  // namespace
+
+const LoopNest& sample_total_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr K = v("k"), U = v("U"), jj = v("jj");
+    LoopNest m = weights_nest("__device__ __forceinline__ u64 mk_sample_total(const float* w, int k_)");
+    m.accesses.push_back(
+        {"w", "w", "weights", v("j"), true, {{{{"jj", K}}, jj, {{"tid", 0}, {"j0", jj / U * U}, {"u", jj % U}}}}, CType::Int});
+    // The nest's one thread (thread 0 of the block calls it); integer adds: any order.
+    m.body = {thread("tid", "0"), code("u64 total = 0;"),
+              loop("j0", LoopKind::Serial, K, U, weight_rounds(K, "w", {code("total += mpk_nucleus_mass({x});")})),
+              code("return total;")};
+    return m;
+  }();
+  return n;
+}
+
 const LoopNest& sample_cut_nest() {
   static const LoopNest n = [] {
-    const IndexExpr K = v("k"), U = v("U"), j0 = v("j0"), u = v("u"), j = v("j"), jj = v("jj");
-    LoopNest m;
-    m.signature = "__device__ __forceinline__ int mk_sample_cut(const float* w, int k_, float top_p)";
-    m.params = {{"k", "k_", 1, 1 << 16}, {"U", "8", 8, 8}, {"threads", "1", 1, 1}};
-    m.ranges = {{"weights", 0, K}, {"round", 0, U}};
-    // U weights loaded at a time, then added in order (one thread: the order is the sum's).
-    auto rounds = [&](const char* w, Block use) {
-      return Block{code("float x[U];"),
-                   loop("u", LoopKind::Unrolled, U, 1,
-                        {let("j", j0 + u), code("{x} = 0.f;"), guard(j, K, {code(std::string("{x} = {") + w + "};")})}),
-                   loop("u", LoopKind::Unrolled, U, 1, {let("j", j0 + u), guard(j, K, std::move(use))})};
-    };
-    m.accesses = {
-        {"w", "w", "weights", j, true, {{{{"jj", K}}, jj, {{"tid", 0}, {"j0", jj / U * U}, {"u", jj % U}}}}, CType::Int},
-        // The second pass stops at the cut (break): its reads are a prefix, no cover.
-        {"w2", "w", "weights", j, true, {}, CType::Int},
-        {"x", "x", "round", u, false, {}, CType::Int},
-    };
-    Block second = {code("if (c < k) break;  // the cut found")};
-    for (Stmt& st : rounds("w2", {code("if (c == k) {"), code("  run = __fadd_rn(run, {x});"),
-                                  code("  if (run >= target) c = j + 1;"), code("}")}))
-      second.push_back(std::move(st));
-    // The nest's one thread (thread 0 of the block calls it).
-    m.body = {thread("tid", "0"), code("float total = 0.f;"),
-              loop("j0", LoopKind::Serial, K, U, rounds("w", {code("total = __fadd_rn(total, {x});")})),
-              code("const float target = __fmul_rn(top_p, total);"), code("float run = 0.f;"), code("int c = k;"),
-              loop("j0", LoopKind::Serial, K, U, std::move(second)), code("return c;")};
+    const IndexExpr K = v("k"), U = v("U");
+    LoopNest m = weights_nest("__device__ __forceinline__ int mk_sample_cut(const float* w, int k_, u64 run, double target)");
+    // The loop stops at the cut (break): its reads are a prefix, no cover.
+    m.accesses.push_back({"w", "w", "weights", v("j"), true, {}, CType::Int});
+    Block rounds = {code("if (c < k) break;  // the cut found")};
+    for (Stmt& st : weight_rounds(K, "w", {code("if (c == k) {"), code("  run += mpk_nucleus_mass({x});"),
+                                            code("  if (mpk_nucleus_reached(run, target)) c = j + 1;"), code("}")}))
+      rounds.push_back(std::move(st));
+    m.body = {thread("tid", "0"), code("int c = k;"), loop("j0", LoopKind::Serial, K, U, std::move(rounds)),
+              code("return c;")};
     return m;
   }();
   return n;
@@ -154,6 +186,40 @@ const LoopNest& sample_walk_nest() {
               loop("i", LoopKind::Serial, B, 1,
                    {let("b", B - 1 - i), code("found = b;"), code("const int h = (int){bin};"),
                     code("if (above + h >= need) break;"), code("above += h;")}),
+              code("return found;")};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_mass_clear_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr B = v("B"), b = v("b"), bb = v("bb");
+    LoopNest m;
+    m.signature = "__device__ __noinline__ void mk_sample_mass_clear(unsigned* hist, u64* mass)";
+    m.params = {{"B", "256", 256, 256}, {"threads", "MK_COMPUTE_THREADS", 32, 1024}};
+    m.ranges = {{"bins", 0, B}};
+    const std::vector<Cover> every = {{{{"bb", B}}, bb, {{"b", bb}}}};
+    m.accesses = {{"bin", "hist", "bins", b, true, every, CType::Int}, {"mass", "mass", "bins", b, true, every, CType::Int}};
+    m.body = {loop("b", LoopKind::Threads, B, 1, {code("{bin} = 0u;"), code("{mass} = 0ull;")})};
+    return m;
+  }();
+  return n;
+}
+
+const LoopNest& sample_mass_walk_nest() {
+  static const LoopNest n = [] {
+    const IndexExpr B = v("B"), i = v("i"), b = v("b");
+    LoopNest m;
+    m.signature = "__device__ __forceinline__ int mk_sample_mass_walk(const u64* mass, u64& above, double target)";
+    m.params = {{"B", "256", 256, 256}, {"threads", "1", 1, 1}};
+    m.ranges = {{"bins", 0, B}};
+    // Stops at the bin it looks for (break): a prefix from the top, no cover.
+    m.accesses = {{"bin", "mass", "bins", b, true, {}, CType::Int}};
+    m.body = {code("int found = 0;"),
+              loop("i", LoopKind::Serial, B, 1,
+                   {let("b", B - 1 - i), code("found = b;"), code("const u64 h = {bin};"),
+                    code("if (mpk_nucleus_reached(above + h, target)) break;"), code("above += h;")}),
               code("return found;")};
     return m;
   }();

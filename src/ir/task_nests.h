@@ -188,8 +188,10 @@ const LoopNest& fold_out_nest();
 // load of a round before any use; f called per element through mk_sample_visit4), then the
 // last n % 4 logits one per thread. Parameters: n, U, threads. Accesses: the vectors and the
 // tail (each read once, every one), a round's registers. Printed as mk_sample_scan<F>(logits,
-// n, f).
+// n, f). sample_scan2_nest: the same with U = 2, printed as mk_sample_scan2 (the nucleus draw's
+// passes: their work per logit is heavier, and eight rounds in flight cost the kernel a spill).
 const LoopNest& sample_scan_nest();
+const LoopNest& sample_scan2_nest();
 
 // The top-k draw's strided sample (kernels/sample_topk.cuh), when n > S logits: S = half the
 // sort's capacity; sample j is logit floor(j n / S) (computed as j (n / S) + j (n % S) / S, inside
@@ -204,11 +206,13 @@ const LoopNest& sample_stride_nest();
 // mk_sample_hist_clear(hist).
 const LoopNest& sample_hist_clear_nest();
 
-// The nucleus's cut (kernels/sample_topk.cuh), by one thread: the k weights summed in order,
-// loaded U = 8 at a time (each read once, every one), then summed again in order until the
-// running sum reaches top_p times the total (a prefix, each read at most once; the loop stops
-// at the cut). Returns the cut: the candidates the draw keeps. Parameters: k, U, threads (1).
-// Printed as mk_sample_cut(w, k, top_p).
+// The nucleus's weights in integer units (ref/sampling_math.h), by one thread, loaded U = 8 at
+// a time: their total (sample_total_nest: each read once, every one; printed as
+// mk_sample_total(w, k)), and the cut (sample_cut_nest): from `run`, the mass ranked before
+// them, added in order until it reaches `target` (a prefix, each read at most once; the loop
+// stops at the cut). Returns the cut, the candidates the draw keeps (k when never reached).
+// Parameters: k, U, threads (1). Printed as mk_sample_cut(w, k, run, target).
+const LoopNest& sample_total_nest();
 const LoopNest& sample_cut_nest();
 
 // The radix select's walk down its histogram (kernels/sample_topk.cuh), by one thread: from the
@@ -217,6 +221,15 @@ const LoopNest& sample_cut_nest();
 // the count of the bins above it; bin 0 and every count when none does (the kernel's counts
 // always reach it). Parameters: B, threads (1). Printed as mk_sample_walk(hist, need, above).
 const LoopNest& sample_walk_nest();
+
+// The nucleus's radix select over every logit (kernels/sample_topk.cuh): the block's threads
+// clear the B = 256 bins' counts and masses (sample_mass_clear_nest: each written once, every
+// one; printed as mk_sample_mass_clear(hist, mass)); one thread walks down the masses from the
+// top to the first bin that brings the mass ranked before it (`above`, updated) to `target`
+// (sample_mass_walk_nest: each bin read at most once, inside; it stops there). Returns that
+// bin; bin 0 when none does (the kernel's masses always reach it). Parameters: B, threads.
+const LoopNest& sample_mass_clear_nest();
+const LoopNest& sample_mass_walk_nest();
 
 // The draw's bitonic sort of n keys (kernels/sample_topk.cuh), over m, the next power of two:
 // the block's threads zero the padding keys [n, m) (each written once, every one; printed as

@@ -72,7 +72,8 @@ float det_log(float x) { return mpk_det_log(x); }
 int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uint64_t position) {
   validate(c);
   const size_t n = logits.size();
-  MPK_CHECK(n > 0 && n <= size_t(INT32_MAX), InvalidArgument) << "sampling over " << n << " logits";
+  // Up to 2^21 logits, the nucleus's integer sums stay exact in double (sampling_math.h).
+  MPK_CHECK(n > 0 && n <= kMaxSampledLogits, InvalidArgument) << "sampling over " << n << " logits";
   auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
     return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
   };
@@ -91,18 +92,16 @@ int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uin
   if (c.top_p < 1) {
     sort_by_rank(ids, logits);
     const float zmax = z[size_t(ids[0])];
-    std::vector<float> w(ids.size());
+    std::vector<uint64_t> w(ids.size());
     tbb::parallel_for(tbb::blocked_range<size_t>(0, ids.size(), 4096), [&](const tbb::blocked_range<size_t>& r) {
-      for (size_t j = r.begin(); j < r.end(); ++j) w[j] = det_exp(z[size_t(ids[j])] - zmax);
+      for (size_t j = r.begin(); j < r.end(); ++j) w[j] = mpk_nucleus_mass(det_exp(z[size_t(ids[j])] - zmax));
     });
-    float total = 0;
-    for (size_t j = 0; j < ids.size(); ++j) total += w[j];  // in rank order
-    const float target = c.top_p * total;
-    float run = 0;
+    const double target = mpk_nucleus_target(c.top_p, std::accumulate(w.begin(), w.end(), uint64_t(0)));
+    uint64_t run = 0;
     size_t cut = 0;
     while (cut < ids.size()) {
       run += w[cut++];
-      if (run >= target) break;
+      if (mpk_nucleus_reached(run, target)) break;
     }
     ids.resize(cut);
   }

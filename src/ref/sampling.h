@@ -3,8 +3,10 @@
 // every backend that computes it this way draws the same token. Definition:
 //   z_i = logit_i / temperature;
 //   candidates: the top_k ids by (z desc, id asc), or all ids when top_k is 0;
-//   top_p < 1: the candidates sorted by (z desc, id asc), their weights e^(z - z_max) summed
-//     in that order, and the shortest prefix whose running sum reaches top_p times the total;
+//   top_p < 1: the candidates sorted by (z desc, id asc), their weights e^(z - z_max) as
+//     integers (multiples of 2^-32, truncated: sampling_math.h), and the shortest prefix whose
+//     sum reaches top_p times the total (compared in double); integer sums are the same in any
+//     order, so a device may sum them in parallel;
 //   the token: argmax over what is left of z_i + g_i (ties: the lower id), g_i Gumbel noise
 //     -log(-log(u_i)) with u_i uniform in (0, 1) from Philox4x32-10 (key: the seed; counter:
 //     the id and the position), which draws i with probability softmax(z) over the set.
@@ -22,6 +24,9 @@ namespace mpk::ref {
 // above a few units at 1e-38, every key tie at infinity and the lowest id win, not the argmax
 // (vLLM draws the same line).
 constexpr float kGreedyTemperature = 1e-5f;
+
+// The most logits a draw takes: the nucleus's integer sums stay exact in double below 2^53.
+constexpr size_t kMaxSampledLogits = size_t(1) << 21;
 
 struct SamplingConfig {
   float temperature = 0;  // below kGreedyTemperature: greedy (the argmax; ties: the lower id)

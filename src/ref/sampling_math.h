@@ -80,6 +80,14 @@ MPK_SM_FN float mpk_det_log(float x) {
   return MPK_SM_FMA((float)e, 0.693145752f, MPK_SM_FMA((float)e, 1.42860677e-6f, ln_m));
 }
 
+// The nucleus's weights as integers, so that their sums are exact in any order (a device sums
+// them in parallel): w = e^(z - z_max) in [0, 1] truncated to a multiple of 2^-32, counted in
+// units of 2^-32 (at most 2^32 each; under 2^53 in all for up to 2^21 ids).
+MPK_SM_FN mpk_u64 mpk_nucleus_mass(float w) { return (mpk_u64)(w * 4294967296.0f); }
+// The prefix of running mass `run` reaches top_p of `total`: compared in IEEE double.
+MPK_SM_FN double mpk_nucleus_target(float top_p, mpk_u64 total) { return (double)top_p * (double)total; }
+MPK_SM_FN bool mpk_nucleus_reached(mpk_u64 run, double target) { return (double)run >= target; }
+
 // The key whose argmax over a set draws from its softmax: z plus Gumbel noise -ln(-ln u).
 MPK_SM_FN float mpk_gumbel_key(float z, mpk_u64 seed, mpk_u64 position, mpk_u32 id) {
   return z - mpk_det_log(-mpk_det_log(mpk_sampling_uniform(seed, position, id)));

@@ -556,7 +556,9 @@ int GpuSession::sample_mode(const ref::SamplingConfig& c) const {
   if (ref::is_greedy(c)) return MPK_MK_SAMPLE_GREEDY;
   const int64_t vocab = plan_.tasks.buffers[size_t(logits_buffer_)].numel;
   const bool all = c.top_k == 0 || c.top_k >= vocab;
-  if (all) return c.top_p < 1 ? -1 : MPK_MK_SAMPLE_GUMBEL;
+  if (all && c.top_p == 1) return MPK_MK_SAMPLE_GUMBEL;
+  // The nucleus over every logit (the argmax task's radix select) or the top-k's sort.
+  if (all) return size_t(vocab) <= ref::kMaxSampledLogits ? MPK_MK_SAMPLE_TOPK : -1;
   return c.top_k <= MPK_MK_SAMPLE_KMAX ? MPK_MK_SAMPLE_TOPK : -1;
 }
 

@@ -512,9 +512,10 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
   };
   s += embedded_kernel("stage.cuh") + embedded_kernel("sample.cuh");
   if (draws == MPK_MK_SAMPLE_TOPK)
-    s += printed({&ir::sample_scan_nest(), &ir::sample_stride_nest(), &ir::sample_hist_clear_nest(),
-                  &ir::sample_weights_nest(), &ir::sample_cut_nest(), &ir::sample_nucleus_draw_nest(),
-                  &ir::sample_walk_nest(), &ir::sample_sort_pad_nest(), &ir::sample_sort_stage_nest()});
+    s += printed({&ir::sample_scan_nest(), &ir::sample_scan2_nest(), &ir::sample_stride_nest(), &ir::sample_hist_clear_nest(),
+                  &ir::sample_weights_nest(), &ir::sample_total_nest(), &ir::sample_cut_nest(),
+                  &ir::sample_nucleus_draw_nest(), &ir::sample_walk_nest(), &ir::sample_mass_clear_nest(),
+                  &ir::sample_mass_walk_nest(), &ir::sample_sort_pad_nest(), &ir::sample_sort_stage_nest()});
   s += embedded_kernel("sample_topk.cuh") + embedded_kernel("linear_rows.cuh");
   s += printed({&ir::linear_stage_nest(), &ir::linear_dot_nest(), &ir::linear_dot_first_nest(), &ir::linear_dot_scalar_nest(),
                 &ir::linear_fold_nest(), &ir::linear_argmax_nest()});

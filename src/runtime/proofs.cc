@@ -548,6 +548,10 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
                     "sample scan nest " + std::to_string(threads), [threads] {
                       return superopt::prove_loop_nest(ir::sample_scan_nest(), "sample scan", {{"threads", threads}});
                     }});
+  needed.push_back({"nucleus draw: its passes over the logits, a loop nest (" + std::to_string(threads / 32) + " warps)",
+                    "sample scan2 nest " + std::to_string(threads), [threads] {
+                      return superopt::prove_loop_nest(ir::sample_scan2_nest(), "sample scan", {{"threads", threads}});
+                    }});
   if (num_logits > MPK_MK_SAMPLE_GROUP)  // else the draw sorts every logit, no sample
     needed.push_back({"top-k draw: its strided sample of " + std::to_string(num_logits) + " logits, a loop nest (" +
                           std::to_string(threads / 32) + " warps)",
@@ -564,6 +568,8 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
                     }});
   needed.push_back({"top-k draw: the nucleus's cut, summed in order by one thread, a loop nest", "sample cut nest",
                     [] { return superopt::prove_loop_nest(ir::sample_cut_nest(), "sample cut", {}); }});
+  needed.push_back({"top-k draw: the nucleus's total, summed by one thread, a loop nest", "sample total nest",
+                    [] { return superopt::prove_loop_nest(ir::sample_total_nest(), "sample total", {}); }});
   for (const auto& [nest, what] : {std::pair{&ir::sample_weights_nest(), "the nucleus weights"},
                                    std::pair{&ir::sample_nucleus_draw_nest(), "the draw over the nucleus"}})
     needed.push_back({std::string("top-k draw: ") + what + ", a loop nest (" + std::to_string(threads / 32) + " warps)",
@@ -573,6 +579,15 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
   needed.push_back({"top-k draw: the radix select's walk down its histogram by one thread, a loop nest",
                     "sample walk nest",
                     [] { return superopt::prove_loop_nest(ir::sample_walk_nest(), "sample walk", {}); }});
+  needed.push_back({"nucleus draw: its radix bins' counts and masses cleared, a loop nest (" +
+                        std::to_string(threads / 32) + " warps)",
+                    "sample mass clear nest " + std::to_string(threads), [threads] {
+                      return superopt::prove_loop_nest(ir::sample_mass_clear_nest(), "sample mass clear",
+                                                       {{"threads", threads}});
+                    }});
+  needed.push_back({"nucleus draw: the walk down its radix bins' masses by one thread, a loop nest",
+                    "sample mass walk nest",
+                    [] { return superopt::prove_loop_nest(ir::sample_mass_walk_nest(), "sample mass walk", {}); }});
   needed.push_back({"top-k draw: its sort's padding, a loop nest (" + std::to_string(threads / 32) + " warps)",
                     "sample sort pad nest " + std::to_string(threads), [threads] {
                       return superopt::prove_loop_nest(ir::sample_sort_pad_nest(), "sample sort pad",

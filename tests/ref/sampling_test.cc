@@ -14,6 +14,7 @@
 #include "base/error.h"
 #include "cuda/nvrtc.h"
 #include "ref/sampling.h"
+#include "ref/sampling_math.h"
 
 namespace mpk::ref {
 namespace {
@@ -151,15 +152,16 @@ int32_t plain_sample(const std::vector<float>& logits, const SamplingConfig& c, 
   if (c.top_k > 0 && size_t(c.top_k) < ids.size()) ids.resize(size_t(c.top_k));
   auto z = [&](int32_t id) { return logits[size_t(id)] / c.temperature; };
   if (c.top_p < 1) {
-    std::vector<float> w;
-    float total = 0;
-    for (int32_t id : ids) total += w.emplace_back(det_exp(z(id) - z(ids[0])));
-    const float target = c.top_p * total;
-    float run = 0;
+    // Weights in units of 2^-32, truncated; the cut compared in double.
+    std::vector<uint64_t> w;
+    uint64_t total = 0;
+    for (int32_t id : ids) total += w.emplace_back(uint64_t(std::ldexp(det_exp(z(id) - z(ids[0])), 32)));
+    const double target = double(c.top_p) * double(total);
+    uint64_t run = 0;
     size_t cut = 0;
     while (cut < ids.size()) {
       run += w[cut++];
-      if (run >= target) break;
+      if (double(run) >= target) break;
     }
     ids.resize(cut);
   }
@@ -210,6 +212,25 @@ TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     }
   }
+  // Past 2^21 logits the nucleus's integer sums could leave double's exact range: refused.
+  const std::vector<float> huge(kMaxSampledLogits + 1, 0.5f);
+  try {
+    (void)sample_token(huge, SamplingConfig{.temperature = 1.0f, .top_p = 0.9f}, 0);
+    ADD_FAILURE() << "accepted " << huge.size() << " logits";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  }
+}
+
+// The nucleus's weights are integers: the cut is the same whatever order they are added in, and
+// a weight under 2^-32 of the largest counts as none.
+TEST(Sampling, NucleusWeightsAreIntegerUnits) {
+  EXPECT_EQ(mpk_nucleus_mass(1.0f), uint64_t(1) << 32);
+  EXPECT_EQ(mpk_nucleus_mass(0.5f), uint64_t(1) << 31);
+  EXPECT_EQ(mpk_nucleus_mass(std::ldexp(1.0f, -33)), 0u);
+  EXPECT_EQ(mpk_nucleus_mass(std::nextafter(1.0f, 0.0f)), (uint64_t(1) << 32) - 256);
+  EXPECT_TRUE(mpk_nucleus_reached(9, mpk_nucleus_target(0.9f, 10)));
+  EXPECT_FALSE(mpk_nucleus_reached(8, mpk_nucleus_target(0.9f, 10)));
 }
 
 // The arithmetic's header compiles as device code too (NVRTC, no GPU needed), so a draw in a

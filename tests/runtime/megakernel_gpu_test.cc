@@ -193,8 +193,9 @@ TEST_P(MegakernelGpu, SharedActivationsGiveTheSameResults) {
 // Sampling: the same seed draws the same tokens on the GPU as on the reference (the draw is a
 // function of the logits, which agree to fp32 rounding, the seed and the position), and a
 // different seed other tokens. Every kind of draw: the LM-head tiles' Gumbel keys (no top-k),
-// the argmax task's top-k (then top-p) selection, both inside multi-step launches, and the
-// host's (top-p over the whole vocabulary), one step per launch.
+// the argmax task's top-k (then top-p) selection and its nucleus over every id, inside
+// multi-step launches, and the host's (a top-k above MPK_MK_SAMPLE_KMAX below the vocabulary),
+// one step per launch.
 TEST_P(MegakernelGpu, SamplingDrawsWhatTheReferenceDraws) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   const std::string dir = std::string(MPK_TEST_DATA) + "/" + GetParam();
@@ -207,7 +208,9 @@ TEST_P(MegakernelGpu, SamplingDrawsWhatTheReferenceDraws) {
       {{.temperature = 0.9f, .top_k = 40, .top_p = 0.95f, .seed = 77}, true},
       {{.temperature = 1.1f, .top_k = 0, .top_p = 1.f, .seed = 5}, true},
       {{.temperature = 0.6f, .top_k = 7, .top_p = 1.f, .seed = 6}, true},
-      {{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .seed = 8}, false},
+      {{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .seed = 8}, true},
+      {{.temperature = 0.7f, .top_k = 100000, .top_p = 0.5f, .seed = 11}, true},
+      {{.temperature = 1.0f, .top_k = 1025, .top_p = 0.9f, .seed = 12}, 1025 >= vocab},
       // top_k at or above the vocabulary: every id, as with no top-k.
       {{.temperature = 0.8f, .top_k = 100000, .top_p = 1.f, .seed = 9}, true},
       // Above MPK_MK_SAMPLE_KMAX: the host draws unless that is the whole vocabulary.
@@ -435,7 +438,7 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
       }
       EXPECT_EQ(out, std::vector<int32_t>{ex.tokens[0]}) << fx << " steps_per_launch " << spl;
     }
-    {  // drawn on the host (top_p without top_k): every embedding row but the prompt's is Inf
+    {  // drawn by the nucleus over every id: every embedding row but the prompt's is Inf
       testing::PatchedFixture p(fixture);
       std::vector<int32_t> prompt_ids(ex.prompt.begin(), ex.prompt.end());
       std::sort(prompt_ids.begin(), prompt_ids.end());
@@ -453,7 +456,7 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
       std::vector<int32_t> out;
       try {
         s.decode(16, out);
-        ADD_FAILURE() << fx << " host draw: no Numerics error";
+        ADD_FAILURE() << fx << " nucleus draw: no Numerics error";
       } catch (const Error& e) {
         EXPECT_EQ(e.kind(), ErrorKind::Numerics) << e.what();
       }
@@ -496,7 +499,7 @@ TEST(MegakernelGpuProfile, ProfileAndStepTimesAreOfTheLastCall) {
   s.reset();
   expect_no_profile("after a reset");
   s.prefill(prompt.data(), prompt.size());
-  s.set_sampling({.temperature = 1.f, .top_k = 0, .top_p = 0.9f, .seed = 7});  // drawn on the host
+  s.set_sampling({.temperature = 1.f, .top_k = 1025, .top_p = 0.9f, .seed = 7});  // drawn on the host
   out.clear();
   s.decode(5, out);
   EXPECT_EQ(s.step_ms().size(), out.size());

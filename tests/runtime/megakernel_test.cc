@@ -775,26 +775,33 @@ TEST(Megakernel, KernelThatDrawsCompilesForSm90a) {
 // it uses.
 TEST(Megakernel, TheTopKDrawsSortIsProved) {
   const std::vector<PlanProof> proofs = draw_proofs(MegakernelParams{}, 151936);
-  // Seven loop nests, the sort's padding and its stages of distance 1 .. MPK_MK_SAMPLE_GROUP / 2.
-  ASSERT_EQ(proofs.size(), 20u);
+  // Eleven loop nests, the sort's padding and its stages of distance 1 .. MPK_MK_SAMPLE_GROUP / 2.
+  ASSERT_EQ(proofs.size(), 24u);
   for (const PlanProof& p : proofs) EXPECT_TRUE(p.record.proved()) << p.use << ": " << p.record.subject;
   EXPECT_NE(verification_record(proofs).find("top-k draw: its sort's stage of distance 2048"), std::string::npos);
   EXPECT_EQ(proofs[0].record.obligations.size(), 8u) << proofs[0].use;
-  EXPECT_EQ(proofs[1].record.obligations.size(), 6u) << proofs[1].use;
-  EXPECT_EQ(proofs[2].record.obligations.size(), 4u) << proofs[2].use;  // the histogram
-  EXPECT_EQ(proofs[3].record.obligations.size(), 7u) << proofs[3].use;  // the cut
-  EXPECT_EQ(proofs[4].record.obligations.size(), 7u) << proofs[4].use;
-  EXPECT_EQ(proofs[5].record.obligations.size(), 4u) << proofs[5].use;
-  EXPECT_EQ(proofs[6].use, "top-k draw: the radix select's walk down its histogram by one thread, a loop nest");
+  EXPECT_EQ(proofs[1].record.obligations.size(), 8u) << proofs[1].use;  // the nucleus's passes
+  EXPECT_EQ(proofs[2].record.obligations.size(), 6u) << proofs[2].use;
+  EXPECT_EQ(proofs[3].record.obligations.size(), 4u) << proofs[3].use;  // the histogram
+  EXPECT_EQ(proofs[4].record.obligations.size(), 4u) << proofs[4].use;  // the cut
+  EXPECT_EQ(proofs[5].record.obligations.size(), 5u) << proofs[5].use;  // the total
+  EXPECT_EQ(proofs[6].record.obligations.size(), 7u) << proofs[6].use;
+  EXPECT_EQ(proofs[7].record.obligations.size(), 4u) << proofs[7].use;
+  EXPECT_EQ(proofs[8].use, "top-k draw: the radix select's walk down its histogram by one thread, a loop nest");
+  EXPECT_EQ(proofs[9].record.obligations.size(), 7u) << proofs[9].use;  // the bins' counts and masses
+  EXPECT_EQ(proofs[10].use, "nucleus draw: the walk down its radix bins' masses by one thread, a loop nest");
   // A vocabulary the sort holds whole takes no sample.
-  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 19u);
-  EXPECT_EQ(proofs[19].use, "top-k draw: its sort's stage of distance 2048, a loop nest (16 warps)");
+  EXPECT_EQ(draw_proofs(MegakernelParams{}, 4096).size(), 23u);
+  EXPECT_EQ(proofs[23].use, "top-k draw: its sort's stage of distance 2048, a loop nest (16 warps)");
   const std::string src = megakernel_source(MegakernelParams{}, DType::BF16, MPK_MK_SAMPLE_TOPK);
   EXPECT_NE(src.find(ir::print(ir::sample_sort_stage_nest())), std::string::npos);
   EXPECT_NE(src.find("mk_sample_sort_stage(keys, m, stride, size);"), std::string::npos);
   EXPECT_NE(src.find("mk_sample_sort_pad(keys, n, m);"), std::string::npos);
   EXPECT_NE(src.find(ir::print(ir::sample_walk_nest())), std::string::npos);
   EXPECT_NE(src.find("const int b = mk_sample_walk(hist, need, above);"), std::string::npos);
+  EXPECT_NE(src.find(ir::print(ir::sample_mass_walk_nest())), std::string::npos);
+  EXPECT_NE(src.find("const int b = mk_sample_mass_walk(mass, run, *target);"), std::string::npos);
+  EXPECT_NE(src.find(ir::print(ir::sample_scan2_nest())), std::string::npos);
 }
 
 // The linear runs the sums that were proved: their device functions are printed from

@@ -489,8 +489,9 @@ TEST(VariantGpu, MutantKernelsAreCaught) {
   }
 }
 
-// The argmax task's top-k (then top-p) draw over a vocabulary of Qwen3's size, against the
-// reference sampler: the same token for every configuration, seed and position. Logits: spread
+// The argmax task's top-k (then top-p) draw and its nucleus over every logit, over a vocabulary
+// of Qwen3's size, against the reference sampler: the same token for every configuration, seed
+// and position. Logits: spread
 // values, few distinct values (equal logits ranked by id), signed zeros (equal), and a
 // vocabulary that fits in shared memory at once. Each through the kernel as built (the guessed
 // threshold) and through a mutant without the guess, which takes the radix select every time
@@ -512,6 +513,11 @@ void check_draws(Harness& h, uint64_t seed) {
       {.temperature = 0.5f, .top_k = 1, .top_p = 1.f, .seed = seed + 2},
       {.temperature = 1.3f, .top_k = 20, .top_p = 0.5f, .seed = seed + 3},
       {.temperature = 2.0f, .top_k = 700, .top_p = 0.999f, .seed = seed + 4},
+      // The nucleus over every logit (no top-k, or a top_k of the whole vocabulary).
+      {.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .seed = seed + 5},
+      {.temperature = 0.6f, .top_k = 0, .top_p = 0.3f, .seed = seed + 6},
+      {.temperature = 1.5f, .top_k = 0, .top_p = 0.999f, .seed = seed + 7},
+      {.temperature = 0.8f, .top_k = 1 << 30, .top_p = 0.6f, .seed = seed + 8},
   };
   for (const Logits& c : cases) {
     std::vector<float> logits(size_t(c.n));
@@ -559,6 +565,14 @@ TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
       SCOPED_TRACE("radix select only");
       Harness h(ctx, p, replace_once("if (n > MPK_MK_SAMPLE_GROUP) {", "if (false) {"), MPK_MK_SAMPLE_TOPK);
       check_draws(h, seed + 1);
+    }
+    {
+      // The nucleus's radix select down to one key every time (every pass, down to the ids for
+      // equal logits) instead of stopping where the bin's keys fit the sort.
+      SCOPED_TRACE("nucleus radix select to one key");
+      Harness h(ctx, p, replace_once("} while (group > MPK_MK_SAMPLE_KMAX && shift > 0);", "} while (group > 1 && shift > 0);"),
+                MPK_MK_SAMPLE_TOPK);
+      check_draws(h, seed + 2);
     }
   }
 }

@@ -361,13 +361,15 @@ TEST(LoopNestProofs, TheFoldedDownProjectionsNestsAreProved) {
 }
 
 TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
-  for (int64_t threads : {128, 480, 512}) {
-    const ProofRecord r = prove_loop_nest(ir::sample_scan_nest(), "sample scan", {{"threads", threads}});
-    EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
-    EXPECT_EQ(r.obligations.size(), 8u);
+  // Eight vectors in flight per thread (the top-k draw's passes) and two (the nucleus draw's).
+  for (const auto& [n, U] : {std::pair{&ir::sample_scan_nest(), int64_t(8)}, std::pair{&ir::sample_scan2_nest(), int64_t(2)}}) {
+    for (int64_t threads : {128, 480, 512}) {
+      const ProofRecord r = prove_loop_nest(*n, "sample scan", {{"threads", threads}});
+      EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+      EXPECT_EQ(r.obligations.size(), 8u);
+    }
+    for (int64_t threads : {1, 3}) EXPECT_TRUE(brute_force(*n, {{"U", U}, {"threads", threads}}, "n", 70));
   }
-  for (int64_t threads : {1, 3})
-    EXPECT_TRUE(brute_force(ir::sample_scan_nest(), {{"U", 8}, {"threads", threads}}, "n", 70));
   for (int64_t threads : {128, 512})
     for (int64_t n : {151936, 128256, 4097, 1 << 24}) {
       const ProofRecord r =
@@ -389,29 +391,50 @@ TEST(LoopNestProofs, TheTopKDrawsPassOverTheLogitsIsProved) {
   EXPECT_NE(failed(prove_loop_nest(past, "sample scan", {{"threads", 128}})).find("l4 inside"), std::string::npos);
 }
 
-// The top-k draw's histogram reset (every bin once), the nucleus's cut by one thread (each
-// weight read once in the total, at most once up to the cut) and the radix select's walk down
-// the histogram (each bin at most once, inside).
+// The top-k draw's histogram reset (every bin once), the nucleus's total and cut by one thread
+// (each weight read once in the total, at most once up to the cut) and the radix select's walk
+// down the histogram (each bin at most once, inside); the nucleus draw's bins cleared (counts
+// and masses, every bin once) and the walk down their masses.
 TEST(LoopNestProofs, TheDrawsHistogramAndCutAreProved) {
   for (int64_t threads : {128, 480, 512}) {
     const ProofRecord r = prove_loop_nest(ir::sample_hist_clear_nest(), "sample hist clear", {{"threads", threads}});
     EXPECT_TRUE(r.proved()) << r.subject << ": " << failed(r);
+    const ProofRecord m = prove_loop_nest(ir::sample_mass_clear_nest(), "sample mass clear", {{"threads", threads}});
+    EXPECT_TRUE(m.proved()) << m.subject << ": " << failed(m);
   }
-  const ProofRecord c = prove_loop_nest(ir::sample_cut_nest(), "sample cut", {});
-  ASSERT_EQ(c.obligations.size(), 7u);
-  EXPECT_TRUE(c.proved()) << c.subject << ": " << failed(c);
-  EXPECT_TRUE(brute_force(ir::sample_cut_nest(), {{"U", 8}, {"threads", 1}}, "k", 40));
+  EXPECT_TRUE(brute_force(ir::sample_mass_clear_nest(), {{"B", 256}, {"threads", 7}}, "x", 1));
+  // One bin past the last cleared.
+  ir::LoopNest past_bins = ir::sample_mass_clear_nest();
+  past_bins.body[0].expr = IndexExpr::var("B") + 1;
+  EXPECT_NE(failed(prove_loop_nest(past_bins, "sample mass clear", {{"threads", 128}})).find("bin inside"),
+            std::string::npos);
+  EXPECT_FALSE(brute_force(past_bins, {{"B", 256}, {"threads", 7}}, "x", 1));
+  for (const ir::LoopNest* n : {&ir::sample_cut_nest(), &ir::sample_total_nest()}) {
+    const ProofRecord c = prove_loop_nest(*n, "sample cut", {});
+    EXPECT_TRUE(c.proved()) << c.subject << ": " << failed(c);
+    EXPECT_TRUE(brute_force(*n, {{"U", 8}, {"threads", 1}}, "k", 40));
+  }
+  EXPECT_EQ(prove_loop_nest(ir::sample_total_nest(), "sample total", {}).obligations.size(), 5u);
   // A round that loads one weight past the last: outside the weights.
-  ir::LoopNest past = ir::sample_cut_nest();
-  ir::Stmt& load = past.body[2].body[1].body[2];  // the first rounds' guard j < k
-  ASSERT_EQ(load.kind, ir::Stmt::If);
-  load.step = load.step + 1;
-  EXPECT_NE(failed(prove_loop_nest(past, "sample cut", {})).find("w inside"), std::string::npos);
-  EXPECT_FALSE(brute_force(past, {{"U", 8}, {"threads", 1}}, "k", 40));
+  for (const ir::LoopNest* n : {&ir::sample_cut_nest(), &ir::sample_total_nest()}) {
+    ir::LoopNest past = *n;
+    ir::Stmt& rounds = past.body[2];
+    ir::Stmt& load = rounds.body[rounds.body.size() - 2].body[2];  // the loads' guard j < k
+    ASSERT_EQ(load.kind, ir::Stmt::If);
+    load.step = load.step + 1;
+    EXPECT_NE(failed(prove_loop_nest(past, "sample cut", {})).find("w inside"), std::string::npos);
+    EXPECT_FALSE(brute_force(past, {{"U", 8}, {"threads", 1}}, "k", 40));
+  }
   // Rounds of 7 weights loaded 8 at a time: each round's last weight read twice.
-  ir::LoopNest overlap = ir::sample_cut_nest();
+  ir::LoopNest overlap = ir::sample_total_nest();
   overlap.body[2].step = 7;
-  EXPECT_NE(failed(prove_loop_nest(overlap, "sample cut", {})).find("w once"), std::string::npos);
+  EXPECT_NE(failed(prove_loop_nest(overlap, "sample total", {})).find("w once"), std::string::npos);
+  const ProofRecord mw = prove_loop_nest(ir::sample_mass_walk_nest(), "sample mass walk", {});
+  EXPECT_TRUE(mw.proved()) << mw.subject << ": " << failed(mw);
+  EXPECT_TRUE(brute_force(ir::sample_mass_walk_nest(), {{"B", 256}, {"threads", 1}}, "x", 1));
+  ir::LoopNest high = ir::sample_mass_walk_nest();
+  high.body[1].body[0].expr = IndexExpr::var("B") - IndexExpr::var("i");
+  EXPECT_NE(failed(prove_loop_nest(high, "sample mass walk", {})).find("bin inside"), std::string::npos);
   const ProofRecord w = prove_loop_nest(ir::sample_walk_nest(), "sample walk", {});
   EXPECT_TRUE(w.proved()) << w.subject << ": " << failed(w);
   EXPECT_TRUE(brute_force(ir::sample_walk_nest(), {{"B", 256}, {"threads", 1}}, "x", 1));
@@ -472,6 +495,8 @@ TEST(LoopNestProofs, ThePrintedArgmaxAndLinearNestsAreTheNests) {
                                 &ir::attention_head_consts_nest(), &ir::attention_kv_first_nest(),
                                 &ir::attention_stage_nest(), &ir::linear_items_nest(),
                                 &ir::sample_hist_clear_nest(), &ir::sample_cut_nest(), &ir::sample_walk_nest(),
+                                &ir::sample_total_nest(), &ir::sample_mass_clear_nest(), &ir::sample_mass_walk_nest(),
+                                &ir::sample_scan2_nest(),
                                 &ir::sample_sort_pad_nest(), &ir::sample_sort_stage_nest()}) {
     const std::string c = ir::print(*n);
     EXPECT_EQ(c.rfind(n->signature + " {\n", 0), 0u) << c;

@@ -15,7 +15,7 @@ __device__ void mk_argmax(const MkTask& t, const MkParams& prm, int i, MkStepRec
   mk_block_argmax(best, bi, red, redi);
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
   if (prm.sample_mode == MPK_MK_SAMPLE_TOPK && best == best)
-    bi = mk_sample_topk((const float*)t.x, t.num_logits, prm, (u64)(prm.position + i) + 1, smem, red, redi);
+    bi = mk_sample_topk((const float*)t.x, t.num_logits, prm, (u64)(prm.position + i) + 1, best, smem, red, redi);
 #endif
   if (threadIdx.x == 0) {
     *(int*)t.next_token = bi;

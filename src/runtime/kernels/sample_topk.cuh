@@ -1,10 +1,11 @@
-// The top-k draw (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys, the sort is below): the argmax
-// task's CTA finds the step's top_k keys over the logits (its passes over them printed from
+// The top-k and nucleus draws (MPK_MK_SAMPLE_TOPK; sample.cuh has the keys, the sort is below):
+// the argmax task's CTA finds the step's top_k keys over the logits (its passes over them printed from
 // ir::sample_scan_nest, mk_sample_scan) and draws from them as ref/sampling.h does (the loops
 // over the sorted candidates from ir::sample_weights_nest, sample_cut_nest and
 // sample_nucleus_draw_nest; the walk down the radix histogram from sample_walk_nest; the sort
 // from sample_sort_pad_nest and sample_sort_stage_nest).
 #if MK_DRAWS == MPK_MK_SAMPLE_TOPK
+static_assert(MPK_MK_SAMPLE_GROUP >= MPK_MK_SAMPLE_KMAX + 256, "the nucleus's bin masses after its keys");
 // Sorts keys[0, n) in descending order (n <= MPK_MK_SAMPLE_GROUP): bitonic over the next power of
 // two, the padding zero keys (below every real key) last; the padding and each stage printed
 // from ir::sample_sort_pad_nest and sample_sort_stage_nest (a stage's items on disjoint keys).
@@ -115,14 +116,112 @@ __device__ __noinline__ void mk_sample_find_topk(const float* logits, int n, int
   mk_sample_radix_topk(logits, n, k, keys, hist, sc);
 }
 
-// The sampled token of logits[0, n) (all finite; 0 < top_k <= MPK_MK_SAMPLE_KMAX, top_k < n)
-// for `position`; every compute thread returns it.
-__device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position,
+// The nucleus over all n logits (top_p < 1, no top-k) and the draw from it, as ref/sampling.h
+// defines them: a radix select finds the nucleus's last key, 8 bits a pass over the logits,
+// each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any
+// order) summed, down to the bin where the mass ranked before a key reaches top_p of the total;
+// once that bin's keys fit the sort (at most MPK_MK_SAMPLE_KMAX) they are gathered, sorted and
+// their weights added in order from the mass above them. The draw is the argmax of the Gumbel
+// keys over every logit ranked at or above the last key. zmax: the largest logit over the
+// temperature. Not inlined, as mk_sample_find_topk; the parameters by value (a reference to the
+// kernel's parameters would copy them to local memory).
+__device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, float top_p, u64 seed, u64 position,
+                                           float zmax, u64* keys, float* w, unsigned* hist, u64* sc, float* redv,
+                                           int* redi) {
+  const int lane = threadIdx.x & 31;
+  u64* mass = keys + MPK_MK_SAMPLE_KMAX;  // past the keys this draw gathers (GROUP >= KMAX + 256)
+  double* target = (double*)&sc[5];
+  u64 prefix = 0, above = 0;  // the last key's bits above `shift`; the mass ranked before its bin
+  int shift = 64, group = n;  // group: the keys agreeing with prefix
+  if (threadIdx.x == 0) sc[4] = 0;  // the total mass
+  do {
+    shift -= 8;
+    const bool first = shift == 56;
+    mk_sample_mass_clear(hist, mass);  // printed from ir::sample_mass_clear_nest
+    mk_sync();
+    u64 total = 0;  // this thread's mass, first pass
+    mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+      int bin = -1;
+      u64 m = 0;
+      if (in) {
+        const u64 key = mk_sample_key(v, j);
+        if (mk_sample_in(key, prefix, shift + 8)) {
+          bin = (int)((key >> shift) & 255);
+          m = mpk_nucleus_mass(mpk_det_exp(__fsub_rn(__fdiv_rn(v, t), zmax)));
+          total += m;
+        }
+      }
+      // The lanes of one bin add once: a mass is at most 2^32, so each 16-bit half summed over
+      // 32 lanes fits 32 bits.
+      const unsigned same = __match_any_sync(0xffffffffu, bin);
+      const unsigned lo = __reduce_add_sync(same, (unsigned)(m & 0xffffu));
+      const unsigned hi = __reduce_add_sync(same, (unsigned)(m >> 16));
+      if (bin >= 0 && lane == __ffs(same) - 1) {
+        atomicAdd(&hist[bin], (unsigned)__popc(same));
+        atomicAdd((unsigned long long*)&mass[bin], ((unsigned long long)hi << 16) + lo);
+      }
+    });
+    if (first) {
+      for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+      if (lane == 0) atomicAdd((unsigned long long*)&sc[4], (unsigned long long)total);
+    }
+    mk_sync();
+    if (threadIdx.x == 0) {  // the bin holding the cut (printed from ir::sample_mass_walk_nest)
+      if (first) *target = mpk_nucleus_target(top_p, sc[4]);
+      u64 run = above;
+      const int b = mk_sample_mass_walk(mass, run, *target);
+      sc[0] = prefix | ((u64)b << shift);
+      sc[1] = run;
+      sc[2] = hist[b];
+    }
+    mk_sync();
+    prefix = sc[0];
+    above = sc[1];
+    group = (int)sc[2];
+    mk_sync();
+  } while (group > MPK_MK_SAMPLE_KMAX && shift > 0);
+  // The bin's keys, sorted, their weights, and the cut among them.
+  if (threadIdx.x == 0) sc[3] = 0;
+  mk_sync();
+  mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+    const u64 key = mk_sample_key(v, j);
+    if (in && mk_sample_in(key, prefix, shift)) {
+      const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
+      if (slot < MPK_MK_SAMPLE_KMAX) keys[slot] = key;
+    }
+  });
+  mk_sync();
+  const int got = min((int)(unsigned)sc[3], MPK_MK_SAMPLE_KMAX);
+  mk_sample_sort(keys, got);
+  mk_sample_weights(keys, w, got, t, zmax);
+  mk_sync();
+  if (threadIdx.x == 0) {  // the nucleus's last key (every key when none was gathered)
+    const int c = got > 0 ? mk_sample_cut(w, got, above, *target) : 0;
+    sc[3] = c > 0 ? keys[c - 1] : 0;
+  }
+  mk_sync();
+  const u64 last = sc[3];
+  float best = MK_NEG_INF;
+  int bi = 0x7fffffff;
+  mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+    if (in && mk_sample_key(v, j) >= last) mk_better(best, bi, mk_sample_gumbel(v, t, seed, position, j), j);
+  });
+  mk_block_argmax(best, bi, redv, redi);
+  return bi;
+}
+
+// The sampled token of logits[0, n) (all finite) for `position`: top-k (0 < top_k <=
+// MPK_MK_SAMPLE_KMAX, top_k < n) then top-p, or top-p over every logit (top_k 0 or >= n); `top`:
+// the largest logit. Every compute thread returns it.
+__device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position, float top,
                               float* smem, float* redv, int* redi) {
   u64* keys = (u64*)smem;
   float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
   unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
-  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need, group, count
+  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need (above), group, count, total, target
+  if (prm.top_k <= 0 || prm.top_k >= n)
+    return mk_sample_topp(logits, n, prm.temperature, prm.top_p, prm.seed, position, __fdiv_rn(top, prm.temperature),
+                          keys, w, hist, sc, redv, redi);
   const int k = prm.top_k;
   mk_sample_find_topk(logits, n, k, keys, hist, sc);
   // The nucleus: the shortest prefix whose weights e^(z - z_max), summed in order, reach
@@ -132,8 +231,9 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
     const float zmax = __fdiv_rn(mk_sample_logit(keys[0]), prm.temperature);
     mk_sample_weights(keys, w, k, prm.temperature, zmax);  // printed from ir::sample_weights_nest
     mk_sync();
-    // Eight weights loaded at a time, the adds in order (printed from ir::sample_cut_nest).
-    if (threadIdx.x == 0) sc[3] = (u64)mk_sample_cut(w, k, prm.top_p);
+    // Eight weights loaded at a time (printed from ir::sample_total_nest and sample_cut_nest).
+    if (threadIdx.x == 0)
+      sc[3] = (u64)mk_sample_cut(w, k, 0, mpk_nucleus_target(prm.top_p, mk_sample_total(w, k)));
     mk_sync();
     cut = (int)sc[3];
   }

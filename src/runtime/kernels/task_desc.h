@@ -140,7 +140,7 @@ struct MkTask {
 // How a step chooses its token (MkParams::sample_mode; the draw is ref/sampling.h's).
 #define MPK_MK_SAMPLE_GREEDY 0  // the argmax
 #define MPK_MK_SAMPLE_GUMBEL 1  // every id: the LM-head tiles add the Gumbel noise
-#define MPK_MK_SAMPLE_TOPK 2    // top_k <= MPK_MK_SAMPLE_KMAX, then top_p: the argmax task selects
+#define MPK_MK_SAMPLE_TOPK 2    // top_k <= MPK_MK_SAMPLE_KMAX then top_p, or top_p over every id: the argmax task selects
 #define MPK_MK_SAMPLE_KMAX 1024
 #define MPK_MK_SAMPLE_GROUP 4096  // keys the draw sorts in shared memory (>= MPK_MK_SAMPLE_KMAX)
 // The argmax task's shared memory (for a draw): keys, nucleus weights, a histogram, scalars.

@@ -72,8 +72,7 @@ float det_log(float x) { return mpk_det_log(x); }
 int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uint64_t position) {
   validate(c);
   const size_t n = logits.size();
-  // Up to 2^21 logits, the nucleus's integer sums stay exact in double (sampling_math.h).
-  MPK_CHECK(n > 0 && n <= kMaxSampledLogits, InvalidArgument) << "sampling over " << n << " logits";
+  MPK_CHECK(n > 0 && n <= size_t(INT32_MAX), InvalidArgument) << "sampling over " << n << " logits";
   auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
     return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
   };
@@ -90,6 +89,9 @@ int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uin
     ids.resize(keep);
   }
   if (c.top_p < 1) {
+    // Up to 2^21 candidates, the nucleus's integer sums stay exact in double (sampling_math.h).
+    MPK_CHECK(ids.size() <= kMaxSampledLogits, InvalidArgument)
+        << "a nucleus over " << ids.size() << " candidates (at most " << kMaxSampledLogits << ")";
     sort_by_rank(ids, logits);
     const float zmax = z[size_t(ids[0])];
     std::vector<uint64_t> w(ids.size());

@@ -25,7 +25,8 @@ namespace mpk::ref {
 // (vLLM draws the same line).
 constexpr float kGreedyTemperature = 1e-5f;
 
-// The most logits a draw takes: the nucleus's integer sums stay exact in double below 2^53.
+// The most candidates a top-p cut takes: the nucleus's integer sums stay exact in double
+// below 2^53.
 constexpr size_t kMaxSampledLogits = size_t(1) << 21;
 
 struct SamplingConfig {

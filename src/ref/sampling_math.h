@@ -82,8 +82,12 @@ MPK_SM_FN float mpk_det_log(float x) {
 
 // The nucleus's weights as integers, so that their sums are exact in any order (a device sums
 // them in parallel): w = e^(z - z_max) in [0, 1] truncated to a multiple of 2^-32, counted in
-// units of 2^-32 (at most 2^32 each; under 2^53 in all for up to 2^21 ids).
-MPK_SM_FN mpk_u64 mpk_nucleus_mass(float w) { return (mpk_u64)(w * 4294967296.0f); }
+// units of 2^-32 (at most 2^32 each; under 2^53 in all for up to 2^21 ids). A NaN (logits so
+// large over the temperature that z_max is infinite) counts as none, the same on every
+// backend (converting it would be undefined).
+MPK_SM_FN mpk_u64 mpk_nucleus_mass(float w) {
+  return w >= 1.0f ? (mpk_u64)1 << 32 : w > 0.0f ? (mpk_u64)(w * 4294967296.0f) : 0;
+}
 // The prefix of running mass `run` reaches top_p of `total`: compared in IEEE double.
 MPK_SM_FN double mpk_nucleus_target(float top_p, mpk_u64 total) { return (double)top_p * (double)total; }
 MPK_SM_FN bool mpk_nucleus_reached(mpk_u64 run, double target) { return (double)run >= target; }

@@ -212,7 +212,8 @@ TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
     }
   }
-  // Past 2^21 logits the nucleus's integer sums could leave double's exact range: refused.
+  // Past 2^21 candidates the nucleus's integer sums could leave double's exact range: refused;
+  // draws without the cut take them.
   const std::vector<float> huge(kMaxSampledLogits + 1, 0.5f);
   try {
     (void)sample_token(huge, SamplingConfig{.temperature = 1.0f, .top_p = 0.9f}, 0);
@@ -220,6 +221,8 @@ TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   }
+  EXPECT_GE(sample_token(huge, SamplingConfig{.temperature = 1.0f, .top_k = 5, .top_p = 0.9f}, 0), 0);
+  EXPECT_GE(sample_token(huge, SamplingConfig{.temperature = 1.0f}, 0), 0);
 }
 
 // The nucleus's weights are integers: the cut is the same whatever order they are added in, and
@@ -229,6 +232,8 @@ TEST(Sampling, NucleusWeightsAreIntegerUnits) {
   EXPECT_EQ(mpk_nucleus_mass(0.5f), uint64_t(1) << 31);
   EXPECT_EQ(mpk_nucleus_mass(std::ldexp(1.0f, -33)), 0u);
   EXPECT_EQ(mpk_nucleus_mass(std::nextafter(1.0f, 0.0f)), (uint64_t(1) << 32) - 256);
+  EXPECT_EQ(mpk_nucleus_mass(NAN), 0u);
+  EXPECT_EQ(mpk_nucleus_mass(INFINITY), uint64_t(1) << 32);
   EXPECT_TRUE(mpk_nucleus_reached(9, mpk_nucleus_target(0.9f, 10)));
   EXPECT_FALSE(mpk_nucleus_reached(8, mpk_nucleus_target(0.9f, 10)));
 }

@@ -300,14 +300,15 @@ MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** m
 MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
 
 /* Sampling. The token is drawn from softmax(logits / temperature) over the top_k largest
- * logits (0: all), cut to the smallest set of them whose probability reaches top_p, with
- * Gumbel noise from Philox4x32-10 keyed by the seed and counted by the token's position and
- * id: the same logits, configuration and seed give the same token on every backend and
- * machine. temperature 0 (the default), or any below 1e-5, is greedy. On the GPU the megakernel draws inside its
- * multi-step launches (the drawn token feeds the next step without a host round trip) when
- * top_k is at most 1024 (any top_p), or when neither top_k nor top_p cuts (top_k 0 or at least
- * the vocabulary, top_p 1); otherwise (a larger top_k below the vocabulary, or top_p without
- * top_k) the host draws from each step's logits and the session runs one step per launch. */
+ * logits (0: all), cut to the smallest set of them whose probability reaches top_p (the
+ * weights counted in units of 2^-32 of the largest's, so that every backend sums them
+ * exactly), with Gumbel noise from Philox4x32-10 keyed by the seed and counted by the token's
+ * position and id: the same logits, configuration and seed give the same token on every
+ * backend and machine. temperature 0 (the default), or any below 1e-5, is greedy. On the GPU
+ * the megakernel draws inside its multi-step launches (the drawn token feeds the next step
+ * without a host round trip) when top_k is at most 1024 or cuts nothing (0 or at least the
+ * vocabulary), with any top_p; otherwise (a larger top_k below the vocabulary) the host draws
+ * from each step's logits and the session runs one step per launch. */
 typedef struct mpk_sampling_config {
   size_t struct_size;  /* set by mpk_sampling_config_init */
   float temperature;   /* >= 0; 0 (or below 1e-5): greedy */

@@ -116,6 +116,16 @@ __device__ __noinline__ void mk_sample_find_topk(const float* logits, int n, int
   mk_sample_radix_topk(logits, n, k, keys, hist, sc);
 }
 
+// *m += x in shared memory by 32-bit atomics on its two words (a 64-bit add there is a
+// compare-and-swap loop, which the warps of the block retried on one bin: ten times slower),
+// the low word's wrap carried into the high one: exact once every add is done.
+__device__ __forceinline__ void mk_sample_add_mass(u64* m, u64 x) {
+  unsigned* w = (unsigned*)m;  // little-endian: the low word first
+  const unsigned lo = (unsigned)x, old = atomicAdd(w, lo);
+  const unsigned hi = (unsigned)(x >> 32) + (old + lo < old ? 1u : 0u);
+  if (hi) atomicAdd(w + 1, hi);
+}
+
 // The nucleus over all n logits (top_p < 1, no top-k) and the draw from it, as ref/sampling.h
 // defines them: a radix select finds the nucleus's last key, 8 bits a pass over the logits,
 // each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any
@@ -151,14 +161,14 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
           total += m;
         }
       }
-      // The lanes of one bin add once: a mass is at most 2^32, so each 16-bit half summed over
-      // 32 lanes fits 32 bits.
+      // The lanes of one bin add once: a mass is at most 2^32, so its low 16 bits and the rest
+      // summed over 32 lanes each fit 32 bits.
       const unsigned same = __match_any_sync(0xffffffffu, bin);
       const unsigned lo = __reduce_add_sync(same, (unsigned)(m & 0xffffu));
       const unsigned hi = __reduce_add_sync(same, (unsigned)(m >> 16));
       if (bin >= 0 && lane == __ffs(same) - 1) {
         atomicAdd(&hist[bin], (unsigned)__popc(same));
-        atomicAdd((unsigned long long*)&mass[bin], ((unsigned long long)hi << 16) + lo);
+        mk_sample_add_mass(&mass[bin], ((u64)hi << 16) + lo);
       }
     });
     if (first) {

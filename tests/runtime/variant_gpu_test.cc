@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <functional>
 #include <cmath>
@@ -497,7 +496,8 @@ TEST(VariantGpu, MutantKernelsAreCaught) {
 // threshold) and through a mutant without the guess, which takes the radix select every time
 // (a few passes for spread logits, every pass down to the ids for few values); both thread
 // layouts (with the controller warp, the compute threads' barrier is a named one).
-void check_draws(Harness& h, uint64_t seed) {
+// Returns the draws that differ from the reference's, described.
+std::vector<std::string> draw_mismatches(Harness& h, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   struct Logits { const char* what; int n; std::function<float()> draw; };
@@ -518,7 +518,9 @@ void check_draws(Harness& h, uint64_t seed) {
       {.temperature = 0.6f, .top_k = 0, .top_p = 0.3f, .seed = seed + 6},
       {.temperature = 1.5f, .top_k = 0, .top_p = 0.999f, .seed = seed + 7},
       {.temperature = 0.8f, .top_k = 1 << 30, .top_p = 0.6f, .seed = seed + 8},
+      {.temperature = 1.0f, .top_k = 0, .top_p = 0.01f, .seed = seed + 9},  // a nucleus of a few keys
   };
+  std::vector<std::string> bad;
   for (const Logits& c : cases) {
     std::vector<float> logits(size_t(c.n));
     for (float& v : logits) v = c.draw();
@@ -536,17 +538,33 @@ void check_draws(Harness& h, uint64_t seed) {
     for (const ref::SamplingConfig& sc : configs) {
       for (int position : {3, 1000, 77777}) {
         h.set_sampling(MPK_MK_SAMPLE_TOPK, sc);
-        ASSERT_EQ(h.run({t}, MPK_MK_SAMPLE_SMEM, position), "") << c.what;
+        const std::string run = h.run({t}, MPK_MK_SAMPLE_SMEM, position);
         int got = -1;
         const std::vector<float> raw = h.get(t.next_token, 1);
         std::memcpy(&got, raw.data(), 4);
         const int32_t want = ref::sample_token(logits, sc, uint64_t(position) + 1);
-        EXPECT_EQ(got, want) << c.what << ": top_k " << sc.top_k << " top_p " << sc.top_p
-                             << " temperature " << sc.temperature << " position " << position
-                             << " (seed " << seed << ")";
+        if (!run.empty() || got != want)
+          bad.push_back(std::string(c.what) + ": top_k " + std::to_string(sc.top_k) + " top_p " +
+                        std::to_string(sc.top_p) + " temperature " + std::to_string(sc.temperature) + " position " +
+                        std::to_string(position) + ": " + (run.empty() ? "token " + std::to_string(got) +
+                                                                              ", the reference's " + std::to_string(want)
+                                                                        : run) +
+                        " (seed " + std::to_string(seed) + ")");
       }
     }
   }
+  return bad;
+}
+
+std::string joined(const std::vector<std::string>& lines) {
+  std::string s;
+  for (const std::string& l : lines) s += l + "\n";
+  return s;
+}
+
+void check_draws(Harness& h, uint64_t seed) {
+  const std::vector<std::string> bad = draw_mismatches(h, seed);
+  EXPECT_TRUE(bad.empty()) << joined(bad);
 }
 
 TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
@@ -574,6 +592,14 @@ TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
                 MPK_MK_SAMPLE_TOPK);
       check_draws(h, seed + 2);
     }
+  }
+  // Mutants of the nucleus draw, each caught: the last key left out of the nucleus, and the mass
+  // ranked before the bin not carried from one pass to the next.
+  const MegakernelParams p = params_for_head_dim(128);
+  for (const auto& [from, to] : {std::pair{"if (in && mk_sample_key(v, j) >= last)", "if (in && mk_sample_key(v, j) > last)"},
+                                 std::pair{"sc[1] = run;", "sc[1] = above;"}}) {
+    Harness h(ctx, p, replace_once(from, to), MPK_MK_SAMPLE_TOPK);
+    EXPECT_FALSE(draw_mismatches(h, seed + 3).empty()) << "the mutant " << to << " was not caught";
   }
 }
 

@@ -172,23 +172,33 @@ const LoopNest& sample_cut_nest() {
   return n;
 }
 
+namespace {
+
+// One thread's walk down the B = 256 bins of `base` from the top to the first bin where
+// `reached` holds of h, its value (`value` loads it): found, with `above` the sum of the bins
+// before it. The walk stops there (break): its reads are a prefix from the top, no cover.
+LoopNest walk_nest(std::string signature, const char* base, Block start, const char* value, const char* reached) {
+  const IndexExpr B = v("B"), i = v("i"), b = v("b");
+  LoopNest m;
+  m.signature = std::move(signature);
+  m.params = {{"B", "256", 256, 256}, {"threads", "1", 1, 1}};
+  m.ranges = {{"bins", 0, B}};
+  m.accesses = {{"bin", base, "bins", b, true, {}, CType::Int}};
+  m.body = {code("int found = 0;")};
+  for (Stmt& st : start) m.body.push_back(std::move(st));
+  m.body.push_back(loop("i", LoopKind::Serial, B, 1,
+                        {let("b", B - 1 - i), code("found = b;"), code(value),
+                         code(std::string("if (") + reached + ") break;"), code("above += h;")}));
+  m.body.push_back(code("return found;"));
+  return m;
+}
+
+}  // namespace
+
 const LoopNest& sample_walk_nest() {
-  static const LoopNest n = [] {
-    const IndexExpr B = v("B"), i = v("i"), b = v("b");
-    LoopNest m;
-    m.signature = "__device__ __forceinline__ int mk_sample_walk(const unsigned* hist, int need, int& above)";
-    m.params = {{"B", "256", 256, 256}, {"threads", "1", 1, 1}};
-    m.ranges = {{"bins", 0, B}};
-    // The walk stops at the bin it looks for (break): its reads are a prefix from the top, no
-    // cover.
-    m.accesses = {{"bin", "hist", "bins", b, true, {}, CType::Int}};
-    m.body = {code("int found = 0;"), code("above = 0;"),
-              loop("i", LoopKind::Serial, B, 1,
-                   {let("b", B - 1 - i), code("found = b;"), code("const int h = (int){bin};"),
-                    code("if (above + h >= need) break;"), code("above += h;")}),
-              code("return found;")};
-    return m;
-  }();
+  static const LoopNest n =
+      walk_nest("__device__ __forceinline__ int mk_sample_walk(const unsigned* hist, int need, int& above)", "hist",
+                {code("above = 0;")}, "const int h = (int){bin};", "above + h >= need");
   return n;
 }
 
@@ -208,21 +218,9 @@ const LoopNest& sample_mass_clear_nest() {
 }
 
 const LoopNest& sample_mass_walk_nest() {
-  static const LoopNest n = [] {
-    const IndexExpr B = v("B"), i = v("i"), b = v("b");
-    LoopNest m;
-    m.signature = "__device__ __forceinline__ int mk_sample_mass_walk(const u64* mass, u64& above, double target)";
-    m.params = {{"B", "256", 256, 256}, {"threads", "1", 1, 1}};
-    m.ranges = {{"bins", 0, B}};
-    // Stops at the bin it looks for (break): a prefix from the top, no cover.
-    m.accesses = {{"bin", "mass", "bins", b, true, {}, CType::Int}};
-    m.body = {code("int found = 0;"),
-              loop("i", LoopKind::Serial, B, 1,
-                   {let("b", B - 1 - i), code("found = b;"), code("const u64 h = {bin};"),
-                    code("if (mpk_nucleus_reached(above + h, target)) break;"), code("above += h;")}),
-              code("return found;")};
-    return m;
-  }();
+  static const LoopNest n =
+      walk_nest("__device__ __forceinline__ int mk_sample_mass_walk(const u64* mass, u64& above, double target)",
+                "mass", {}, "const u64 h = {bin};", "mpk_nucleus_reached(above + h, target)");
   return n;
 }
 

@@ -765,14 +765,8 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
           grp.count = int(ops.size());
           PfGemmGroup parts = grp;  // with the split, where the tiles write: each member's partials
           if (split) {
-            int64_t at = workspace_offset_;
-            for (size_t j = 0; j < ops.size(); ++j) {
-              parts.c[j] = b.scratch + uint64_t(at);
-              // 8-byte aligned for the tiles' column pairs: an odd size has a width short of its
-              // tiles', whose slack (splits m floats) holds the pad within gemm_workspace_bytes.
-              at += (int64_t(whole.splits) * m * grp.n[j] * 4 + 7) / 8 * 8;
-            }
-            MPK_ICHECK(at - workspace_offset_ <= gemm_workspace_bytes(num_sms_)) << "prefill: K-split workspace";
+            const int64_t bytes = lay_split_partials(parts, whole.splits, m, b.scratch + uint64_t(workspace_offset_));
+            MPK_ICHECK(bytes <= gemm_workspace_bytes(num_sms_)) << "prefill: K-split workspace";
             // The reduce's int walk and its row nest's proved widths (up to 2^20).
             MPK_ICHECK((long long)m * n_total <= ir::kPrefillMaxElements && n_total <= (1 << 20))
                 << "prefill: split GEMM of " << m << " x " << n_total;

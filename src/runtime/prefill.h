@@ -251,6 +251,10 @@ std::vector<std::pair<int64_t, int64_t>> prefill_head_shapes(const ir::Graph& gr
 std::string prefill_kernels_for(const ir::Graph& graph, ir::OpKind kind, const std::string& arch);
 // The K-split partials' workspace for a device of num_sms SMs (any gemm_launch fits).
 int64_t gemm_workspace_bytes(int num_sms);
+// A group split in `splits` K parts over m rows: member j's partials (splits x m x n[j]
+// floats) follow member j - 1's from `base`, each start 8-byte aligned for the tiles' column
+// pairs. Sets parts.c[j] for the group's members (count, n) and returns the bytes they take.
+int64_t lay_split_partials(PfGemmGroup& parts, int64_t splits, int64_t m, uint64_t base);
 // A projection step of one tile row (rows <= the wgmma tile's) with `tiles` column tiles
 // (PrefillProgram::streamk_tiles) goes stream-K where the kernels have the entries (kernels/
 // prefill_wgmma_streamk.cuh) and the tiles make between half a wave and three quarters of one

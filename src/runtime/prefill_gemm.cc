@@ -139,6 +139,17 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
 
 // A split's parts make at most a wave of large tiles or two of small ones (gemm_launch), whose
 // partials' rows and columns are inside the tiles.
+int64_t lay_split_partials(PfGemmGroup& parts, int64_t splits, int64_t m, uint64_t base) {
+  int64_t at = 0;
+  for (int j = 0; j < parts.count; ++j) {
+    parts.c[j] = base + uint64_t(at);
+    // An odd size has a width short of its tiles', whose slack (splits m floats) holds the pad
+    // within gemm_workspace_bytes.
+    at += (splits * m * parts.n[j] * 4 + 7) / 8 * 8;
+  }
+  return at;
+}
+
 int64_t gemm_workspace_bytes(int num_sms) {
   static_assert(2 * kSmallTile.bm * kSmallTile.bn <= kLargeTile.bm * kLargeTile.bn, "a wave of large tiles bounds");
   return int64_t(num_sms) * kLargeTile.bm * kLargeTile.bn * 4;

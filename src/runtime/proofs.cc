@@ -550,7 +550,7 @@ std::vector<PlanProof> draw_proofs(const MegakernelParams& params, int64_t num_l
                     }});
   needed.push_back({"nucleus draw: its passes over the logits, a loop nest (" + std::to_string(threads / 32) + " warps)",
                     "sample scan2 nest " + std::to_string(threads), [threads] {
-                      return superopt::prove_loop_nest(ir::sample_scan2_nest(), "sample scan", {{"threads", threads}});
+                      return superopt::prove_loop_nest(ir::sample_scan2_nest(), "sample scan2", {{"threads", threads}});
                     }});
   if (num_logits > MPK_MK_SAMPLE_GROUP)  // else the draw sorts every logit, no sample
     needed.push_back({"top-k draw: its strided sample of " + std::to_string(num_logits) + " logits, a loop nest (" +

@@ -478,8 +478,10 @@ TEST(PrefillGpuGemm, SplitGroupReduceFoldsTheNormsBitForBit) {
   for (auto& x : bias) x = 0.1f * rnd();
   for (auto& x : norm_w) x = 1.f + 0.1f * rnd();
   for (int j = 0; j < D; ++j) inv_freq[size_t(j)] = float(std::pow(1e4, -2.0 * (j % (D / 2)) / D));
-  size_t ws_bytes = 0, at[3];
-  for (int j = 0; j < 3; ++j) at[j] = ws_bytes, ws_bytes += (size_t(Z) * M * n[j] * 4 + 7) / 8 * 8;
+  PfGemmGroup pg{}, out{};
+  pg.count = out.count = 3;
+  for (int j = 0; j < 3; ++j) pg.n[j] = n[j];
+  const size_t ws_bytes = size_t(lay_split_partials(pg, Z, M, 0));  // as PrefillProgram lays them out
   std::vector<float> parts(ws_bytes / 4);
   for (auto& x : parts) x = 4 * rnd();
   cuda::DeviceBuffer dparts(ctx, ws_bytes), dbias(ctx, bias.size() * 4), dw(ctx, norm_w.size() * 4),
@@ -488,16 +490,14 @@ TEST(PrefillGpuGemm, SplitGroupReduceFoldsTheNormsBitForBit) {
   dbias.upload(bias.data(), bias.size() * 4);
   dw.upload(norm_w.data(), norm_w.size() * 4);
   dfreq.upload(inv_freq.data(), inv_freq.size() * 4);
+  lay_split_partials(pg, Z, M, dparts.ptr());
   std::vector<cuda::DeviceBuffer> c, normed, c_ref, normed_ref;
-  PfGemmGroup pg{}, out{};
   PfRowRope rr;
-  pg.count = out.count = 3;
   for (int j = 0, off = 0; j < 3; off += n[j++]) {
     for (auto* v : {&c, &normed, &c_ref, &normed_ref}) {
       v->emplace_back(ctx, size_t(M) * n[j] * 4);
       v->back().fill_bytes(0xff);
     }
-    pg.c[j] = dparts.ptr() + at[j];
     out.c[j] = c.back().ptr();
     out.bias[j] = dbias.ptr() + uint64_t(off) * 4;
     out.n[j] = n[j];

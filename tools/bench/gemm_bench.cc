@@ -156,7 +156,6 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
       continue;
     PfGemmGroup grp{}, parts{};
     grp.count = count;
-    int64_t at = 0;
     for (int j = 0; j < count; ++j) {
       grp.bias[j] = bias.ptr();
       grp.c[j] = c[size_t(j)].ptr();
@@ -164,10 +163,7 @@ void bench_group(const cuda::Context& ctx, const PrefillKernels& k, const cuda::
       grp.tiles[j] = (ns[size_t(j)] + lt.bn - 1) / lt.bn;
     }
     parts = grp;
-    for (int j = 0; j < count; ++j) {
-      parts.c[j] = ws.ptr() + uint64_t(at);
-      at += (int64_t(z) * M * ns[size_t(j)] * 4 + 7) / 8 * 8;  // as PrefillProgram lays them out
-    }
+    lay_split_partials(parts, z, M, ws.ptr());  // as PrefillProgram lays them out
     const TileGrid tg = tile_grid((M + lt.bm - 1) / lt.bm, tiles);
     cuda::LaunchConfig cfg;
     cfg.grid = {tg.x, tg.y, unsigned(z)};

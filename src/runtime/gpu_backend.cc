@@ -501,6 +501,7 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
   b.embed_out = act_.ptr() + uint64_t(mem_.buffer_offset[size_t(embed_buffer_)]);
   b.result = pf_result_.ptr();
   step_ms_.clear();
+  enqueue_ms_.clear();
   pf_profile_.clear();
   cuda::Event start(ctx), end(ctx);
   // Profile sessions: an event after each step (timing perturbs nothing but the host's pace).
@@ -523,9 +524,11 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
     start.record(stream_);
     marks.clear();
     labels.clear();
+    const auto host0 = std::chrono::steady_clock::now();
     pf_->enqueue(*m_->prefill_kernels(), stream_, b, int(position_ + a), int(r), a + r == n,
                  profile_on_ ? std::function<void(const PrefillStep&)>(mark) : nullptr);
     end.record(stream_);
+    enqueue_ms_.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - host0).count());
     end.synchronize();
     step_ms_.push_back(double(cuda::elapsed_ms(start, end)));
     if (a + r < n) report(m_->options(), "prefill", a + r, n);  // Session reports the start and end

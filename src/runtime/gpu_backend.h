@@ -139,6 +139,9 @@ class GpuSession {
   // for a tensor-core prefill).
   const std::vector<double>& step_ms() const { return step_ms_; }
   void clear_step_ms() { step_ms_.clear(); }  // a call that runs no step reports none
+  // Host-clock duration (ms) of enqueuing each chunk of the last tensor-core prefill: where it
+  // is as long as the chunk's step_ms, the device waited on the host's launches.
+  const std::vector<double>& prefill_enqueue_ms() const { return enqueue_ms_; }
   // Per-task timers of the last step, summed by task kind, as JSON (profile sessions only).
   std::string profile_json() const;
   // Profile sessions: device ms of the last tensor-core prefill by step label
@@ -196,6 +199,7 @@ class GpuSession {
   uint32_t step_ = 0;  // steps run since the counters started (the last step's epoch)
   size_t position_ = 0;
   std::vector<double> step_ms_;
+  std::vector<double> enqueue_ms_;
   std::vector<int32_t> step_tokens_;  // argmax of each step of the last launch
   std::vector<bool> step_nonfinite_;  // whether each step's logits held NaN or Inf
   bool next_nonfinite_ = false;       // the same for the last step (next_token_'s logits)

@@ -432,6 +432,7 @@ void GpuSession::prefill(const int32_t* tokens, size_t n, bool append_step_times
         << "token id " << tokens[i] << " at index " << i << " is outside [0, " << vocab << ")";
   MPK_CHECK(position_ + n <= capacity_, Capacity)
       << "KV cache holds " << capacity_ << " tokens; position " << position_ << " + " << n;
+  enqueue_ms_.clear();  // none unless the chunks below run
   if (tensor_core_prefill_ && m_->prefill_kernels() && n >= kPrefillMinTokens) {
     prefill_chunks(tokens, n);
     return;
@@ -501,7 +502,6 @@ void GpuSession::prefill_chunks(const int32_t* tokens, size_t n) {
   b.embed_out = act_.ptr() + uint64_t(mem_.buffer_offset[size_t(embed_buffer_)]);
   b.result = pf_result_.ptr();
   step_ms_.clear();
-  enqueue_ms_.clear();
   pf_profile_.clear();
   cuda::Event start(ctx), end(ctx);
   // Profile sessions: an event after each step (timing perturbs nothing but the host's pace).

@@ -139,8 +139,9 @@ class GpuSession {
   // for a tensor-core prefill).
   const std::vector<double>& step_ms() const { return step_ms_; }
   void clear_step_ms() { step_ms_.clear(); }  // a call that runs no step reports none
-  // Host-clock duration (ms) of enqueuing each chunk of the last tensor-core prefill: where it
-  // is as long as the chunk's step_ms, the device waited on the host's launches.
+  // Host-clock duration (ms) of enqueuing each chunk of the last prefill call through the
+  // tensor cores (none for one through the decode step): where it is as long as the chunk's
+  // step_ms, the device waited on the host's launches.
   const std::vector<double>& prefill_enqueue_ms() const { return enqueue_ms_; }
   // Per-task timers of the last step, summed by task kind, as JSON (profile sessions only).
   std::string profile_json() const;

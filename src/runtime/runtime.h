@@ -183,6 +183,9 @@ class Session {
   // GPU: device-clock ms of each step of the last prefill or decode call. Error(Unsupported)
   // on the reference backend.
   const std::vector<double>& step_ms() const;
+  // GPU: host-clock ms of enqueuing each chunk of the last prefill through the tensor cores
+  // (GpuSession::prefill_enqueue_ms). Error(Unsupported) on the reference backend.
+  const std::vector<double>& prefill_enqueue_ms() const;
   // GPU, profile sessions: per-task timers of the last step by task kind (JSON).
   std::string profile_json() const;
   size_t position() const;

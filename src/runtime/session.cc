@@ -295,6 +295,11 @@ const std::vector<double>& Session::step_ms() const {
   return gpu_->step_ms();
 }
 
+const std::vector<double>& Session::prefill_enqueue_ms() const {
+  MPK_CHECK(gpu_, Unsupported) << "enqueue times are measured on the GPU backend only";
+  return gpu_->prefill_enqueue_ms();
+}
+
 std::string Session::profile_json() const {
   MPK_CHECK(gpu_, Unsupported) << "profiles are recorded on the GPU backend only";
   return gpu_->profile_json();

@@ -137,8 +137,6 @@ std::vector<int64_t> prefill_split_counts(const ir::Graph& g, int64_t max_rows, 
   return {counts.begin(), counts.end()};
 }
 
-// A split's parts make at most a wave of large tiles or two of small ones (gemm_launch), whose
-// partials' rows and columns are inside the tiles.
 int64_t lay_split_partials(PfGemmGroup& parts, int64_t splits, int64_t m, uint64_t base) {
   int64_t at = 0;
   for (int j = 0; j < parts.count; ++j) {
@@ -150,6 +148,8 @@ int64_t lay_split_partials(PfGemmGroup& parts, int64_t splits, int64_t m, uint64
   return at;
 }
 
+// A split's parts make at most a wave of large tiles or two of small ones (gemm_launch), whose
+// partials' rows and columns are inside the tiles.
 int64_t gemm_workspace_bytes(int num_sms) {
   static_assert(2 * kSmallTile.bm * kSmallTile.bn <= kLargeTile.bm * kLargeTile.bn, "a wave of large tiles bounds");
   return int64_t(num_sms) * kLargeTile.bm * kLargeTile.bn * 4;

@@ -490,12 +490,11 @@ TEST(VariantGpu, MutantKernelsAreCaught) {
 
 // The argmax task's top-k (then top-p) draw and its nucleus over every logit, over a vocabulary
 // of Qwen3's size, against the reference sampler: the same token for every configuration, seed
-// and position. Logits: spread
-// values, few distinct values (equal logits ranked by id), signed zeros (equal), and a
-// vocabulary that fits in shared memory at once. Each through the kernel as built (the guessed
-// threshold) and through a mutant without the guess, which takes the radix select every time
-// (a few passes for spread logits, every pass down to the ids for few values); both thread
-// layouts (with the controller warp, the compute threads' barrier is a named one).
+// and position. Logits: spread values, few distinct values (equal logits ranked by id), signed
+// zeros (equal), and a vocabulary that fits in shared memory at once. The DeviceDraw tests run
+// it through the kernel as built (the guessed top-k threshold, the guessed nucleus bracket) and
+// through kernels that take the radix selects every time (a few passes for spread logits, every
+// pass down to the ids for few values) or refuse every guessed bracket.
 // Returns the draws that differ from the reference's, described.
 std::vector<std::string> draw_mismatches(Harness& h, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -567,39 +566,75 @@ void check_draws(Harness& h, uint64_t seed) {
   EXPECT_TRUE(bad.empty()) << joined(bad);
 }
 
+// Two edits of the source, one after the other.
+Patch both(Patch a, Patch b) {
+  return [a, b](std::string text) { return b(a(std::move(text))); };
+}
+// The nucleus without the guessed bracket: the radix select every time.
+const Patch no_guess = replace_once("bool guessed = n > MPK_MK_SAMPLE_GROUP;", "bool guessed = false;");
+
+// Each draw test over both thread layouts (with the controller warp, the compute threads'
+// barrier is a named one), a kernel for each: as built, or with `patch`.
+void check_draws_in_both_layouts(const Patch& patch, uint64_t seed) {
+  cuda::Context ctx(0);
+  const MegakernelParams with_controller = default_params(128, 1'192'000'000, 28, 132);
+  for (const MegakernelParams& p : {params_for_head_dim(128), with_controller}) {
+    SCOPED_TRACE("controller warp " + std::to_string(p.controller_warp));
+    Harness h(ctx, p, patch, MPK_MK_SAMPLE_TOPK);
+    check_draws(h, seed);
+  }
+}
+
 TEST(DeviceDraw, TopKAndTopPDrawWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  check_draws_in_both_layouts({}, seed);
+}
+
+// The top-k draw by its radix select alone (no guessed threshold).
+TEST(DeviceDraw, TheTopKRadixSelectDrawsWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  check_draws_in_both_layouts(replace_once("if (n > MPK_MK_SAMPLE_GROUP) {", "if (false) {"), seed);
+}
+
+// The nucleus by the radix select alone (no guessed bracket), down to one key every time (every
+// pass, down to the ids for equal logits) instead of stopping where the bin's keys fit the sort.
+TEST(DeviceDraw, TheNucleusRadixSelectDrawsWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  check_draws_in_both_layouts(both(no_guess, replace_once("} while (group > MPK_MK_SAMPLE_KMAX && shift > 0);",
+                                                          "} while (group > 1 && shift > 0);")),
+                              seed);
+}
+
+// Every guessed bracket refused after its keys were gathered and cut: the radix select then.
+TEST(DeviceDraw, ARefusedNucleusGuessDrawsWhatTheReferenceDraws) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const uint64_t seed = fresh_seed();
+  std::printf("seed %llu\n", (unsigned long long)seed);
+  check_draws_in_both_layouts(
+      replace_once("sc[6] = !guessed || mpk_nucleus_reached(", "sc[6] = !guessed && mpk_nucleus_reached("), seed);
+}
+
+// Mutants of the nucleus draw, each caught: the last key left out of the nucleus; the mass
+// ranked before the radix select's bin not carried from one pass to the next (the select
+// alone); the mass above the guessed bracket short of the keys at its upper bound.
+TEST(DeviceDraw, NucleusMutantsAreCaught) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   cuda::Context ctx(0);
   const uint64_t seed = fresh_seed();
   std::printf("seed %llu\n", (unsigned long long)seed);
-  const MegakernelParams with_controller = default_params(128, 1'192'000'000, 28, 132);
-  for (const MegakernelParams& p : {params_for_head_dim(128), with_controller}) {
-    SCOPED_TRACE("controller warp " + std::to_string(p.controller_warp));
-    {
-      Harness h(ctx, p, {}, MPK_MK_SAMPLE_TOPK);
-      check_draws(h, seed);
-    }
-    {
-      SCOPED_TRACE("radix select only");
-      Harness h(ctx, p, replace_once("if (n > MPK_MK_SAMPLE_GROUP) {", "if (false) {"), MPK_MK_SAMPLE_TOPK);
-      check_draws(h, seed + 1);
-    }
-    {
-      // The nucleus's radix select down to one key every time (every pass, down to the ids for
-      // equal logits) instead of stopping where the bin's keys fit the sort.
-      SCOPED_TRACE("nucleus radix select to one key");
-      Harness h(ctx, p, replace_once("} while (group > MPK_MK_SAMPLE_KMAX && shift > 0);", "} while (group > 1 && shift > 0);"),
-                MPK_MK_SAMPLE_TOPK);
-      check_draws(h, seed + 2);
-    }
-  }
-  // Mutants of the nucleus draw, each caught: the last key left out of the nucleus, and the mass
-  // ranked before the bin not carried from one pass to the next.
   const MegakernelParams p = params_for_head_dim(128);
-  for (const auto& [from, to] : {std::pair{"if (in && mk_sample_key(v, j) >= last)", "if (in && mk_sample_key(v, j) > last)"},
-                                 std::pair{"sc[1] = run;", "sc[1] = above;"}}) {
-    Harness h(ctx, p, replace_once(from, to), MPK_MK_SAMPLE_TOPK);
-    EXPECT_FALSE(draw_mismatches(h, seed + 3).empty()) << "the mutant " << to << " was not caught";
+  for (const Patch& mutant :
+       {replace_once("if (in && mk_sample_key(v, j) >= last)", "if (in && mk_sample_key(v, j) > last)"),
+        both(no_guess, replace_once("sc[1] = run;", "sc[1] = above;")),
+        replace_once("if (in && k32 >= hi) high +=", "if (in && k32 > hi) high +=")}) {
+    Harness h(ctx, p, mutant, MPK_MK_SAMPLE_TOPK);
+    EXPECT_FALSE(draw_mismatches(h, seed).empty()) << "a nucleus mutant was not caught";
   }
 }
 

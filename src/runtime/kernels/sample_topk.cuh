@@ -126,8 +126,139 @@ __device__ __forceinline__ void mk_sample_add_mass(u64* m, u64 x) {
   if (hi) atomicAdd(w + 1, hi);
 }
 
+// Logit v's integer nucleus weight (sampling_math.h) under temperature t, zmax the largest
+// logit over t.
+__device__ __forceinline__ u64 mk_sample_mass(float v, float t, float zmax) {
+  return mpk_nucleus_mass(mpk_det_exp(__fsub_rn(__fdiv_rn(v, t), zmax)));
+}
+
+// The nucleus's last key bracketed from a guess, for n > MPK_MK_SAMPLE_GROUP logits. A strided
+// sample of the keys, sorted, stands for the ranks (a sample key for n / S keys): the sample's
+// rank j where its own mass reaches top_p of its total is where the nucleus likely ends. Each
+// round puts T = MPK_MK_SAMPLE_BRACKETS thresholds on the keys' top 32 bits (their logits) at
+// sample keys evenly inside a window of the sample (first j +- 64), and one pass sums in each
+// thread's registers the weights at or above each threshold, in float (a guide only), and in
+// the first round the integer masses of all (the total, exact in any order). The bracket where
+// those sums first reach top_p of the total narrows the range that holds the last key; where
+// the sample puts more than MPK_MK_SAMPLE_KMAX / 2 keys in it, it is the next round's window
+// (at most three). Out: sc[0], sc[2], the range's bounds on a key's top 32 bits, [lo, hi) (hi
+// 2^32: none), and *(double*)&sc[5], the target. Nothing here decides the draw: the caller sums
+// the exact mass above the range and checks that the cut lies inside it, else the radix select
+// takes over (a wrong guess costs time only). Uses keys and w as scratch.
+__device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n, float t, float top_p, float zmax,
+                                                     u64* keys, float* w, u64* sc) {
+  constexpr int S = MPK_MK_SAMPLE_GROUP / 2, T = MPK_MK_SAMPLE_BRACKETS;
+  const int lane = threadIdx.x & 31;
+  unsigned* thr = (unsigned*)w;  // [T], descending
+  float* acc = w + T;            // [T]: the weights at or above each threshold
+  int* win = (int*)(w + 2 * T);  // the window [win[0], win[1]) and the range [win[2], win[3]) of sample ranks
+  u64* smass = keys + S;         // [S]: the sorted sample's masses
+  mk_sample_stride(logits, n, keys);  // printed from ir::sample_stride_nest
+  mk_sync();
+  mk_sample_sort(keys, S);
+  for (int i = threadIdx.x; i < S; i += MK_COMPUTE_THREADS) smass[i] = mk_sample_mass(mk_sample_logit(keys[i]), t, zmax);
+  mk_sync();
+  if (threadIdx.x < 32) {  // warp 0: the sample's rank j where its mass reaches top_p of its total
+    constexpr int C = S / 32;  // each lane's run of the sample
+    u64 run = 0;
+    for (int i = 0; i < C; ++i) run += smass[lane * C + i];
+    u64 incl = run;  // inclusive prefix over the lanes
+    for (int o = 1; o < 32; o <<= 1) {
+      const u64 up = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += up;
+    }
+    const double want = mpk_nucleus_target(top_p, __shfl_sync(0xffffffffu, incl, 31));
+    const unsigned hit = __ballot_sync(0xffffffffu, mpk_nucleus_reached(incl, want));
+    const int first = hit ? __ffs(hit) - 1 : 31;
+    int j = first * C + C - 1;
+    if (lane == first) {
+      u64 r = incl - run;
+      for (int i = 0; i < C; ++i)
+        if (mpk_nucleus_reached(r += smass[lane * C + i], want)) {
+          j = lane * C + i;
+          break;
+        }
+    }
+    j = __shfl_sync(0xffffffffu, j, first);
+    if (lane == 0) {
+      win[0] = max(0, j - 64), win[1] = min(S, j + 65), win[2] = 0, win[3] = S;
+      sc[0] = 0, sc[2] = 1ull << 32, sc[4] = 0, sc[7] = 0;
+    }
+  }
+  for (int round = 0; round < 3; ++round) {
+    mk_sync();
+    // Threshold k at the sample's rank wa + (k + 1) (wb - wa) / (T + 1): ascending ranks, so
+    // descending keys.
+    if (threadIdx.x < T) {
+      thr[threadIdx.x] = (unsigned)(keys[win[0] + (threadIdx.x + 1) * (win[1] - win[0]) / (T + 1)] >> 32);
+      acc[threadIdx.x] = 0.f;
+    }
+    mk_sync();
+    float ws[T];
+    u64 total = 0;
+#pragma unroll
+    for (int k = 0; k < T; ++k) ws[k] = 0.f;
+    const bool first = round == 0;
+    mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+      if (!in) return;
+      const unsigned hk = (unsigned)(mk_sample_key(v, j) >> 32);
+      const float x = mpk_det_exp(__fsub_rn(__fdiv_rn(v, t), zmax));
+      if (first) total += mpk_nucleus_mass(x);
+#pragma unroll
+      for (int k = 0; k < T; ++k)
+        if (hk >= ((volatile unsigned*)thr)[k]) ws[k] += x;  // read each time: registers are short
+    });
+#pragma unroll
+    for (int k = 0; k < T; ++k) {
+      for (int o = 16; o > 0; o >>= 1) ws[k] += __shfl_xor_sync(0xffffffffu, ws[k], o);
+      if (lane == 0) atomicAdd(&acc[k], ws[k]);
+    }
+    if (first) {
+      for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+      if (lane == 0) atomicAdd((unsigned long long*)&sc[4], (unsigned long long)total);
+    }
+    mk_sync();
+    if (threadIdx.x == 0) {  // the first threshold whose weight above reaches the target
+      if (first) *(double*)&sc[5] = mpk_nucleus_target(top_p, sc[4]);
+      const double target = *(double*)&sc[5];
+      int i = 0;
+      while (i < T && (double)acc[i] * 4294967296.0 < target) ++i;
+      const int wa = win[0], wb = win[1];
+      if (i < T) sc[0] = max(sc[0], (u64)thr[i]), win[3] = wa + (i + 1) * (wb - wa) / (T + 1) + 1;
+      if (i > 0) sc[2] = min(sc[2], (u64)thr[i - 1]), win[2] = wa + i * (wb - wa) / (T + 1);
+      win[0] = win[2], win[1] = win[3];
+      sc[7] = (long long)(win[3] - win[2]) * n / S <= MPK_MK_SAMPLE_KMAX / 2;
+    }
+    mk_sync();
+    if (sc[7]) break;
+  }
+  mk_sync();
+}
+
+// The keys whose top 32 bits lie in [lo, hi) gathered into keys (at most MPK_MK_SAMPLE_KMAX of
+// them; sc[3]: how many there are), and the exact mass of those at or above hi into sc[1].
+__device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, float t, float zmax, u64 lo, u64 hi,
+                                                    u64* keys, u64* sc) {
+  if (threadIdx.x == 0) sc[3] = 0, sc[1] = 0;
+  mk_sync();
+  u64 high = 0;  // this thread's mass above the bracket
+  mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+    const u64 key = mk_sample_key(v, j), k32 = key >> 32;
+    if (in && k32 >= hi) high += mk_sample_mass(v, t, zmax);
+    if (in && k32 >= lo && k32 < hi) {
+      const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
+      if (slot < MPK_MK_SAMPLE_KMAX) keys[slot] = key;
+    }
+  });
+  for (int o = 16; o > 0; o >>= 1) high += __shfl_xor_sync(0xffffffffu, high, o);
+  if ((threadIdx.x & 31) == 0) atomicAdd((unsigned long long*)&sc[1], (unsigned long long)high);
+  mk_sync();
+}
+
 // The nucleus over all n logits (top_p < 1, no top-k) and the draw from it, as ref/sampling.h
-// defines them: a radix select finds the nucleus's last key, 8 bits a pass over the logits,
+// defines them: its last key found among the keys of the range mk_sample_topp_guess brackets
+// (where that range holds at most MPK_MK_SAMPLE_KMAX keys and the cut, checked exactly), else
+// by a radix select: 8 bits a pass over the logits,
 // each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any
 // order) summed, down to the bin where the mass ranked before a key reaches top_p of the total;
 // once that bin's keys fit the sort (at most MPK_MK_SAMPLE_KMAX) they are gathered, sorted and
@@ -143,73 +274,103 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
   double* target = (double*)&sc[5];
   u64 prefix = 0, above = 0;  // the last key's bits above `shift`; the mass ranked before its bin
   int shift = 64, group = n;  // group: the keys agreeing with prefix
-  if (threadIdx.x == 0) sc[4] = 0;  // the total mass
-  do {
-    shift -= 8;
-    const bool first = shift == 56;
-    mk_sample_mass_clear(hist, mass);  // printed from ir::sample_mass_clear_nest
+  u64 blo = 0, bhi = 0;       // or the guess's bracket on the keys' top 32 bits
+  bool guessed = n > MPK_MK_SAMPLE_GROUP;
+  if (guessed) {
+    mk_sample_topp_guess(logits, n, t, top_p, zmax, keys, w, sc);
+    blo = sc[0];
+    bhi = sc[2];
     mk_sync();
-    u64 total = 0;  // this thread's mass, first pass
-    mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
-      int bin = -1;
-      u64 m = 0;
-      if (in) {
-        const u64 key = mk_sample_key(v, j);
-        if (mk_sample_in(key, prefix, shift + 8)) {
-          bin = (int)((key >> shift) & 255);
-          m = mpk_nucleus_mass(mpk_det_exp(__fsub_rn(__fdiv_rn(v, t), zmax)));
-          total += m;
-        }
-      }
-      // The lanes of one bin add once: a mass is at most 2^32, so its low 16 bits and the rest
-      // summed over 32 lanes each fit 32 bits.
-      const unsigned same = __match_any_sync(0xffffffffu, bin);
-      const unsigned lo = __reduce_add_sync(same, (unsigned)(m & 0xffffu));
-      const unsigned hi = __reduce_add_sync(same, (unsigned)(m >> 16));
-      if (bin >= 0 && lane == __ffs(same) - 1) {
-        atomicAdd(&hist[bin], (unsigned)__popc(same));
-        mk_sample_add_mass(&mass[bin], ((u64)hi << 16) + lo);
-      }
-    });
-    if (first) {
-      for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
-      if (lane == 0) atomicAdd((unsigned long long*)&sc[4], (unsigned long long)total);
-    }
-    mk_sync();
-    if (threadIdx.x == 0) {  // the bin holding the cut (printed from ir::sample_mass_walk_nest)
-      if (first) *target = mpk_nucleus_target(top_p, sc[4]);
-      u64 run = above;
-      const int b = mk_sample_mass_walk(mass, run, *target);
-      sc[0] = prefix | ((u64)b << shift);
-      sc[1] = run;
-      sc[2] = hist[b];
-    }
-    mk_sync();
-    prefix = sc[0];
-    above = sc[1];
-    group = (int)sc[2];
-    mk_sync();
-  } while (group > MPK_MK_SAMPLE_KMAX && shift > 0);
-  // The bin's keys, sorted, their weights, and the cut among them.
-  if (threadIdx.x == 0) sc[3] = 0;
-  mk_sync();
-  mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
-    const u64 key = mk_sample_key(v, j);
-    if (in && mk_sample_in(key, prefix, shift)) {
-      const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
-      if (slot < MPK_MK_SAMPLE_KMAX) keys[slot] = key;
-    }
-  });
-  mk_sync();
-  const int got = min((int)(unsigned)sc[3], MPK_MK_SAMPLE_KMAX);
-  mk_sample_sort(keys, got);
-  mk_sample_weights(keys, w, got, t, zmax);
-  mk_sync();
-  if (threadIdx.x == 0) {  // the nucleus's last key (every key when none was gathered)
-    const int c = got > 0 ? mk_sample_cut(w, got, above, *target) : 0;
-    sc[3] = c > 0 ? keys[c - 1] : 0;
   }
-  mk_sync();
+  // The keys of the guess's bracket (and the exact mass above it), or of the radix select's
+  // bin, gathered, sorted, weighed, and the cut among them; the guess's bracket only where the
+  // cut lies inside it, else the radix select.
+  int got = 0;
+  for (;;) {
+    if (!guessed) {
+      if (threadIdx.x == 0) sc[4] = 0;  // the total mass
+      do {
+        shift -= 8;
+        const bool first = shift == 56;
+        mk_sample_mass_clear(hist, mass);  // printed from ir::sample_mass_clear_nest
+        mk_sync();
+        u64 total = 0;  // this thread's mass, first pass
+        mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+          int bin = -1;
+          u64 m = 0;
+          if (in) {
+            const u64 key = mk_sample_key(v, j);
+            if (mk_sample_in(key, prefix, shift + 8)) {
+              bin = (int)((key >> shift) & 255);
+              m = mk_sample_mass(v, t, zmax);
+              total += m;
+            }
+          }
+          // The lanes of one bin add once: a mass is at most 2^32, so its low 16 bits and the rest
+          // summed over 32 lanes each fit 32 bits.
+          const unsigned same = __match_any_sync(0xffffffffu, bin);
+          const unsigned lo = __reduce_add_sync(same, (unsigned)(m & 0xffffu));
+          const unsigned hi = __reduce_add_sync(same, (unsigned)(m >> 16));
+          if (bin >= 0 && lane == __ffs(same) - 1) {
+            atomicAdd(&hist[bin], (unsigned)__popc(same));
+            mk_sample_add_mass(&mass[bin], ((u64)hi << 16) + lo);
+          }
+        });
+        if (first) {
+          for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
+          if (lane == 0) atomicAdd((unsigned long long*)&sc[4], (unsigned long long)total);
+        }
+        mk_sync();
+        if (threadIdx.x == 0) {  // the bin holding the cut (printed from ir::sample_mass_walk_nest)
+          if (first) *target = mpk_nucleus_target(top_p, sc[4]);
+          u64 run = above;
+          const int b = mk_sample_mass_walk(mass, run, *target);
+          sc[0] = prefix | ((u64)b << shift);
+          sc[1] = run;
+          sc[2] = hist[b];
+        }
+        mk_sync();
+        prefix = sc[0];
+        above = sc[1];
+        group = (int)sc[2];
+        mk_sync();
+      } while (group > MPK_MK_SAMPLE_KMAX && shift > 0);
+    }
+    if (guessed) {
+      mk_sample_topp_bracket(logits, n, t, zmax, blo, bhi, keys, sc);
+      above = sc[1];
+    } else {
+      if (threadIdx.x == 0) sc[3] = 0;
+      mk_sync();
+      mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+        const u64 key = mk_sample_key(v, j);
+        if (in && mk_sample_in(key, prefix, shift)) {
+          const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
+          if (slot < MPK_MK_SAMPLE_KMAX) keys[slot] = key;
+        }
+      });
+      mk_sync();
+    }
+    got = (int)(unsigned)sc[3];
+    // The guess's bracket: at most the sort's keys, and the mass above it short of the target.
+    if (!guessed || (got <= MPK_MK_SAMPLE_KMAX && !mpk_nucleus_reached(above, *target))) {
+      got = min(got, MPK_MK_SAMPLE_KMAX);
+      mk_sample_sort(keys, got);
+      mk_sample_weights(keys, w, got, t, zmax);
+      mk_sync();
+      if (threadIdx.x == 0) {  // the nucleus's last key (every key when none was gathered)
+        const int c = got > 0 ? mk_sample_cut(w, got, above, *target) : 0;
+        sc[3] = c > 0 ? keys[c - 1] : 0;
+        // The guess's bracket holds the cut where its keys bring the mass to the target.
+        sc[6] = !guessed || mpk_nucleus_reached(above + mk_sample_total(w, got), *target);
+      }
+      mk_sync();
+      if (sc[6]) break;
+    }
+    guessed = false;  // not in the guess's bracket: the radix select
+    above = 0;
+    mk_sync();
+  }
   const u64 last = sc[3];
   float best = MK_NEG_INF;
   int bi = 0x7fffffff;

@@ -69,6 +69,43 @@ float sampling_uniform(uint64_t seed, uint64_t position, uint32_t id) {
 float det_exp(float x) { return mpk_det_exp(x); }
 float det_log(float x) { return mpk_det_log(x); }
 
+namespace {
+// The nucleus of `ids` (the candidates), in rank order: sorted, then cut after the shortest
+// prefix whose integer masses reach top_p of their total.
+void cut_nucleus(std::vector<int32_t>& ids, std::span<const float> logits, const std::vector<float>& z, float top_p) {
+  // Up to 2^21 candidates, the nucleus's integer sums stay exact in double (sampling_math.h).
+  MPK_CHECK(ids.size() <= kMaxSampledLogits, InvalidArgument)
+      << "a nucleus over " << ids.size() << " candidates (at most " << kMaxSampledLogits << ")";
+  sort_by_rank(ids, logits);
+  const float zmax = z[size_t(ids[0])];
+  std::vector<uint64_t> w(ids.size());
+  tbb::parallel_for(tbb::blocked_range<size_t>(0, ids.size(), 4096), [&](const tbb::blocked_range<size_t>& r) {
+    for (size_t j = r.begin(); j < r.end(); ++j) w[j] = mpk_nucleus_mass(det_exp(z[size_t(ids[j])] - zmax));
+  });
+  const double target = mpk_nucleus_target(top_p, std::accumulate(w.begin(), w.end(), uint64_t(0)));
+  uint64_t run = 0;
+  size_t cut = 0;
+  while (cut < ids.size()) {
+    run += w[cut++];
+    if (mpk_nucleus_reached(run, target)) break;
+  }
+  ids.resize(cut);
+}
+}  // namespace
+
+int32_t nucleus_last(std::span<const float> logits, const SamplingConfig& c) {
+  validate(c);
+  MPK_CHECK(!is_greedy(c) && c.top_p < 1 && (c.top_k == 0 || size_t(c.top_k) >= logits.size()) && !logits.empty(),
+            InvalidArgument)
+      << "a nucleus over every logit needs a temperature, top_p < 1 and no top-k";
+  std::vector<int32_t> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), 0);
+  std::vector<float> z(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) z[i] = logits[i] / c.temperature;
+  cut_nucleus(ids, logits, z, c.top_p);
+  return ids.back();
+}
+
 int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uint64_t position) {
   validate(c);
   const size_t n = logits.size();
@@ -88,25 +125,7 @@ int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uin
     std::nth_element(ids.begin(), ids.begin() + std::ptrdiff_t(keep) - 1, ids.end(), before);
     ids.resize(keep);
   }
-  if (c.top_p < 1) {
-    // Up to 2^21 candidates, the nucleus's integer sums stay exact in double (sampling_math.h).
-    MPK_CHECK(ids.size() <= kMaxSampledLogits, InvalidArgument)
-        << "a nucleus over " << ids.size() << " candidates (at most " << kMaxSampledLogits << ")";
-    sort_by_rank(ids, logits);
-    const float zmax = z[size_t(ids[0])];
-    std::vector<uint64_t> w(ids.size());
-    tbb::parallel_for(tbb::blocked_range<size_t>(0, ids.size(), 4096), [&](const tbb::blocked_range<size_t>& r) {
-      for (size_t j = r.begin(); j < r.end(); ++j) w[j] = mpk_nucleus_mass(det_exp(z[size_t(ids[j])] - zmax));
-    });
-    const double target = mpk_nucleus_target(c.top_p, std::accumulate(w.begin(), w.end(), uint64_t(0)));
-    uint64_t run = 0;
-    size_t cut = 0;
-    while (cut < ids.size()) {
-      run += w[cut++];
-      if (mpk_nucleus_reached(run, target)) break;
-    }
-    ids.resize(cut);
-  }
+  if (c.top_p < 1) cut_nucleus(ids, logits, z, c.top_p);
   // The largest key (ties: the lower id) over what is left, in parallel: that maximum is the
   // same in any order of comparisons (the keys are never NaN).
   struct Best {

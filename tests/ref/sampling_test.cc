@@ -125,6 +125,29 @@ TEST(Sampling, TopPKeepsTheNucleus) {
   expect_distribution(draw(kLogits, c, n), softmax(kLogits, 1.0f, keep), n);
 }
 
+// The nucleus's last key: the ids sample_token draws from end there.
+TEST(Sampling, NucleusLastIsWhereTheDrawsStop) {
+  SamplingConfig c{.temperature = 1.0f, .top_p = 0.7f, .seed = 9};
+  EXPECT_EQ(nucleus_last(kLogits, c), 4);  // 8, 1, 4: as in TopPKeepsTheNucleus
+  c.top_p = 0.3f;
+  EXPECT_EQ(nucleus_last(kLogits, c), 8);
+  // Equal logits rank by id: of two equal top logits (each just under half the mass), a top_p
+  // of 0.49 keeps the lower id alone, 0.5 both.
+  const std::vector<float> tied = {1.f, 5.f, 5.f, -2.f};
+  c.top_p = 0.49f;
+  EXPECT_EQ(nucleus_last(tied, c), 1);
+  c.top_p = 0.5f;
+  EXPECT_EQ(nucleus_last(tied, c), 2);
+  // Draws stay at or above it in rank.
+  std::vector<float> logits(3000);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i) * 0.37)) * 4;
+  c = {.temperature = 0.8f, .top_p = 0.6f, .seed = 4};
+  const float last = logits[size_t(nucleus_last(logits, c))];
+  for (uint64_t pos = 0; pos < 200; ++pos) EXPECT_GE(logits[size_t(sample_token(logits, c, pos))], last);
+  c.top_k = 5;
+  EXPECT_THROW(nucleus_last(logits, c), Error);
+}
+
 TEST(Sampling, DeterministicPerSeedAndPosition) {
   std::vector<float> logits(5000);
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = float(std::sin(double(i) * 0.37)) * 4;

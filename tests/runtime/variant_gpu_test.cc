@@ -622,7 +622,7 @@ TEST(DeviceDraw, ARefusedNucleusGuessDrawsWhatTheReferenceDraws) {
 
 // Mutants of the nucleus draw, each caught: the last key left out of the nucleus; the mass
 // ranked before the radix select's bin not carried from one pass to the next (the select
-// alone); the mass above the guessed bracket short of the keys at its upper bound.
+// alone).
 TEST(DeviceDraw, NucleusMutantsAreCaught) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   cuda::Context ctx(0);
@@ -631,11 +631,72 @@ TEST(DeviceDraw, NucleusMutantsAreCaught) {
   const MegakernelParams p = params_for_head_dim(128);
   for (const Patch& mutant :
        {replace_once("if (in && mk_sample_key(v, j) >= last)", "if (in && mk_sample_key(v, j) > last)"),
-        both(no_guess, replace_once("sc[1] = run;", "sc[1] = above;")),
-        replace_once("if (in && k32 >= hi) high +=", "if (in && k32 > hi) high +=")}) {
+        both(no_guess, replace_once("sc[1] = run;", "sc[1] = above;"))}) {
     Harness h(ctx, p, mutant, MPK_MK_SAMPLE_TOPK);
     EXPECT_FALSE(draw_mismatches(h, seed).empty()) << "a nucleus mutant was not caught";
   }
+}
+
+// The nucleus's last key itself (a kernel that returns its id instead of the draw), against
+// ref::nucleus_last: a cut a few keys off changes few draws, so the draws alone would miss it.
+// Spread logits (fixed seeds) under top-p only, with `patch`; `accept_only`: a refused guess
+// traps (the guess must take these logits). Returns the mismatches, described.
+std::vector<std::string> nucleus_mismatches(const cuda::Context& ctx, const Patch& patch, bool accept_only) {
+  Patch last = replace_once("  mk_block_argmax(best, bi, redv, redi);\n  return bi;\n}\n\n// The sampled token",
+                            "  mk_block_argmax(best, bi, redv, redi);\n  return last ? mk_sample_id(last) : -1;\n}\n\n"
+                            "// The sampled token");
+  if (accept_only)
+    last = both(last, replace_once("    guessed = false;  // not in the guess's bracket: the radix select\n",
+                                   "    if (guessed) __trap();\n    guessed = false;\n"));
+  Harness h(ctx, params_for_head_dim(128), patch ? both(patch, last) : last, MPK_MK_SAMPLE_TOPK);
+  std::vector<std::string> bad;
+  for (const uint64_t seed : {11u, 12u, 13u}) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> nd(0.f, 1.f);
+    std::vector<float> logits(151936);
+    for (float& v : logits) v = (seed == 13 ? 1.f : 3.f) * nd(rng);
+    const size_t top = size_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    MkTask t{};
+    t.kind = MPK_MK_ARGMAX;
+    t.n = 1;
+    t.part_val = h.put(std::vector<float>{logits[top]});
+    t.part_idx = h.put(std::vector<int>{int(top)});
+    t.next_token = h.put(std::vector<int>{-2});
+    t.x = h.put(logits);
+    t.num_logits = int(logits.size());
+    for (const float top_p : {0.3f, 0.6f, 0.9f, 0.99f}) {
+      for (const float temperature : {0.7f, 1.0f, 1.5f}) {
+        const ref::SamplingConfig sc{.temperature = temperature, .top_k = 0, .top_p = top_p, .seed = seed};
+        h.set_sampling(MPK_MK_SAMPLE_TOPK, sc);
+        const std::string run = h.run({t}, MPK_MK_SAMPLE_SMEM, 5);
+        int got = -1;
+        const std::vector<float> raw = h.get(t.next_token, 1);
+        std::memcpy(&got, raw.data(), 4);
+        const int32_t want = ref::nucleus_last(logits, sc);
+        if (!run.empty() || got != want)
+          bad.push_back("seed " + std::to_string(seed) + " top_p " + std::to_string(top_p) + " temperature " +
+                        std::to_string(temperature) + ": " +
+                        (run.empty() ? "last id " + std::to_string(got) + ", the reference's " + std::to_string(want)
+                                     : run));
+      }
+    }
+  }
+  return bad;
+}
+
+// The nucleus's last key exact as built, through the guess alone on spread logits, and through
+// the radix select alone; caught where the mass above the guessed bracket leaves out the keys
+// at its upper bound.
+TEST(DeviceDraw, TheNucleusEndsOnTheReferencesLastKey) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  cuda::Context ctx(0);
+  EXPECT_EQ(joined(nucleus_mismatches(ctx, {}, false)), "");
+  EXPECT_EQ(joined(nucleus_mismatches(ctx, {}, true)), "") << "the guess refused spread logits";
+  EXPECT_EQ(joined(nucleus_mismatches(ctx, no_guess, false)), "");
+  EXPECT_NE(joined(nucleus_mismatches(ctx, replace_once("if (in && k32 >= hi) high +=", "if (in && k32 > hi) high +="),
+                                      false)),
+            "")
+      << "the mass above the bracket short of its upper bound's keys was not caught";
 }
 
 }  // namespace

@@ -193,9 +193,8 @@ TEST_P(MegakernelGpu, SharedActivationsGiveTheSameResults) {
 // Sampling: the same seed draws the same tokens on the GPU as on the reference (the draw is a
 // function of the logits, which agree to fp32 rounding, the seed and the position), and a
 // different seed other tokens. Every kind of draw: the LM-head tiles' Gumbel keys (no top-k),
-// the argmax task's top-k (then top-p) selection and its nucleus over every id, inside
-// multi-step launches, and the host's (a top-k above MPK_MK_SAMPLE_KMAX below the vocabulary),
-// one step per launch.
+// the argmax task's top-k (then top-p) selection, its nucleus over every id and above a top-k
+// past its sort (MPK_MK_SAMPLE_KMAX), inside multi-step launches.
 TEST_P(MegakernelGpu, SamplingDrawsWhatTheReferenceDraws) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   const std::string dir = std::string(MPK_TEST_DATA) + "/" + GetParam();
@@ -210,11 +209,12 @@ TEST_P(MegakernelGpu, SamplingDrawsWhatTheReferenceDraws) {
       {{.temperature = 0.6f, .top_k = 7, .top_p = 1.f, .seed = 6}, true},
       {{.temperature = 1.0f, .top_k = 0, .top_p = 0.9f, .seed = 8}, true},
       {{.temperature = 0.7f, .top_k = 100000, .top_p = 0.5f, .seed = 11}, true},
-      {{.temperature = 1.0f, .top_k = 1025, .top_p = 0.9f, .seed = 12}, 1025 >= vocab},
+      {{.temperature = 1.0f, .top_k = 1025, .top_p = 0.9f, .seed = 12}, true},
       // top_k at or above the vocabulary: every id, as with no top-k.
       {{.temperature = 0.8f, .top_k = 100000, .top_p = 1.f, .seed = 9}, true},
-      // Above MPK_MK_SAMPLE_KMAX: the host draws unless that is the whole vocabulary.
-      {{.temperature = 0.8f, .top_k = 1025, .top_p = 1.f, .seed = 10}, 1025 >= vocab},
+      // Above MPK_MK_SAMPLE_KMAX: the top_k-th key found by radix select bounds the draw.
+      {{.temperature = 0.8f, .top_k = 1025, .top_p = 1.f, .seed = 10}, true},
+      {{.temperature = 1.2f, .top_k = int32_t(vocab) - 1, .top_p = 0.95f, .seed = 13}, true},
   };
   const size_t n = 20, per_launch = 8;
   for (const Case& k : cases) {
@@ -469,8 +469,8 @@ TEST(MegakernelGpuNumerics, NoTokenFromNonFiniteLogits) {
 }
 
 // The profile is of the last megakernel step: none before one, after a reset, or after a
-// prefill on the tensor cores (which runs none). Step times cover every step of a decode whose
-// tokens the host draws (each fed as a one-token prefill).
+// prefill on the tensor cores (which runs none). Step times cover every step of a sampled
+// decode (a top-k past the draw's sort).
 TEST(MegakernelGpuProfile, ProfileAndStepTimesAreOfTheLastCall) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   const std::string dir = std::string(MPK_TEST_DATA) + "/qwen3-bf16";
@@ -499,7 +499,7 @@ TEST(MegakernelGpuProfile, ProfileAndStepTimesAreOfTheLastCall) {
   s.reset();
   expect_no_profile("after a reset");
   s.prefill(prompt.data(), prompt.size());
-  s.set_sampling({.temperature = 1.f, .top_k = 1025, .top_p = 0.9f, .seed = 7});  // drawn on the host
+  s.set_sampling({.temperature = 1.f, .top_k = 1025, .top_p = 0.9f, .seed = 7});
   out.clear();
   s.decode(5, out);
   EXPECT_EQ(s.step_ms().size(), out.size());

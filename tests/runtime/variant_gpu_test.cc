@@ -518,6 +518,12 @@ std::vector<std::string> draw_mismatches(Harness& h, uint64_t seed) {
       {.temperature = 1.5f, .top_k = 0, .top_p = 0.999f, .seed = seed + 7},
       {.temperature = 0.8f, .top_k = 1 << 30, .top_p = 0.6f, .seed = seed + 8},
       {.temperature = 1.0f, .top_k = 0, .top_p = 0.01f, .seed = seed + 9},  // a nucleus of a few keys
+      // A top_k past the sort (MPK_MK_SAMPLE_KMAX): its last key by radix select bounds the
+      // nucleus (or, top_p 1, the draw); 1030 is one below the small vocabulary.
+      {.temperature = 1.0f, .top_k = 1500, .top_p = 0.9f, .seed = seed + 10},
+      {.temperature = 0.9f, .top_k = 40000, .top_p = 1.f, .seed = seed + 11},
+      {.temperature = 1.2f, .top_k = 100000, .top_p = 0.5f, .seed = seed + 12},
+      {.temperature = 0.7f, .top_k = 1030, .top_p = 0.95f, .seed = seed + 13},
   };
   std::vector<std::string> bad;
   for (const Logits& c : cases) {
@@ -622,7 +628,7 @@ TEST(DeviceDraw, ARefusedNucleusGuessDrawsWhatTheReferenceDraws) {
 
 // Mutants of the nucleus draw, each caught: the last key left out of the nucleus; the mass
 // ranked before the radix select's bin not carried from one pass to the next (the select
-// alone).
+// alone); a top_k past the sort not bounding a top_p 1 draw.
 TEST(DeviceDraw, NucleusMutantsAreCaught) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   cuda::Context ctx(0);
@@ -631,7 +637,8 @@ TEST(DeviceDraw, NucleusMutantsAreCaught) {
   const MegakernelParams p = params_for_head_dim(128);
   for (const Patch& mutant :
        {replace_once("if (in && mk_sample_key(v, j) >= last)", "if (in && mk_sample_key(v, j) > last)"),
-        both(no_guess, replace_once("sc[1] = run;", "sc[1] = above;"))}) {
+        both(no_guess, replace_once("sc[1] = run;", "sc[1] = above;")),
+        replace_once(": (u64)floor;", ": (u64)0;")}) {
     Harness h(ctx, p, mutant, MPK_MK_SAMPLE_TOPK);
     EXPECT_FALSE(draw_mismatches(h, seed).empty()) << "a nucleus mutant was not caught";
   }

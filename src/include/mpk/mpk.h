@@ -306,9 +306,9 @@ MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
  * position and id: the same logits, configuration and seed give the same token on every
  * backend and machine. temperature 0 (the default), or any below 1e-5, is greedy. On the GPU
  * the megakernel draws inside its multi-step launches (the drawn token feeds the next step
- * without a host round trip) when top_k is at most 1024 or cuts nothing (0 or at least the
- * vocabulary), with any top_p; otherwise (a larger top_k below the vocabulary) the host draws
- * from each step's logits and the session runs one step per launch. */
+ * without a host round trip) under every configuration, for vocabularies of up to 2^21 ids
+ * (beyond, only under a top_k of at most 1024 or with neither top-k nor top-p); otherwise the
+ * host draws from each step's logits and the session runs one step per launch. */
 typedef struct mpk_sampling_config {
   size_t struct_size;  /* set by mpk_sampling_config_init */
   float temperature;   /* >= 0; 0 (or below 1e-5): greedy */

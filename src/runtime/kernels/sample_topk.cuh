@@ -22,10 +22,11 @@ __device__ void mk_sample_sort(u64* keys, int n) {
   }
 }
 
-// The top_k largest keys of logits[0, n), sorted, into keys[0, top_k), by radix select: the
-// top_k-th key, 8 bits a pass over global memory until the keys still in question fit in
-// shared memory, where they are sorted; then a pass gathers the keys at or above it.
-__device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
+// The top_k-th largest key of logits[0, n) (0 < top_k <= n) by radix select: 8 bits a pass
+// over global memory until the keys still in question fit in shared memory, where they are
+// sorted. Uses keys[0, MPK_MK_SAMPLE_GROUP), hist and sc. Not inlined: its two callers are
+// (the kernel's entry spilled with it inlined there).
+__device__ u64 mk_sample_radix_kth(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
   const int lane = threadIdx.x & 31;
   u64 prefix = 0;  // the top_k-th key's bits above `shift`
   int shift = 64, need = k, group = n;  // need: keys of the group (those agreeing with prefix) to take
@@ -68,6 +69,13 @@ __device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* key
   mk_sample_sort(keys, group);
   const u64 kth = keys[need - 1];
   mk_sync();
+  return kth;
+}
+
+// The top_k largest keys of logits[0, n), sorted, into keys[0, top_k) (top_k <=
+// MPK_MK_SAMPLE_GROUP): a pass gathers the keys at or above the radix select's top_k-th.
+__device__ void mk_sample_radix_topk(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
+  const u64 kth = mk_sample_radix_kth(logits, n, k, keys, hist, sc);
   if (threadIdx.x == 0) sc[3] = 0;
   mk_sync();
   mk_sample_scan(logits, n, [&](int j, float v, bool in) {
@@ -255,27 +263,42 @@ __device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, 
   mk_sync();
 }
 
-// The nucleus over all n logits (top_p < 1, no top-k) and the draw from it, as ref/sampling.h
+// The nucleus over the top_k largest keys of logits[0, n) (top_k 0 or >= n: all n, top_p < 1;
+// else with top_p 1 every one of them) and the draw from it, as ref/sampling.h
 // defines them: its last key found among the keys of the range mk_sample_topp_guess brackets
 // (where that range holds at most MPK_MK_SAMPLE_KMAX keys and the cut, checked exactly), else
 // by a radix select: 8 bits a pass over the logits,
 // each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any
 // order) summed, down to the bin where the mass ranked before a key reaches top_p of the total;
 // once that bin's keys fit the sort (at most MPK_MK_SAMPLE_KMAX) they are gathered, sorted and
-// their weights added in order from the mass above them. The draw is the argmax of the Gumbel
-// keys over every logit ranked at or above the last key. zmax: the largest logit over the
+// their weights added in order from the mass above them (under a top-k the radix select alone,
+// over the keys at or above the top_k-th, which a radix select by count finds first). The draw is the argmax of the Gumbel keys over every logit
+// ranked at or above the last key. zmax: the largest logit over the
 // temperature. Not inlined, as mk_sample_find_topk; the parameters by value (a reference to the
 // kernel's parameters would copy them to local memory).
-__device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, float top_p, u64 seed, u64 position,
-                                           float zmax, u64* keys, float* w, unsigned* hist, u64* sc, float* redv,
-                                           int* redi) {
+__device__ __noinline__ int mk_sample_topp(const float* logits, int n, int top_k, float t, float top_p, u64 seed,
+                                           u64 position, float zmax, u64* keys, float* redv, int* redi) {
+  float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);  // mk_sample_topk's layout
+  unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
+  u64* sc = (u64*)(hist + 256);
   const int lane = threadIdx.x & 31;
   u64* mass = keys + MPK_MK_SAMPLE_KMAX;  // past the keys this draw gathers (GROUP >= KMAX + 256)
   double* target = (double*)&sc[5];
   u64 prefix = 0, above = 0;  // the last key's bits above `shift`; the mass ranked before its bin
   int shift = 64, group = n;  // group: the keys agreeing with prefix
   u64 blo = 0, bhi = 0;       // or the guess's bracket on the keys' top 32 bits
+  // The top-k's last key: the keys below it are out (0: none are).
+  // In shared memory, read where used: a register held through the passes spilled the entry.
+  const volatile u64& floor = sc[8];
+  if (top_k > 0 && top_k < n) {
+    const u64 kth = mk_sample_radix_kth(logits, n, top_k, keys, hist, sc);
+    if (threadIdx.x == 0) sc[8] = kth;
+  } else if (threadIdx.x == 0) {
+    sc[8] = 0;
+  }
+  mk_sync();
   bool guessed = n > MPK_MK_SAMPLE_GROUP;
+  guessed = guessed && floor == 0 && top_p < 1.f;
   if (guessed) {
     mk_sample_topp_guess(logits, n, t, top_p, zmax, keys, w, sc);
     blo = sc[0];
@@ -286,7 +309,7 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
   // bin, gathered, sorted, weighed, and the cut among them; the guess's bracket only where the
   // cut lies inside it, else the radix select.
   int got = 0;
-  for (;;) {
+  while (top_p < 1.f) {  // until the cut is found
     if (!guessed) {
       if (threadIdx.x == 0) sc[4] = 0;  // the total mass
       do {
@@ -300,7 +323,7 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
           u64 m = 0;
           if (in) {
             const u64 key = mk_sample_key(v, j);
-            if (mk_sample_in(key, prefix, shift + 8)) {
+            if (key >= floor && mk_sample_in(key, prefix, shift + 8)) {
               bin = (int)((key >> shift) & 255);
               m = mk_sample_mass(v, t, zmax);
               total += m;
@@ -344,7 +367,7 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
       mk_sync();
       mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
         const u64 key = mk_sample_key(v, j);
-        if (in && mk_sample_in(key, prefix, shift)) {
+        if (in && key >= floor && mk_sample_in(key, prefix, shift)) {
           const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
           if (slot < MPK_MK_SAMPLE_KMAX) keys[slot] = key;
         }
@@ -371,7 +394,7 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
     above = 0;
     mk_sync();
   }
-  const u64 last = sc[3];
+  const u64 last = top_p < 1.f ? max(sc[3], (u64)floor) : (u64)floor;
   float best = MK_NEG_INF;
   int bi = 0x7fffffff;
   mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
@@ -381,18 +404,20 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, float t, 
   return bi;
 }
 
-// The sampled token of logits[0, n) (all finite) for `position`: top-k (0 < top_k <=
-// MPK_MK_SAMPLE_KMAX, top_k < n) then top-p, or top-p over every logit (top_k 0 or >= n); `top`:
-// the largest logit. Every compute thread returns it.
+// The sampled token of logits[0, n) (all finite) for `position`: top-k (0 < top_k < n) then
+// top-p, or top-p over every logit (top_k 0 or >= n); `top`: the largest logit. Every compute
+// thread returns it.
 __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u64 position, float top,
                               float* smem, float* redv, int* redi) {
   u64* keys = (u64*)smem;
   float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
   unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
   u64* sc = (u64*)(hist + 256);  // scalars: prefix, need (above), group, count, total, target
-  if (prm.top_k <= 0 || prm.top_k >= n)
-    return mk_sample_topp(logits, n, prm.temperature, prm.top_p, prm.seed, position, __fdiv_rn(top, prm.temperature),
-                          keys, w, hist, sc, redv, redi);
+  if (prm.top_k <= 0 || prm.top_k >= n || prm.top_k > MPK_MK_SAMPLE_KMAX) {
+    // Every logit, or more keys than the sort holds.
+    return mk_sample_topp(logits, n, prm.top_k, prm.temperature, prm.top_p, prm.seed, position,
+                          __fdiv_rn(top, prm.temperature), keys, redv, redi);
+  }
   const int k = prm.top_k;
   mk_sample_find_topk(logits, n, k, keys, hist, sc);
   // The nucleus: the shortest prefix whose weights e^(z - z_max), summed in order, reach

@@ -140,12 +140,12 @@ struct MkTask {
 // How a step chooses its token (MkParams::sample_mode; the draw is ref/sampling.h's).
 #define MPK_MK_SAMPLE_GREEDY 0  // the argmax
 #define MPK_MK_SAMPLE_GUMBEL 1  // every id: the LM-head tiles add the Gumbel noise
-#define MPK_MK_SAMPLE_TOPK 2    // top_k <= MPK_MK_SAMPLE_KMAX then top_p, or top_p over every id: the argmax task selects
-#define MPK_MK_SAMPLE_KMAX 1024
+#define MPK_MK_SAMPLE_TOPK 2    // top_k (below the vocabulary) then top_p, or top_p over every id: the argmax task selects
+#define MPK_MK_SAMPLE_KMAX 1024  // the top_k sorted whole; a larger one bounds the nucleus by radix select
 #define MPK_MK_SAMPLE_GROUP 4096  // keys the draw sorts in shared memory (>= MPK_MK_SAMPLE_KMAX)
 #define MPK_MK_SAMPLE_BRACKETS 8 // the nucleus's guessed thresholds (sample_topk.cuh)
 // The argmax task's shared memory (for a draw): keys, nucleus weights, a histogram, scalars.
-#define MPK_MK_SAMPLE_SMEM (MPK_MK_SAMPLE_GROUP * 8 + MPK_MK_SAMPLE_KMAX * 4 + 256 * 4 + 64)
+#define MPK_MK_SAMPLE_SMEM (MPK_MK_SAMPLE_GROUP * 8 + MPK_MK_SAMPLE_KMAX * 4 + 256 * 4 + 72)
 
 struct MkStepRecord {
   int token;                 // the step's argmax

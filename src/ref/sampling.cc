@@ -91,41 +91,56 @@ void cut_nucleus(std::vector<int32_t>& ids, std::span<const float> logits, const
   }
   ids.resize(cut);
 }
+
+// The ids a draw under `c` (not greedy) chooses among: the top_k (the last of them at the back),
+// cut to the nucleus (then in rank order); z: the logits over the temperature.
+std::vector<int32_t> candidates(std::span<const float> logits, const SamplingConfig& c, const std::vector<float>& z) {
+  const size_t n = logits.size();
+  auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
+    return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+  };
+  std::vector<int32_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
+  if (c.top_k > 0 && size_t(c.top_k) < n) {
+    const size_t keep = size_t(c.top_k);
+    std::nth_element(ids.begin(), ids.begin() + std::ptrdiff_t(keep) - 1, ids.end(), before);
+    ids.resize(keep);
+  }
+  if (c.top_p < 1) cut_nucleus(ids, logits, z, c.top_p);
+  return ids;
+}
+
+// Dividing by the temperature keeps the order (and ties) of the logits.
+std::vector<float> over_temperature(std::span<const float> logits, float temperature) {
+  std::vector<float> z(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) z[i] = logits[i] / temperature;
+  return z;
+}
 }  // namespace
 
 int32_t nucleus_last(std::span<const float> logits, const SamplingConfig& c) {
   validate(c);
-  MPK_CHECK(!is_greedy(c) && c.top_p < 1 && (c.top_k == 0 || size_t(c.top_k) >= logits.size()) && !logits.empty(),
+  const size_t n = logits.size();
+  MPK_CHECK(!is_greedy(c) && n > 0 && n <= size_t(INT32_MAX) && (c.top_p < 1 || (c.top_k > 0 && size_t(c.top_k) < n)),
             InvalidArgument)
-      << "a nucleus over every logit needs a temperature, top_p < 1 and no top-k";
-  std::vector<int32_t> ids(logits.size());
-  std::iota(ids.begin(), ids.end(), 0);
-  std::vector<float> z(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) z[i] = logits[i] / c.temperature;
-  cut_nucleus(ids, logits, z, c.top_p);
-  return ids.back();
+      << "the last candidate of a draw needs a temperature and a top_p < 1 or a top_k below the vocabulary";
+  return candidates(logits, c, over_temperature(logits, c.temperature)).back();
 }
 
 int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uint64_t position) {
   validate(c);
   const size_t n = logits.size();
   MPK_CHECK(n > 0 && n <= size_t(INT32_MAX), InvalidArgument) << "sampling over " << n << " logits";
-  auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
-    return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
-  };
-  std::vector<int32_t> ids(n);
-  std::iota(ids.begin(), ids.end(), 0);
-  if (is_greedy(c)) return *std::min_element(ids.begin(), ids.end(), before);
-  // Dividing by the temperature keeps the order (and ties) of the logits.
-  std::vector<float> z(n);
-  for (size_t i = 0; i < n; ++i) z[i] = logits[i] / c.temperature;
-  size_t keep = n;
-  if (c.top_k > 0 && size_t(c.top_k) < n) {
-    keep = size_t(c.top_k);
-    std::nth_element(ids.begin(), ids.begin() + std::ptrdiff_t(keep) - 1, ids.end(), before);
-    ids.resize(keep);
+  if (is_greedy(c)) {
+    auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
+      return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+    };
+    std::vector<int32_t> ids(n);
+    std::iota(ids.begin(), ids.end(), 0);
+    return *std::min_element(ids.begin(), ids.end(), before);
   }
-  if (c.top_p < 1) cut_nucleus(ids, logits, z, c.top_p);
+  const std::vector<float> z = over_temperature(logits, c.temperature);
+  const std::vector<int32_t> ids = candidates(logits, c, z);
   // The largest key (ties: the lower id) over what is left, in parallel: that maximum is the
   // same in any order of comparisons (the keys are never NaN).
   struct Best {

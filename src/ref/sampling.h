@@ -52,8 +52,9 @@ float det_log(float x);
 
 // The token for `logits` at `position` (see the top of the file). The logits must be finite.
 int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uint64_t position);
-// The id of the last key of sample_token's nucleus over every logit (top_p < 1, no top-k):
-// what a device's nucleus must end on, checked apart from the draw.
+// The id of the last key (in rank order) of the candidates sample_token draws from: its
+// top-k, cut to the nucleus (a temperature, and top_p < 1 or a top_k below the vocabulary):
+// what a device's selection must end on, checked apart from the draw.
 int32_t nucleus_last(std::span<const float> logits, const SamplingConfig& c);
 
 }  // namespace mpk::ref

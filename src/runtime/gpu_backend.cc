@@ -560,9 +560,10 @@ int GpuSession::sample_mode(const ref::SamplingConfig& c) const {
   const int64_t vocab = plan_.tasks.buffers[size_t(logits_buffer_)].numel;
   const bool all = c.top_k == 0 || c.top_k >= vocab;
   if (all && c.top_p == 1) return MPK_MK_SAMPLE_GUMBEL;
-  // The top-k's sort; or a nucleus (over every logit or above a larger top-k's last key) by
-  // the argmax task's radix select, whose integer sums are exact up to kMaxSampledLogits ids.
-  return (c.top_k <= MPK_MK_SAMPLE_KMAX && !all) || size_t(vocab) <= ref::kMaxSampledLogits ? MPK_MK_SAMPLE_TOPK : -1;
+  // The top-k's sort, or the argmax task's radix selects: a nucleus's integer sums are exact
+  // over up to kMaxSampledLogits candidates (the top_k, or every id).
+  const size_t candidates = all ? size_t(vocab) : size_t(c.top_k);
+  return c.top_p == 1 || candidates <= ref::kMaxSampledLogits ? MPK_MK_SAMPLE_TOPK : -1;
 }
 
 namespace {

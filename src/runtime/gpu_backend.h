@@ -130,9 +130,9 @@ class GpuSession {
   // far stay in `out` either way).
   void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out,
               const ref::SamplingConfig& sampling = {});
-  // Whether the megakernel draws under `c` (greedy, a top_k up to MPK_MK_SAMPLE_KMAX, or any
-  // other configuration for a vocabulary of at most ref::kMaxSampledLogits ids); otherwise the
-  // host draws from each step's logits.
+  // Whether the megakernel draws under `c`: every configuration but a nucleus over more than
+  // ref::kMaxSampledLogits candidates (the reference refuses it too); otherwise the host draws
+  // from each step's logits.
   bool draws_on_device(const ref::SamplingConfig& c) const { return sample_mode(c) >= 0; }
   int32_t next_token() const { return next_token_; }
   // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk

@@ -169,8 +169,8 @@ class Session {
   // Appends up to max_tokens tokens to `out`, stopping after an EOS id: the argmax (greedy,
   // the default), or a draw under set_sampling's configuration (ref/sampling.h). On the GPU
   // the megakernel draws inside its multi-step launches when GpuSession::draws_on_device
-  // accepts the configuration (every one for a vocabulary of at most ref::kMaxSampledLogits
-  // ids); otherwise the host draws from each step's logits, one step per launch.
+  // accepts the configuration (all but a nucleus over more than ref::kMaxSampledLogits
+  // candidates); otherwise the host draws from each step's logits, one step per launch.
   // Error(Capacity) when the cache fills first, Error(Numerics) when a token would be chosen
   // from logits holding NaN or Inf (tokens produced so far stay in `out`). After Numerics
   // (here or from prefill) the logits stay readable and prefill/decode give Error(BadState)

@@ -259,9 +259,9 @@ void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
     return;
   }
   // The host chooses: the reference's greedy token is the graph's argmax, computed in the step
-  // that made the logits; on the GPU, a draw the megakernel does not make (a vocabulary above
-  // ref::kMaxSampledLogits, with a top-k above MPK_MK_SAMPLE_KMAX or none) brings each step's logits to the host, and the
-  // token goes back as a one-token prefill (one forced step).
+  // that made the logits; on the GPU, a draw the megakernel does not make (a nucleus over more
+  // than ref::kMaxSampledLogits candidates, which the reference refuses too) brings each step's
+  // logits to the host, and the token goes back as a one-token prefill (one forced step).
   MPK_CHECK(!gpu_ || !gpu_->broken(), BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
       << "decode before prefill: no logits yet";

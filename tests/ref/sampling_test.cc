@@ -144,7 +144,20 @@ TEST(Sampling, NucleusLastIsWhereTheDrawsStop) {
   c = {.temperature = 0.8f, .top_p = 0.6f, .seed = 4};
   const float last = logits[size_t(nucleus_last(logits, c))];
   for (uint64_t pos = 0; pos < 200; ++pos) EXPECT_GE(logits[size_t(sample_token(logits, c, pos))], last);
-  c.top_k = 5;
+  // Under a top-k: the top_k-th key with top_p 1, the nucleus's last key inside the top-k
+  // otherwise; neither a top-k nor a nucleus: refused.
+  c = {.temperature = 1.0f, .top_k = 3, .top_p = 1.f, .seed = 9};
+  EXPECT_EQ(nucleus_last(kLogits, c), 4);  // 8, 1, 4
+  c.top_p = 0.3f;
+  EXPECT_EQ(nucleus_last(kLogits, c), 8);
+  c = {.temperature = 0.8f, .top_k = 700, .top_p = 1.f, .seed = 4};
+  std::vector<float> sorted = logits;
+  std::sort(sorted.begin(), sorted.end(), std::greater<>());
+  EXPECT_EQ(logits[size_t(nucleus_last(logits, c))], sorted[699]);
+  for (uint64_t pos = 0; pos < 200; ++pos) EXPECT_GE(logits[size_t(sample_token(logits, c, pos))], sorted[699]);
+  c.top_k = 0;
+  EXPECT_THROW(nucleus_last(logits, c), Error);
+  c.top_k = int32_t(logits.size());
   EXPECT_THROW(nucleus_last(logits, c), Error);
 }
 

@@ -644,10 +644,11 @@ TEST(DeviceDraw, NucleusMutantsAreCaught) {
   }
 }
 
-// The nucleus's last key itself (a kernel that returns its id instead of the draw), against
-// ref::nucleus_last: a cut a few keys off changes few draws, so the draws alone would miss it.
-// Spread logits (fixed seeds) under top-p only, with `patch`; `accept_only`: a refused guess
-// traps (the guess must take these logits). Returns the mismatches, described.
+// The last key the draw chooses among (a kernel that returns its id instead of the draw),
+// against ref::nucleus_last: a cut a few keys off changes few draws, so the draws alone would
+// miss it. Spread logits (fixed seeds) under top-p alone and under top-k past the sort (its
+// top_k-th key with top_p 1), with `patch`; `accept_only`: a refused guess traps (the guess
+// must take these logits). Returns the mismatches, described.
 std::vector<std::string> nucleus_mismatches(const cuda::Context& ctx, const Patch& patch, bool accept_only) {
   Patch last = replace_once("  mk_block_argmax(best, bi, redv, redi);\n  return bi;\n}\n\n// The sampled token",
                             "  mk_block_argmax(best, bi, redv, redi);\n  return last ? mk_sample_id(last) : -1;\n}\n\n"
@@ -671,9 +672,10 @@ std::vector<std::string> nucleus_mismatches(const cuda::Context& ctx, const Patc
     t.next_token = h.put(std::vector<int>{-2});
     t.x = h.put(logits);
     t.num_logits = int(logits.size());
-    for (const float top_p : {0.3f, 0.6f, 0.9f, 0.99f}) {
+    for (const auto& [top_k, top_p] : std::vector<std::pair<int, float>>{
+             {0, 0.3f}, {0, 0.6f}, {0, 0.9f}, {0, 0.99f}, {1500, 0.9f}, {1500, 1.f}, {40000, 0.6f}, {40000, 1.f}}) {
       for (const float temperature : {0.7f, 1.0f, 1.5f}) {
-        const ref::SamplingConfig sc{.temperature = temperature, .top_k = 0, .top_p = top_p, .seed = seed};
+        const ref::SamplingConfig sc{.temperature = temperature, .top_k = top_k, .top_p = top_p, .seed = seed};
         h.set_sampling(MPK_MK_SAMPLE_TOPK, sc);
         const std::string run = h.run({t}, MPK_MK_SAMPLE_SMEM, 5);
         int got = -1;
@@ -681,7 +683,8 @@ std::vector<std::string> nucleus_mismatches(const cuda::Context& ctx, const Patc
         std::memcpy(&got, raw.data(), 4);
         const int32_t want = ref::nucleus_last(logits, sc);
         if (!run.empty() || got != want)
-          bad.push_back("seed " + std::to_string(seed) + " top_p " + std::to_string(top_p) + " temperature " +
+          bad.push_back("seed " + std::to_string(seed) + " top_k " + std::to_string(top_k) + " top_p " +
+                        std::to_string(top_p) + " temperature " +
                         std::to_string(temperature) + ": " +
                         (run.empty() ? "last id " + std::to_string(got) + ", the reference's " + std::to_string(want)
                                      : run));
@@ -693,7 +696,8 @@ std::vector<std::string> nucleus_mismatches(const cuda::Context& ctx, const Patc
 
 // The nucleus's last key exact as built, through the guess alone on spread logits, and through
 // the radix select alone; caught where the mass above the guessed bracket leaves out the keys
-// at its upper bound.
+// at its upper bound, where the top-k's last key is one rank off, and where the nucleus's
+// radix select counts the keys below it.
 TEST(DeviceDraw, TheNucleusEndsOnTheReferencesLastKey) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   cuda::Context ctx(0);
@@ -704,6 +708,17 @@ TEST(DeviceDraw, TheNucleusEndsOnTheReferencesLastKey) {
                                       false)),
             "")
       << "the mass above the bracket short of its upper bound's keys was not caught";
+  EXPECT_NE(joined(nucleus_mismatches(
+                ctx, replace_once("mk_sample_radix_kth(logits, n, top_k, keys", "mk_sample_radix_kth(logits, n, top_k - 1, keys"),
+                false)),
+            "")
+      << "the top-k's last key one rank off was not caught";
+  EXPECT_NE(joined(nucleus_mismatches(ctx,
+                                      replace_once("if (key >= floor && mk_sample_in(key, prefix, shift + 8)) {",
+                                                   "if (mk_sample_in(key, prefix, shift + 8)) {"),
+                                      false)),
+            "")
+      << "the nucleus's radix select over the keys below the top-k's last was not caught";
 }
 
 }  // namespace

@@ -306,9 +306,9 @@ MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
  * position and id: the same logits, configuration and seed give the same token on every
  * backend and machine. temperature 0 (the default), or any below 1e-5, is greedy. On the GPU
  * the megakernel draws inside its multi-step launches (the drawn token feeds the next step
- * without a host round trip) under every configuration, for vocabularies of up to 2^21 ids
- * (beyond, only under a top_k of at most 1024 or with neither top-k nor top-p); otherwise the
- * host draws from each step's logits and the session runs one step per launch. */
+ * without a host round trip) under every configuration but a top_p below 1 over more than
+ * 2^21 candidates (the top_k, or the whole vocabulary), which no backend draws
+ * (the decode fails with MPK_ERROR_INVALID_ARGUMENT, the reference sampler's limit). */
 typedef struct mpk_sampling_config {
   size_t struct_size;  /* set by mpk_sampling_config_init */
   float temperature;   /* >= 0; 0 (or below 1e-5): greedy */

@@ -7,8 +7,9 @@
 //
 // Candidates are ranked by a 64-bit key, larger first: the logit's bits made monotone, then
 // the complement of the id (equal logits: the lower id first; -0 counts as +0, as the
-// reference's comparison does). The top_k candidates are found and sorted in shared memory
-// (sample_topk.cuh), and the rest is the reference's loop.
+// reference's comparison does). Up to MPK_MK_SAMPLE_KMAX top_k candidates are found and sorted
+// in shared memory, and the rest is the reference's loop; a nucleus over more keys is found by
+// radix select over the logits (sample_topk.cuh).
 
 // What an LM-head tile needs for MPK_MK_SAMPLE_GUMBEL: its partial is then the argmax of the
 // Gumbel keys of the token at `position`.

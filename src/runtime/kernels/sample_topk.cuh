@@ -24,8 +24,8 @@ __device__ void mk_sample_sort(u64* keys, int n) {
 
 // The top_k-th largest key of logits[0, n) (0 < top_k <= n) by radix select: 8 bits a pass
 // over global memory until the keys still in question fit in shared memory, where they are
-// sorted. Uses keys[0, MPK_MK_SAMPLE_GROUP), hist and sc. Not inlined: its two callers are
-// (the kernel's entry spilled with it inlined there).
+// sorted. Uses keys[0, MPK_MK_SAMPLE_GROUP), hist and sc. Inlined into its two callers (both
+// not inlined): as a call of its own, the kernel's entry spilled.
 __device__ u64 mk_sample_radix_kth(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
   const int lane = threadIdx.x & 31;
   u64 prefix = 0;  // the top_k-th key's bits above `shift`
@@ -263,9 +263,9 @@ __device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, 
   mk_sync();
 }
 
-// The nucleus over the top_k largest keys of logits[0, n) (top_k 0 or >= n: all n, top_p < 1;
-// else with top_p 1 every one of them) and the draw from it, as ref/sampling.h
-// defines them: its last key found among the keys of the range mk_sample_topp_guess brackets
+// The draw from the top_k largest keys of logits[0, n) (top_k 0 or >= n: all n), cut to the
+// nucleus where top_p < 1 (always so without a top-k), as ref/sampling.h defines them: the
+// nucleus's its last key found among the keys of the range mk_sample_topp_guess brackets
 // (where that range holds at most MPK_MK_SAMPLE_KMAX keys and the cut, checked exactly), else
 // by a radix select: 8 bits a pass over the logits,
 // each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any
@@ -412,7 +412,7 @@ __device__ int mk_sample_topk(const float* logits, int n, const MkParams& prm, u
   u64* keys = (u64*)smem;
   float* w = (float*)(keys + MPK_MK_SAMPLE_GROUP);
   unsigned* hist = (unsigned*)(w + MPK_MK_SAMPLE_KMAX);
-  u64* sc = (u64*)(hist + 256);  // scalars: prefix, need (above), group, count, total, target
+  u64* sc = (u64*)(hist + 256);  // scalars (mk_sample_topp lists its own)
   if (prm.top_k <= 0 || prm.top_k >= n || prm.top_k > MPK_MK_SAMPLE_KMAX) {
     // Every logit, or more keys than the sort holds.
     return mk_sample_topp(logits, n, prm.top_k, prm.temperature, prm.top_p, prm.seed, position,

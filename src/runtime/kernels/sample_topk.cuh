@@ -24,8 +24,9 @@ __device__ void mk_sample_sort(u64* keys, int n) {
 
 // The top_k-th largest key of logits[0, n) (0 < top_k <= n) by radix select: 8 bits a pass
 // over global memory until the keys still in question fit in shared memory, where they are
-// sorted. Uses keys[0, MPK_MK_SAMPLE_GROUP), hist and sc. Inlined into its two callers (both
-// not inlined): as a call of its own, the kernel's entry spilled.
+// sorted. Uses keys[0, MPK_MK_SAMPLE_GROUP), hist and sc. Left to inlining (it lands in
+// mk_sample_find_topk and mk_sample_topp, calls of their own): as a call itself, the kernel's
+// entry spilled.
 __device__ u64 mk_sample_radix_kth(const float* logits, int n, int k, u64* keys, unsigned* hist, u64* sc) {
   const int lane = threadIdx.x & 31;
   u64 prefix = 0;  // the top_k-th key's bits above `shift`
@@ -265,7 +266,7 @@ __device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, 
 
 // The draw from the top_k largest keys of logits[0, n) (top_k 0 or >= n: all n), cut to the
 // nucleus where top_p < 1 (always so without a top-k), as ref/sampling.h defines them: the
-// nucleus's its last key found among the keys of the range mk_sample_topp_guess brackets
+// nucleus's last key found among the keys of the range mk_sample_topp_guess brackets
 // (where that range holds at most MPK_MK_SAMPLE_KMAX keys and the cut, checked exactly), else
 // by a radix select: 8 bits a pass over the logits,
 // each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any

@@ -92,18 +92,23 @@ void cut_nucleus(std::vector<int32_t>& ids, std::span<const float> logits, const
   ids.resize(cut);
 }
 
+// Whether id a ranks before id b: the larger logit, then the lower id.
+struct RanksBefore {
+  std::span<const float> logits;
+  bool operator()(int32_t a, int32_t b) const {
+    return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
+  }
+};
+
 // The ids a draw under `c` (not greedy) chooses among: the top_k (the last of them at the back),
 // cut to the nucleus (then in rank order); z: the logits over the temperature.
 std::vector<int32_t> candidates(std::span<const float> logits, const SamplingConfig& c, const std::vector<float>& z) {
   const size_t n = logits.size();
-  auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
-    return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
-  };
   std::vector<int32_t> ids(n);
   std::iota(ids.begin(), ids.end(), 0);
   if (c.top_k > 0 && size_t(c.top_k) < n) {
     const size_t keep = size_t(c.top_k);
-    std::nth_element(ids.begin(), ids.begin() + std::ptrdiff_t(keep) - 1, ids.end(), before);
+    std::nth_element(ids.begin(), ids.begin() + std::ptrdiff_t(keep) - 1, ids.end(), RanksBefore{logits});
     ids.resize(keep);
   }
   if (c.top_p < 1) cut_nucleus(ids, logits, z, c.top_p);
@@ -132,12 +137,9 @@ int32_t sample_token(std::span<const float> logits, const SamplingConfig& c, uin
   const size_t n = logits.size();
   MPK_CHECK(n > 0 && n <= size_t(INT32_MAX), InvalidArgument) << "sampling over " << n << " logits";
   if (is_greedy(c)) {
-    auto before = [&](int32_t a, int32_t b) {  // a ranks before b: larger logit, then lower id
-      return logits[size_t(a)] != logits[size_t(b)] ? logits[size_t(a)] > logits[size_t(b)] : a < b;
-    };
     std::vector<int32_t> ids(n);
     std::iota(ids.begin(), ids.end(), 0);
-    return *std::min_element(ids.begin(), ids.end(), before);
+    return *std::min_element(ids.begin(), ids.end(), RanksBefore{logits});
   }
   const std::vector<float> z = over_temperature(logits, c.temperature);
   const std::vector<int32_t> ids = candidates(logits, c, z);

@@ -577,7 +577,7 @@ Patch both(Patch a, Patch b) {
   return [a, b](std::string text) { return b(a(std::move(text))); };
 }
 // The nucleus without the guessed bracket: the radix select every time.
-const Patch no_guess = replace_once("bool guessed = n > MPK_MK_SAMPLE_GROUP;", "bool guessed = false;");
+const Patch no_guess = replace_once("bool guessed = n > MPK_MK_SAMPLE_GROUP", "bool guessed = false");
 
 // Each draw test over both thread layouts (with the controller warp, the compute threads'
 // barrier is a named one), a kernel for each: as built, or with `patch`.

@@ -298,8 +298,7 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, int top_k
     sc[8] = 0;
   }
   mk_sync();
-  bool guessed = n > MPK_MK_SAMPLE_GROUP;
-  guessed = guessed && floor == 0 && top_p < 1.f;
+  bool guessed = n > MPK_MK_SAMPLE_GROUP && floor == 0 && top_p < 1.f;
   if (guessed) {
     mk_sample_topp_guess(logits, n, t, top_p, zmax, keys, w, sc);
     blo = sc[0];

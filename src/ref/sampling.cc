@@ -57,6 +57,14 @@ void validate(const SamplingConfig& c) {
       << "sampling top_p " << c.top_p << " is outside (0, 1]";
 }
 
+void validate(const SamplingConfig& c, size_t vocab) {
+  validate(c);
+  const size_t candidates = c.top_k == 0 ? vocab : std::min(vocab, size_t(c.top_k));
+  MPK_CHECK(is_greedy(c) || c.top_p == 1 || candidates <= kMaxSampledLogits, InvalidArgument)
+      << "a nucleus over " << candidates << " candidates (at most " << kMaxSampledLogits
+      << "): lower top_k or set top_p to 1";
+}
+
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
   mpk_philox4x32_10(c.data(), k[0], k[1]);
   return c;

@@ -39,6 +39,9 @@ struct SamplingConfig {
 // Error(InvalidArgument) for a temperature that is negative or not finite, a negative top_k, or
 // top_p outside (0, 1].
 void validate(const SamplingConfig& c);
+// validate(c), and Error(InvalidArgument) for a nucleus (top_p < 1, not greedy) over more than
+// kMaxSampledLogits of a `vocab`-id vocabulary's ids: sample_token would refuse every draw.
+void validate(const SamplingConfig& c, size_t vocab);
 inline bool is_greedy(const SamplingConfig& c) { return c.temperature < kGreedyTemperature; }
 
 // Philox4x32-10 (Salmon et al., 2011): the block of `counter` under `key`.

@@ -423,7 +423,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
 
 GpuSession::~GpuSession() { stats_.device_bytes -= device_bytes_; }
 
-void GpuSession::prefill(const int32_t* tokens, size_t n, bool append_step_times) {
+void GpuSession::prefill(const int32_t* tokens, size_t n) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(tokens && n >= 1, InvalidArgument) << "prefill needs at least one token";
   const int64_t vocab = m_->graph().config.vocab_size;
@@ -442,7 +442,7 @@ void GpuSession::prefill(const int32_t* tokens, size_t n, bool append_step_times
   const std::vector<float> row = m_->embedding_row(tokens[0]);
   broken_ = true;
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
-  if (!append_step_times) step_ms_.clear();
+  step_ms_.clear();
   for (size_t a = 0; a < n;) {
     const size_t ns = std::min(n - a, kMaxStepsPerLaunch);
     const size_t ran = launch(ns, tokens + a, std::min(n - a, ns + 1), {});

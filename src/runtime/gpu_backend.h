@@ -119,10 +119,8 @@ class GpuSession {
   // one decode step per token in as few launches as possible (the device embeds each next
   // prompt token itself). Error(InvalidArgument) for an id outside the vocabulary,
   // Error(Capacity) when the cache cannot hold them (the session is then unchanged),
-  // Error(Numerics) when the last position's logits hold NaN or Inf. `append_step_times`: the
-  // steps' times are added to step_ms() instead of replacing them (a decode that feeds its
-  // host-drawn tokens one prefill at a time).
-  void prefill(const int32_t* tokens, size_t n, bool append_step_times = false);
+  // Error(Numerics) when the last position's logits hold NaN or Inf.
+  void prefill(const int32_t* tokens, size_t n);
   // Feeds the chosen token (the argmax, or a draw under `sampling`, which draws_on_device must
   // accept), appends it to `out`, up to max_tokens times, stopping after an id in `eos`; up to
   // steps_per_launch steps per launch. Error(Capacity) when the cache fills first,
@@ -131,8 +129,7 @@ class GpuSession {
   void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out,
               const ref::SamplingConfig& sampling = {});
   // Whether the megakernel draws under `c`: every configuration but a nucleus over more than
-  // ref::kMaxSampledLogits candidates (the reference refuses it too); otherwise the host draws
-  // from each step's logits.
+  // ref::kMaxSampledLogits candidates, which ref::validate refuses too.
   bool draws_on_device(const ref::SamplingConfig& c) const { return sample_mode(c) >= 0; }
   int32_t next_token() const { return next_token_; }
   // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk

@@ -168,16 +168,15 @@ class Session {
   void prefill(const int32_t* tokens, size_t n);
   // Appends up to max_tokens tokens to `out`, stopping after an EOS id: the argmax (greedy,
   // the default), or a draw under set_sampling's configuration (ref/sampling.h). On the GPU
-  // the megakernel draws inside its multi-step launches when GpuSession::draws_on_device
-  // accepts the configuration (all but a nucleus over more than ref::kMaxSampledLogits
-  // candidates); otherwise the host draws from each step's logits, one step per launch.
+  // the megakernel draws inside its multi-step launches.
   // Error(Capacity) when the cache fills first, Error(Numerics) when a token would be chosen
   // from logits holding NaN or Inf (tokens produced so far stay in `out`). After Numerics
   // (here or from prefill) the logits stay readable and prefill/decode give Error(BadState)
   // until reset().
   void decode(size_t max_tokens, std::vector<int32_t>& out);
   const std::vector<float>& logits() const;
-  // Error(InvalidArgument) for a configuration ref::validate refuses.
+  // Error(InvalidArgument) for a configuration ref::validate refuses, given the vocabulary (a
+  // nucleus over more than ref::kMaxSampledLogits candidates among them).
   void set_sampling(const ref::SamplingConfig& c);
   const ref::SamplingConfig& sampling() const { return sampling_; }
   // GPU: device-clock ms of each step of the last prefill or decode call. Error(Unsupported)

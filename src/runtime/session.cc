@@ -248,44 +248,29 @@ void Session::decode(size_t max_tokens, std::vector<int32_t>& out) {
 }
 
 void Session::set_sampling(const ref::SamplingConfig& c) {
-  ref::validate(c);
+  ref::validate(c, size_t(model_->config().vocab_size));
   sampling_ = c;
 }
 
 void Session::decode_steps(size_t max_tokens, std::vector<int32_t>& out) {
-  const bool greedy = ref::is_greedy(sampling_);
-  if (gpu_ && gpu_->draws_on_device(sampling_)) {
+  if (gpu_) {
+    // set_sampling refused every configuration the megakernel does not draw.
     gpu_->decode(max_tokens, model_->config().eos_token_ids, out, sampling_);  // counts tokens, launches
     return;
   }
-  // The host chooses: the reference's greedy token is the graph's argmax, computed in the step
-  // that made the logits; on the GPU, a draw the megakernel does not make (a nucleus over more
-  // than ref::kMaxSampledLogits candidates, which the reference refuses too) brings each step's
-  // logits to the host, and the token goes back as a one-token prefill (one forced step).
-  MPK_CHECK(!gpu_ || !gpu_->broken(), BadState) << "session is unusable after a failed megakernel step";
-  MPK_CHECK(gpu_ ? gpu_->position() > 0 : !exec_->logits().empty(), BadState)
-      << "decode before prefill: no logits yet";
-  const size_t cap = gpu_ ? gpu_->capacity() : exec_->capacity();
-  if (gpu_) gpu_->clear_step_ms();  // the first step below replaces them; no step, none
+  // The reference's greedy token is the graph's argmax, computed in the step that made the logits.
+  MPK_CHECK(!exec_->logits().empty(), BadState) << "decode before prefill: no logits yet";
+  const bool greedy = ref::is_greedy(sampling_);
   for (size_t i = 0; i < max_tokens; ++i) {
-    const std::vector<float>& l = logits();
-    check_finite_logits(l, position() - 1);
-    const int32_t next = greedy ? exec_->next_token() : ref::sample_token(l, sampling_, position());
-    MPK_CHECK(position() < cap, Capacity)
-        << "KV cache full (" << cap << " tokens, all used) after " << out.size()
+    const std::vector<float>& l = exec_->logits();
+    check_finite_logits(l, exec_->position() - 1);
+    const int32_t next = greedy ? exec_->next_token() : ref::sample_token(l, sampling_, exec_->position());
+    MPK_CHECK(exec_->position() < exec_->capacity(), Capacity)
+        << "KV cache full (" << exec_->capacity() << " tokens, all used) after " << out.size()
         << " token(s) of this call";
-    if (gpu_) {
-      // Chosen from finite logits, the token is the caller's before it is fed: a step it feeds
-      // that makes non-finite logits (the one-token prefill checks them, after counting the
-      // token) fails the call with the token returned, as on the reference, whose next pass
-      // finds them.
-      out.push_back(next);
-      gpu_->prefill(&next, 1, /*append_step_times=*/i > 0);
-    } else {
-      exec_->forward(&next, 1);
-      model_->stats().tokens += 1;
-      out.push_back(next);
-    }
+    exec_->forward(&next, 1);
+    model_->stats().tokens += 1;
+    out.push_back(next);
     if (is_eos(next)) break;
   }
 }

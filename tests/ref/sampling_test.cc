@@ -260,6 +260,21 @@ TEST(Sampling, GreedyIsTheArgmaxAndBadConfigsAreRefused) {
   }
   EXPECT_GE(sample_token(huge, SamplingConfig{.temperature = 1.0f, .top_k = 5, .top_p = 0.9f}, 0), 0);
   EXPECT_GE(sample_token(huge, SamplingConfig{.temperature = 1.0f}, 0), 0);
+  // The same limit, before any draw: given the vocabulary, a session refuses it when it is set.
+  const size_t vocab = kMaxSampledLogits + 1;
+  for (const SamplingConfig& bad : {SamplingConfig{.temperature = 1.0f, .top_p = 0.9f},
+                                    SamplingConfig{.temperature = 1.0f, .top_k = int32_t(vocab), .top_p = 0.9f}}) {
+    try {
+      validate(bad, vocab);
+      ADD_FAILURE() << "accepted top_k " << bad.top_k;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    }
+  }
+  EXPECT_NO_THROW(validate(SamplingConfig{.temperature = 1.0f, .top_p = 0.9f}, kMaxSampledLogits));
+  for (const SamplingConfig& ok : {SamplingConfig{.temperature = 1.0f, .top_k = 1 << 21, .top_p = 0.9f},
+                                   SamplingConfig{.temperature = 1.0f}, SamplingConfig{.top_p = 0.9f}})
+    EXPECT_NO_THROW(validate(ok, vocab)) << "top_k " << ok.top_k << " top_p " << ok.top_p;
 }
 
 // The nucleus's weights are integers: the cut is the same whatever order they are added in, and

@@ -308,7 +308,7 @@ MPK_API mpk_status mpk_session_profile(mpk_session* s, const char** json);
  * the megakernel draws inside its multi-step launches (the drawn token feeds the next step
  * without a host round trip) under every configuration but a top_p below 1 over more than
  * 2^21 candidates (the top_k, or the whole vocabulary), which no backend draws
- * (the decode fails with MPK_ERROR_INVALID_ARGUMENT, the reference sampler's limit). */
+ * (mpk_session_set_sampling refuses it, the reference sampler's limit). */
 typedef struct mpk_sampling_config {
   size_t struct_size;  /* set by mpk_sampling_config_init */
   float temperature;   /* >= 0; 0 (or below 1e-5): greedy */
@@ -318,7 +318,8 @@ typedef struct mpk_sampling_config {
 } mpk_sampling_config;
 MPK_API void mpk_sampling_config_init(mpk_sampling_config* cfg);
 /// Sets how mpk_session_decode chooses tokens from now on (also across reset).
-/// MPK_ERROR_INVALID_ARGUMENT for a value outside its range; the session is then unchanged.
+/// MPK_ERROR_INVALID_ARGUMENT for a value outside its range or a nucleus over more than 2^21
+/// candidates of the model's vocabulary; the session is then unchanged.
 MPK_API mpk_status mpk_session_set_sampling(mpk_session* s, const mpk_sampling_config* cfg);
 MPK_API void mpk_session_destroy(mpk_session* s);
 

@@ -135,7 +135,6 @@ class GpuSession {
   // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk
   // for a tensor-core prefill).
   const std::vector<double>& step_ms() const { return step_ms_; }
-  void clear_step_ms() { step_ms_.clear(); }  // a call that runs no step reports none
   // Host-clock duration (ms) of enqueuing each chunk of the last prefill call through the
   // tensor cores (none for one through the decode step): where it is as long as the chunk's
   // step_ms, the device waited on the host's launches.
@@ -145,12 +144,8 @@ class GpuSession {
   // Profile sessions: device ms of the last tensor-core prefill by step label
   // (PrefillProgram::step_label), in first-seen order, summed over layers and chunks.
   const std::vector<std::pair<std::string, double>>& prefill_profile() const { return pf_profile_; }
-  bool has_logits() const { return has_logits_; }
   const std::vector<float>& logits() const;  // downloads on demand
   size_t position() const { return position_; }
-  // A step failed part way: the device state is ahead of the host's until reset().
-  bool broken() const { return broken_; }
-  size_t capacity() const { return capacity_; }
   void reset();
 
   const MegakernelTables& tables() const { return tables_; }

@@ -559,11 +559,8 @@ int GpuSession::sample_mode(const ref::SamplingConfig& c) const {
   if (ref::is_greedy(c)) return MPK_MK_SAMPLE_GREEDY;
   const int64_t vocab = plan_.tasks.buffers[size_t(logits_buffer_)].numel;
   const bool all = c.top_k == 0 || c.top_k >= vocab;
-  if (all && c.top_p == 1) return MPK_MK_SAMPLE_GUMBEL;
-  // The top-k's sort, or the argmax task's radix selects: a nucleus's integer sums are exact
-  // over up to kMaxSampledLogits candidates (the top_k, or every id).
-  const size_t candidates = all ? size_t(vocab) : size_t(c.top_k);
-  return c.top_p == 1 || candidates <= ref::kMaxSampledLogits ? MPK_MK_SAMPLE_TOPK : -1;
+  // Every id with no cut: the LM-head tiles' Gumbel keys; else the argmax task's selects.
+  return all && c.top_p == 1 ? MPK_MK_SAMPLE_GUMBEL : MPK_MK_SAMPLE_TOPK;
 }
 
 namespace {
@@ -577,7 +574,8 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
                         std::vector<int32_t>& out, const ref::SamplingConfig& sampling) {
   MPK_CHECK(!broken_, BadState) << "session is unusable after a failed megakernel step";
   MPK_CHECK(has_logits_, BadState) << "decode before prefill: no logits yet";
-  MPK_ICHECK(draws_on_device(sampling)) << "the megakernel cannot draw under this sampling configuration";
+  // The reference's limit (a nucleus's integer sums exact), which the selects share.
+  ref::validate(sampling, size_t(m_->graph().config.vocab_size));
   if (max_tokens > 0 && !same_choice(sampling, next_chosen_by_)) {
     // The last step chose its token another way (a prefill takes the argmax): the host draws
     // it again from the same logits and writes its embedding where the next step reads it.
@@ -657,7 +655,6 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
     std::copy(eos.begin(), eos.end(), p.eos);
   }
   p.sample_mode = sample_mode(sampling);
-  MPK_ICHECK(p.sample_mode >= 0) << "a launch under a sampling configuration the device cannot draw";
   p.temperature = sampling.temperature;
   p.top_k = sampling.top_k;
   p.top_p = sampling.top_p;

@@ -121,16 +121,13 @@ class GpuSession {
   // Error(Capacity) when the cache cannot hold them (the session is then unchanged),
   // Error(Numerics) when the last position's logits hold NaN or Inf.
   void prefill(const int32_t* tokens, size_t n);
-  // Feeds the chosen token (the argmax, or a draw under `sampling`, which draws_on_device must
-  // accept), appends it to `out`, up to max_tokens times, stopping after an id in `eos`; up to
-  // steps_per_launch steps per launch. Error(Capacity) when the cache fills first,
-  // Error(Numerics) when a token would come from logits holding NaN or Inf (the tokens fed so
-  // far stay in `out` either way).
+  // Feeds the chosen token (the argmax, or a draw under `sampling`: Error(InvalidArgument) where
+  // ref::validate refuses it for the vocabulary), appends it to `out`, up to max_tokens times,
+  // stopping after an id in `eos`; up to steps_per_launch steps per launch. Error(Capacity)
+  // when the cache fills first, Error(Numerics) when a token would come from logits holding
+  // NaN or Inf (the tokens fed so far stay in `out` either way).
   void decode(size_t max_tokens, const std::vector<int32_t>& eos, std::vector<int32_t>& out,
               const ref::SamplingConfig& sampling = {});
-  // Whether the megakernel draws under `c`: every configuration but a nucleus over more than
-  // ref::kMaxSampledLogits candidates, which ref::validate refuses too.
-  bool draws_on_device(const ref::SamplingConfig& c) const { return sample_mode(c) >= 0; }
   int32_t next_token() const { return next_token_; }
   // Device-clock duration (ms) of each step of the last prefill or decode call (of each chunk
   // for a tensor-core prefill).
@@ -163,7 +160,7 @@ class GpuSession {
   // run (fewer when a fed token is an EOS id, see MkParams). forced: the fed tokens (prefill).
   size_t launch(size_t num_steps, const int32_t* forced, size_t num_forced,
                 const std::vector<int32_t>& eos, const ref::SamplingConfig& sampling = {});
-  // MPK_MK_SAMPLE_* for `c`, or -1 when the megakernel cannot draw under it.
+  // MPK_MK_SAMPLE_* for `c` (one ref::validate accepts).
   int sample_mode(const ref::SamplingConfig& c) const;
   [[noreturn]] void throw_timeout(const uint32_t* status) const;
   // The tensor-core prefill of `n` checked tokens.

@@ -695,19 +695,25 @@ std::vector<std::string> nucleus_mismatches(const cuda::Context& ctx, const Patc
 }
 
 // The nucleus's last key exact as built, through the guess alone on spread logits, and through
-// the radix select alone; caught where the mass above the guessed bracket leaves out the keys
-// at its upper bound, where the top-k's last key is one rank off, and where the nucleus's
-// radix select counts the keys below it.
+// the radix select alone; caught where the guess's mass at or above a threshold leaves out the
+// threshold's own keys, where a later round counts the keys at its range's upper bound again,
+// where the top-k's last key is one rank off, and where the nucleus's radix select counts the
+// keys below it.
 TEST(DeviceDraw, TheNucleusEndsOnTheReferencesLastKey) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   cuda::Context ctx(0);
   EXPECT_EQ(joined(nucleus_mismatches(ctx, {}, false)), "");
   EXPECT_EQ(joined(nucleus_mismatches(ctx, {}, true)), "") << "the guess refused spread logits";
   EXPECT_EQ(joined(nucleus_mismatches(ctx, no_guess, false)), "");
-  EXPECT_NE(joined(nucleus_mismatches(ctx, replace_once("if (in && k32 >= hi) high +=", "if (in && k32 > hi) high +="),
+  EXPECT_NE(joined(nucleus_mismatches(ctx, replace_once("if (k32 >= ((volatile unsigned*)thr)[k]) ws[k] += m;",
+                                                       "if (k32 > ((volatile unsigned*)thr)[k]) ws[k] += m;"),
                                       false)),
             "")
-      << "the mass above the bracket short of its upper bound's keys was not caught";
+      << "the mass at or above a threshold short of the threshold's own keys was not caught";
+  EXPECT_NE(joined(nucleus_mismatches(ctx, replace_once("if (k32 < lo || k32 >= hi) return;", "if (k32 < lo || k32 > hi) return;"),
+                                      false)),
+            "")
+      << "a later round counting the keys at the range's upper bound twice was not caught";
   EXPECT_NE(joined(nucleus_mismatches(
                 ctx, replace_once("mk_sample_radix_kth(logits, n, top_k, keys", "mk_sample_radix_kth(logits, n, top_k - 1, keys"),
                 false)),

@@ -138,29 +138,29 @@ __device__ __forceinline__ void mk_sample_add_mass(u64* m, u64 x) {
 // Logit v's integer nucleus weight (sampling_math.h) under temperature t, zmax the largest
 // logit over t.
 __device__ __forceinline__ u64 mk_sample_mass(float v, float t, float zmax) {
-  return mpk_nucleus_mass(mpk_det_exp(__fsub_rn(__fdiv_rn(v, t), zmax)));
+  return mpk_nucleus_mass(mpk_det_exp(__fsub_rn(mk_sample_z(v, t), zmax)));
 }
 
 // The nucleus's last key bracketed from a guess, for n > MPK_MK_SAMPLE_GROUP logits. A strided
 // sample of the keys, sorted, stands for the ranks (a sample key for n / S keys): the sample's
 // rank j where its own mass reaches top_p of its total is where the nucleus likely ends. Each
 // round puts T = MPK_MK_SAMPLE_BRACKETS thresholds on the keys' top 32 bits (their logits) at
-// sample keys evenly inside a window of the sample (first j +- 64), and one pass sums in each
-// thread's registers the weights at or above each threshold, in float (a guide only), and in
-// the first round the integer masses of all (the total, exact in any order). The bracket where
-// those sums first reach top_p of the total narrows the range that holds the last key; where
-// the sample puts more than MPK_MK_SAMPLE_KMAX / 2 keys in it, it is the next round's window
-// (at most three). Out: sc[0], sc[2], the range's bounds on a key's top 32 bits, [lo, hi) (hi
-// 2^32: none), and *(double*)&sc[5], the target. Nothing here decides the draw: the caller sums
-// the exact mass above the range and checks that the cut lies inside it, else the radix select
-// takes over (a wrong guess costs time only). Uses keys and w as scratch.
+// sample keys evenly inside a window of the sample (first j +- 64), all inside the range
+// [lo, hi) that holds the last key (first: every key), and one pass sums in each thread's
+// registers the integer masses of the range's keys at or above each threshold (exact in any
+// order), in the first round also the total. With the exact mass at or above hi, the first
+// threshold whose mass reaches top_p of the total and the one before it are the next range;
+// where the sample puts more than MPK_MK_SAMPLE_KMAX / 2 keys in it, it is also the next round's
+// window (at most three rounds). Later rounds compute the masses of the range's keys alone.
+// Out: sc[0], sc[2], the range's bounds on a key's top 32 bits, [lo, hi) (hi 2^32: none), sc[1]
+// the exact mass at or above hi, *(double*)&sc[5] the target. Uses keys and w as scratch.
 __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n, float t, float top_p, float zmax,
                                                      u64* keys, float* w, u64* sc) {
   constexpr int S = MPK_MK_SAMPLE_GROUP / 2, T = MPK_MK_SAMPLE_BRACKETS;
   const int lane = threadIdx.x & 31;
   unsigned* thr = (unsigned*)w;  // [T], descending
-  float* acc = w + T;            // [T]: the weights at or above each threshold
-  int* win = (int*)(w + 2 * T);  // the window [win[0], win[1]) and the range [win[2], win[3]) of sample ranks
+  u64* acc = (u64*)(w + T);      // [T]: the range's mass at or above each threshold
+  int* win = (int*)(w + 3 * T);  // the window [win[0], win[1]) and the range [win[2], win[3]) of sample ranks
   u64* smass = keys + S;         // [S]: the sorted sample's masses
   mk_sample_stride(logits, n, keys);  // printed from ir::sample_stride_nest
   mk_sync();
@@ -191,50 +191,55 @@ __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n,
     j = __shfl_sync(0xffffffffu, j, first);
     if (lane == 0) {
       win[0] = max(0, j - 64), win[1] = min(S, j + 65), win[2] = 0, win[3] = S;
-      sc[0] = 0, sc[2] = 1ull << 32, sc[4] = 0, sc[7] = 0;
+      sc[0] = 0, sc[1] = 0, sc[2] = 1ull << 32, sc[4] = 0, sc[7] = 0;
     }
   }
   for (int round = 0; round < 3; ++round) {
     mk_sync();
     // Threshold k at the sample's rank wa + (k + 1) (wb - wa) / (T + 1): ascending ranks, so
-    // descending keys.
+    // descending keys, none outside [lo, hi] (the window's sample keys lie there).
     if (threadIdx.x < T) {
       thr[threadIdx.x] = (unsigned)(keys[win[0] + (threadIdx.x + 1) * (win[1] - win[0]) / (T + 1)] >> 32);
-      acc[threadIdx.x] = 0.f;
+      acc[threadIdx.x] = 0;
     }
     mk_sync();
-    float ws[T];
+    // On 32 bits: a finite logit's key has its top 32 bits below 0xff800001 (+inf's), so hi
+    // 2^32 (none above) is 0xffffffff here.
+    const unsigned lo = (unsigned)sc[0], hi = (unsigned)min(sc[2], 0xffffffffull);
+    u64 ws[T];
     u64 total = 0;
 #pragma unroll
-    for (int k = 0; k < T; ++k) ws[k] = 0.f;
+    for (int k = 0; k < T; ++k) ws[k] = 0;
     const bool first = round == 0;
     mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
       if (!in) return;
-      const unsigned hk = (unsigned)(mk_sample_key(v, j) >> 32);
-      const float x = mpk_det_exp(__fsub_rn(__fdiv_rn(v, t), zmax));
-      if (first) total += mpk_nucleus_mass(x);
+      const unsigned k32 = (unsigned)(mk_sample_key(v, j) >> 32);
+      if (k32 < lo || k32 >= hi) return;  // above the range: its mass is known; below: not needed
+      const u64 m = mk_sample_mass(v, t, zmax);
+      if (first) total += m;
 #pragma unroll
       for (int k = 0; k < T; ++k)
-        if (hk >= ((volatile unsigned*)thr)[k]) ws[k] += x;  // read each time: registers are short
+        if (k32 >= ((volatile unsigned*)thr)[k]) ws[k] += m;  // read each time: registers are short
     });
 #pragma unroll
     for (int k = 0; k < T; ++k) {
       for (int o = 16; o > 0; o >>= 1) ws[k] += __shfl_xor_sync(0xffffffffu, ws[k], o);
-      if (lane == 0) atomicAdd(&acc[k], ws[k]);
+      if (lane == 0) atomicAdd((unsigned long long*)&acc[k], (unsigned long long)ws[k]);
     }
     if (first) {
       for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);
       if (lane == 0) atomicAdd((unsigned long long*)&sc[4], (unsigned long long)total);
     }
     mk_sync();
-    if (threadIdx.x == 0) {  // the first threshold whose weight above reaches the target
+    if (threadIdx.x == 0) {  // the first threshold whose mass at or above it reaches the target
       if (first) *(double*)&sc[5] = mpk_nucleus_target(top_p, sc[4]);
       const double target = *(double*)&sc[5];
+      const u64 above = sc[1];
       int i = 0;
-      while (i < T && (double)acc[i] * 4294967296.0 < target) ++i;
+      while (i < T && !mpk_nucleus_reached(above + acc[i], target)) ++i;
       const int wa = win[0], wb = win[1];
-      if (i < T) sc[0] = max(sc[0], (u64)thr[i]), win[3] = wa + (i + 1) * (wb - wa) / (T + 1) + 1;
-      if (i > 0) sc[2] = min(sc[2], (u64)thr[i - 1]), win[2] = wa + i * (wb - wa) / (T + 1);
+      if (i < T) sc[0] = thr[i], win[3] = wa + (i + 1) * (wb - wa) / (T + 1) + 1;
+      if (i > 0) sc[2] = thr[i - 1], sc[1] = above + acc[i - 1], win[2] = wa + i * (wb - wa) / (T + 1);
       win[0] = win[2], win[1] = win[3];
       sc[7] = (long long)(win[3] - win[2]) * n / S <= MPK_MK_SAMPLE_KMAX / 2;
     }
@@ -245,30 +250,25 @@ __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n,
 }
 
 // The keys whose top 32 bits lie in [lo, hi) gathered into keys (at most MPK_MK_SAMPLE_KMAX of
-// them; sc[3]: how many there are), and the exact mass of those at or above hi into sc[1].
-__device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, float t, float zmax, u64 lo, u64 hi,
-                                                    u64* keys, u64* sc) {
-  if (threadIdx.x == 0) sc[3] = 0, sc[1] = 0;
+// them; sc[3]: how many there are).
+__device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, u64 lo, u64 hi, u64* keys, u64* sc) {
+  if (threadIdx.x == 0) sc[3] = 0;
   mk_sync();
-  u64 high = 0;  // this thread's mass above the bracket
   mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
     const u64 key = mk_sample_key(v, j), k32 = key >> 32;
-    if (in && k32 >= hi) high += mk_sample_mass(v, t, zmax);
     if (in && k32 >= lo && k32 < hi) {
       const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
       if (slot < MPK_MK_SAMPLE_KMAX) keys[slot] = key;
     }
   });
-  for (int o = 16; o > 0; o >>= 1) high += __shfl_xor_sync(0xffffffffu, high, o);
-  if ((threadIdx.x & 31) == 0) atomicAdd((unsigned long long*)&sc[1], (unsigned long long)high);
   mk_sync();
 }
 
 // The draw from the top_k largest keys of logits[0, n) (top_k 0 or >= n: all n), cut to the
 // nucleus where top_p < 1 (always so without a top-k), as ref/sampling.h defines them: the
-// nucleus's last key found among the keys of the range mk_sample_topp_guess brackets
-// (where that range holds at most MPK_MK_SAMPLE_KMAX keys and the cut, checked exactly), else
-// by a radix select: 8 bits a pass over the logits,
+// nucleus's last key found among the keys of the range mk_sample_topp_guess brackets by exact
+// sums (where that range holds at most MPK_MK_SAMPLE_KMAX keys; the cut found in it is checked
+// again), else by a radix select: 8 bits a pass over the logits,
 // each bin's count and mass (sampling_math.h's integer weights: their sums are exact in any
 // order) summed, down to the bin where the mass ranked before a key reaches top_p of the total;
 // once that bin's keys fit the sort (at most MPK_MK_SAMPLE_KMAX) they are gathered, sorted and
@@ -305,9 +305,9 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, int top_k
     bhi = sc[2];
     mk_sync();
   }
-  // The keys of the guess's bracket (and the exact mass above it), or of the radix select's
-  // bin, gathered, sorted, weighed, and the cut among them; the guess's bracket only where the
-  // cut lies inside it, else the radix select.
+  // The keys of the guess's bracket (the mass above it known), or of the radix select's bin,
+  // gathered, sorted, weighed, and the cut among them; the guess's bracket only where it fits
+  // the sort and the cut lies inside it, else the radix select.
   int got = 0;
   while (top_p < 1.f) {  // until the cut is found
     if (!guessed) {
@@ -360,7 +360,7 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, int top_k
       } while (group > MPK_MK_SAMPLE_KMAX && shift > 0);
     }
     if (guessed) {
-      mk_sample_topp_bracket(logits, n, t, zmax, blo, bhi, keys, sc);
+      mk_sample_topp_bracket(logits, n, blo, bhi, keys, sc);
       above = sc[1];
     } else {
       if (threadIdx.x == 0) sc[3] = 0;

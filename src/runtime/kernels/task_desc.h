@@ -143,7 +143,7 @@ struct MkTask {
 #define MPK_MK_SAMPLE_TOPK 2    // top_k (below the vocabulary) then top_p, or top_p over every id: the argmax task selects
 #define MPK_MK_SAMPLE_KMAX 1024  // the top_k sorted whole; a larger one bounds the nucleus by radix select
 #define MPK_MK_SAMPLE_GROUP 4096  // keys the draw sorts in shared memory (>= MPK_MK_SAMPLE_KMAX)
-#define MPK_MK_SAMPLE_BRACKETS 8 // the nucleus's guessed thresholds (sample_topk.cuh)
+#define MPK_MK_SAMPLE_BRACKETS 4 // the nucleus's guessed thresholds (sample_topk.cuh)
 // The argmax task's shared memory (for a draw): keys, nucleus weights, a histogram, scalars.
 #define MPK_MK_SAMPLE_SMEM (MPK_MK_SAMPLE_GROUP * 8 + MPK_MK_SAMPLE_KMAX * 4 + 256 * 4 + 72)
 

@@ -250,8 +250,11 @@ __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n,
 }
 
 // The keys whose top 32 bits lie in [lo, hi) gathered into keys (at most MPK_MK_SAMPLE_KMAX of
-// them; sc[3]: how many there are).
+// them; sc[3]: how many there are), the guess's sorted sample (keys[0, S)) first copied to
+// keys[S, 2 S), out of the gathered keys' way, for mk_sample_topp_draw.
 __device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, u64 lo, u64 hi, u64* keys, u64* sc) {
+  constexpr int S = MPK_MK_SAMPLE_GROUP / 2;
+  for (int i = threadIdx.x; i < S; i += MK_COMPUTE_THREADS) keys[S + i] = keys[i];
   if (threadIdx.x == 0) sc[3] = 0;
   mk_sync();
   mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
@@ -262,6 +265,72 @@ __device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, 
     }
   });
   mk_sync();
+}
+
+// A float's bits made monotone as an unsigned (larger float, larger unsigned), and back.
+__device__ __forceinline__ unsigned mk_sample_ord(float f) {
+  const unsigned u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float mk_sample_unord(unsigned u) {
+  return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
+}
+
+// Each thread's largest Gumbel key and its id (the key's bits above the id's) over the logits
+// whose keys are at or above `last` (the nucleus). With `hi` below 2^32 (the guess's bracket),
+// keys[S, 2 S) hold the guess's sorted sample, whose keys at or above hi are in the nucleus:
+// the largest of their Gumbel keys is a draw from the same set, a floor. The noise
+// g = -ln(-ln u) is at most -ln(1 - u) (as -ln u >= 1 - u), itself below 16.7 (u <= 1 - 2^-24):
+// a key whose bound z - ln(1 - u) falls short of the floor (less a margin for the fast
+// logarithm's error, a few 1e-6, the reference's logarithms' and the roundings; a float sum
+// below the floor comes from a real one below it) cannot win. One pass lists the ids whose
+// bound reaches it (in keys[0, S), as ints) and their exact keys follow; without a floor, or a
+// list past its room, the pass computes every key. Uses sc[3] and sc[7].
+__device__ __noinline__ u64 mk_sample_topp_draw(const float* logits, int n, float t, u64 seed, u64 position, u64 last,
+                                                u64 hi, u64* keys, u64* sc) {
+  constexpr int S = MPK_MK_SAMPLE_GROUP / 2;
+  constexpr unsigned kRoom = S * 2;
+  int* list = (int*)keys;
+  float best = MK_NEG_INF;
+  int bi = 0x7fffffff;
+  if (threadIdx.x == 0) sc[3] = 0, sc[7] = mk_sample_ord(MK_NEG_INF);
+  mk_sync();
+  if (hi < (1ull << 32)) {
+    float top = MK_NEG_INF;
+    for (int i = threadIdx.x; i < S; i += MK_COMPUTE_THREADS) {
+      const u64 key = keys[S + i];
+      if ((key >> 32) >= hi) top = fmaxf(top, mk_sample_gumbel(mk_sample_logit(key), t, seed, position, mk_sample_id(key)));
+    }
+    for (int o = 16; o > 0; o >>= 1) top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));
+    if ((threadIdx.x & 31) == 0) atomicMax((unsigned*)&sc[7], mk_sample_ord(top));
+    mk_sync();
+  }
+  const float drawn = mk_sample_unord((unsigned)sc[7]);
+  const float floor_ = drawn - (2e-3f + 2e-6f * fabsf(drawn));  // -inf stays -inf
+  unsigned listed = kRoom + 1;
+  if (floor_ > MK_NEG_INF) {
+    mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+      if (!in || mk_sample_key(v, j) < last) return;
+      const float z = mk_sample_z(v, t);
+      if (z + 16.7f < floor_) return;
+      if (z - __logf(1.f - mpk_sampling_uniform(seed, position, (unsigned)j)) < floor_) return;  // 1 - u is exact
+      const unsigned slot = atomicAdd((unsigned*)&sc[3], 1u);
+      if (slot < kRoom) list[slot] = j;
+    });
+    mk_sync();
+    listed = (unsigned)sc[3];
+  }
+  if (listed <= kRoom) {
+    for (unsigned i = threadIdx.x; i < listed; i += MK_COMPUTE_THREADS) {
+      const int j = list[i];
+      mk_better(best, bi, mk_sample_gumbel(__ldcg(logits + j), t, seed, position, j), j);
+    }
+  } else {
+    mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
+      if (in && mk_sample_key(v, j) >= last) mk_better(best, bi, mk_sample_gumbel(v, t, seed, position, j), j);
+    });
+  }
+  return ((u64)__float_as_uint(best) << 32) | (unsigned)bi;
 }
 
 // The draw from the top_k largest keys of logits[0, n) (top_k 0 or >= n: all n), cut to the
@@ -395,11 +464,10 @@ __device__ __noinline__ int mk_sample_topp(const float* logits, int n, int top_k
     mk_sync();
   }
   const u64 last = top_p < 1.f ? max(sc[3], (u64)floor) : (u64)floor;
-  float best = MK_NEG_INF;
-  int bi = 0x7fffffff;
-  mk_sample_scan2(logits, n, [&](int j, float v, bool in) {
-    if (in && mk_sample_key(v, j) >= last) mk_better(best, bi, mk_sample_gumbel(v, t, seed, position, j), j);
-  });
+  // The draw, with the floor the guess's sample gives it (the radix select's draw has none).
+  const u64 b = mk_sample_topp_draw(logits, n, t, seed, position, last, guessed ? bhi : ~0ull, keys, sc);
+  float best = __uint_as_float((unsigned)(b >> 32));
+  int bi = (int)(unsigned)b;
   mk_block_argmax(best, bi, redv, redi);
   return bi;
 }

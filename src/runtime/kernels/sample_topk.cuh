@@ -150,8 +150,9 @@ __device__ __forceinline__ u64 mk_sample_mass(float v, float t, float zmax) {
 // registers the integer masses of the range's keys at or above each threshold (exact in any
 // order), in the first round also the total. With the exact mass at or above hi, the first
 // threshold whose mass reaches top_p of the total and the one before it are the next range;
-// where the sample puts more than MPK_MK_SAMPLE_KMAX / 2 keys in it, it is also the next round's
-// window (at most three rounds). Later rounds compute the masses of the range's keys alone.
+// where the sample puts more than MPK_MK_SAMPLE_KMAX / 4 keys in it (a count can be twice the
+// sample's estimate), it is also the next round's window: at most five rounds, the later ones
+// cheap (only the range's keys compute their masses).
 // Out: sc[0], sc[2], the range's bounds on a key's top 32 bits, [lo, hi) (hi 2^32: none), sc[1]
 // the exact mass at or above hi, *(double*)&sc[5] the target. Uses keys and w as scratch.
 __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n, float t, float top_p, float zmax,
@@ -194,7 +195,7 @@ __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n,
       sc[0] = 0, sc[1] = 0, sc[2] = 1ull << 32, sc[4] = 0, sc[7] = 0;
     }
   }
-  for (int round = 0; round < 3; ++round) {
+  for (int round = 0; round < 5; ++round) {
     mk_sync();
     // Threshold k at the sample's rank wa + (k + 1) (wb - wa) / (T + 1): ascending ranks, so
     // descending keys, none outside [lo, hi] (the window's sample keys lie there).
@@ -241,7 +242,7 @@ __device__ __forceinline__ void mk_sample_topp_guess(const float* logits, int n,
       if (i < T) sc[0] = thr[i], win[3] = wa + (i + 1) * (wb - wa) / (T + 1) + 1;
       if (i > 0) sc[2] = thr[i - 1], sc[1] = above + acc[i - 1], win[2] = wa + i * (wb - wa) / (T + 1);
       win[0] = win[2], win[1] = win[3];
-      sc[7] = (long long)(win[3] - win[2]) * n / S <= MPK_MK_SAMPLE_KMAX / 2;
+      sc[7] = (long long)(win[3] - win[2]) * n / S <= MPK_MK_SAMPLE_KMAX / 4;
     }
     mk_sync();
     if (sc[7]) break;

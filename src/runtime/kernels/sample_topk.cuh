@@ -294,6 +294,7 @@ __device__ __noinline__ u64 mk_sample_topp_draw(const float* logits, int n, floa
   int* list = (int*)keys;
   float best = MK_NEG_INF;
   int bi = 0x7fffffff;
+  mk_sync();  // every thread has read sc[3] (the last key) before it is reused
   if (threadIdx.x == 0) sc[3] = 0, sc[7] = mk_sample_ord(MK_NEG_INF);
   mk_sync();
   if (hi < (1ull << 32)) {

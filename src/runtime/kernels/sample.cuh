@@ -27,17 +27,20 @@ __device__ __forceinline__ float mk_sample_z(float v, float t) { return t == 1.f
 __device__ __forceinline__ float mk_sample_gumbel(float v, float t, u64 seed, u64 position, int id) {
   return mpk_gumbel_key(__fdiv_rn(v, t), seed, position, (unsigned)id);
 }
+// A float's bits made monotone as an unsigned (larger float, larger unsigned), and back.
+__device__ __forceinline__ unsigned mk_sample_ord(float f) {
+  const unsigned u = __float_as_uint(f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float mk_sample_unord(unsigned u) {
+  return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
+}
 __device__ __forceinline__ u64 mk_sample_key(float v, int id) {
-  unsigned u = __float_as_uint(v == 0.f ? 0.f : v);
-  u = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return ((u64)u << 32) | (u64)(0xffffffffu - (unsigned)id);
+  return ((u64)mk_sample_ord(v == 0.f ? 0.f : v) << 32) | (u64)(0xffffffffu - (unsigned)id);
 }
 __device__ __forceinline__ int mk_sample_id(u64 key) { return (int)(0xffffffffu - (unsigned)key); }
 // The logit a key holds (a -0 as +0: equal in every use below).
-__device__ __forceinline__ float mk_sample_logit(u64 key) {
-  const unsigned u = (unsigned)(key >> 32);
-  return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
-}
+__device__ __forceinline__ float mk_sample_logit(u64 key) { return mk_sample_unord((unsigned)(key >> 32)); }
 
 // Whether `key` agrees with `prefix` above bit `shift` (every key does when shift is 64).
 __device__ __forceinline__ bool mk_sample_in(u64 key, u64 prefix, int shift) {

@@ -268,15 +268,6 @@ __device__ __noinline__ void mk_sample_topp_bracket(const float* logits, int n, 
   mk_sync();
 }
 
-// A float's bits made monotone as an unsigned (larger float, larger unsigned), and back.
-__device__ __forceinline__ unsigned mk_sample_ord(float f) {
-  const unsigned u = __float_as_uint(f);
-  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-}
-__device__ __forceinline__ float mk_sample_unord(unsigned u) {
-  return __uint_as_float((u & 0x80000000u) ? (u & 0x7fffffffu) : ~u);
-}
-
 // Each thread's largest Gumbel key and its id (the key's bits above the id's) over the logits
 // whose keys are at or above `last` (the nucleus). With `hi` below 2^32 (the guess's bracket),
 // keys[S, 2 S) hold the guess's sorted sample, whose keys at or above hi are in the nucleus:

@@ -261,6 +261,7 @@ class Decomposer {
         break;
       case OpKind::Rope: t.flops = 6.0 * n; break;
       case OpKind::SiluMul: t.flops = 5.0 * n; break;
+      case OpKind::GeluTanhMul: t.flops = 9.0 * n; break;
       case OpKind::Argmax: t.flops = double(numel(op.inputs[0])); break;
       default: t.flops = n; break;
     }

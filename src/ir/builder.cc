@@ -134,7 +134,8 @@ Graph build(const model::Config& c, DType weight_dtype) {
               b.weight(w + "post_attention_layernorm.weight", {H}), -1, norm);
     int gate = proj("mlp.gate_proj", h, I, H, false, "gate");
     int up = proj("mlp.up_proj", h, I, H, false, "up");
-    int act = b.act(OpKind::SiluMul, {gate, up}, t + "silu_mul", T, I);
+    int act = c.hidden_act == model::Activation::Silu ? b.act(OpKind::SiluMul, {gate, up}, t + "silu_mul", T, I)
+                                                      : b.act(OpKind::GeluTanhMul, {gate, up}, t + "gelu_tanh_mul", T, I);
     int down = proj("mlp.down_proj", act, H, I, false, "mlp_out");
     x = b.act(OpKind::Add, {x, down}, t + "out", T, H);
   }

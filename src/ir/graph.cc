@@ -80,6 +80,7 @@ class OpChecker {
         break;
       }
       case OpKind::SiluMul:
+      case OpKind::GeluTanhMul:
       case OpKind::Add:
         expect(in(0).shape == in(1).shape, "both inputs must have the same shape");
         expect_act(out(), rows(in(0)), cols(in(0)));

@@ -149,8 +149,9 @@ void append_eos(const ObjectReader& r, std::vector<int>& ids) {
 
 void check_unsupported_options(const ObjectReader& r, Family family) {
   auto act = r.opt_string("hidden_act");
-  MPK_CHECK(!act || *act == "silu", Unsupported)
-      << r.origin() << ": hidden_act '" << *act << "' is not supported (only silu)";
+  MPK_CHECK(!act || *act == "silu" || *act == "gelu_pytorch_tanh" || *act == "gelu_new", Unsupported)
+      << r.origin() << ": hidden_act '" << *act
+      << "' is not supported (silu, gelu_pytorch_tanh and gelu_new are)";
   MPK_CHECK(!r.opt_bool("use_sliding_window").value_or(false), Unsupported)
       << r.origin() << ": sliding-window attention (use_sliding_window: true) is not supported";
   if (family == Family::Llama) {
@@ -206,6 +207,7 @@ Config parse_config(const std::string& json_text, const std::string& origin) {
   parse_rope(r, c);
 
   c.tie_word_embeddings = r.opt_bool("tie_word_embeddings").value_or(false);
+  c.hidden_act = r.opt_string("hidden_act").value_or("silu") == "silu" ? Activation::Silu : Activation::GeluTanh;
   bool attention_bias = r.opt_bool("attention_bias").value_or(false);
   switch (c.family) {
     case Family::Qwen3:

@@ -13,6 +13,10 @@ namespace mpk::model {
 enum class Family { Qwen3, Qwen2, Llama };
 const char* family_name(Family f);
 
+// hidden_act: the MLP's gate activation. GeluTanh is transformers' "gelu_pytorch_tanh" (and
+// "gelu_new", the same formula).
+enum class Activation { Silu, GeluTanh };
+
 // rope_scaling of type "llama3" (Llama 3.1+): frequency-dependent scaling of inv_freq.
 struct RopeScaling {
   std::string type;  // only "llama3" is supported
@@ -40,6 +44,7 @@ struct Config {
   bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2: always)
   bool o_proj_bias = false;     // o_proj carries a bias (Llama/Qwen3 with attention_bias; not Qwen2)
   bool qk_norm = false;         // per-head RMSNorm on q and k before RoPE (Qwen3)
+  Activation hidden_act = Activation::Silu;
   std::vector<int> eos_token_ids;  // from config.json and generation_config.json if present
   DType torch_dtype = DType::BF16;  // "dtype" or "torch_dtype"; BF16 when absent (a hint:
                                     // Model::dtype comes from the tensors)

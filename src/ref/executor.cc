@@ -134,6 +134,7 @@ void Executor::Impl::run(const int32_t* tokens, int64_t n, std::vector<float>& l
                   kv_layer(op.layer), out);
         break;
       case ir::OpKind::SiluMul: silu_mul(in(0), in(1), out_n, out); break;
+      case ir::OpKind::GeluTanhMul: gelu_tanh_mul(in(0), in(1), out_n, out); break;
       case ir::OpKind::Add: add(in(0), in(1), out_n, out); break;
       case ir::OpKind::LastRow: {
         const float* x = in(0);

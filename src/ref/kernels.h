@@ -57,6 +57,8 @@ void attention(const float* q, const float* k, const float* v, const int32_t* po
                int64_t rows, int heads, float scale, const KvLayerView& cache, float* out);
 // out = gate / (1 + exp(-gate)) * up.
 void silu_mul(const float* gate, const float* up, int64_t n, float* out);
+// out = gelu_tanh(gate) * up, transformers' "gelu_pytorch_tanh" (the formula in ir/ops.def).
+void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 // out = a + b.
 void add(const float* a, const float* b, int64_t n, float* out);
 // Index of the first maximum; a NaN counts as the maximum (first NaN wins), like torch.argmax.

@@ -108,6 +108,7 @@ std::string prefill_unsupported(const ir::Graph& g, DType weight_dtype) {
           return std::string(ir::op_name(op.kind)) + " over head_dim " + std::to_string(op.attrs.head_dim) +
                  ": the prefill's head norm and RoPE take even head dims up to " + std::to_string(kRopeMaxHeadDim);
         break;
+      case ir::OpKind::GeluTanhMul: return "gelu_tanh_mul has no prefill kernel";
       case ir::OpKind::SiluMul:
       case ir::OpKind::Add:
         if (g.tensor(op.output).shape.back() > ir::kPrefillMaxElements / int64_t(kPrefillChunk))
@@ -320,6 +321,7 @@ std::string prefill_kernels_for(const ir::Graph& g, ir::OpKind kind, const std::
       return "pf_kv_store, " + (all && some ? "pf_attention_wgmma" : some ? "pf_attention_wgmma | " + mma : mma);
     }
     case ir::OpKind::SiluMul: return swiglu ? "the " + large + "_swiglu epilogue | pf_silu_mul" : "pf_silu_mul";
+    case ir::OpKind::GeluTanhMul: return "none";
     case ir::OpKind::Add: return "the pf_gemm epilogue | pf_add";
     case ir::OpKind::LastRow: return "view";
     case ir::OpKind::Argmax: return "pf_argmax, pf_embed";
@@ -875,6 +877,7 @@ void PrefillProgram::enqueue(const PrefillKernels& k, const cuda::Stream& stream
                   cols(steps_.front().output));
         break;
       }
+      case ir::OpKind::GeluTanhMul: MPK_THROW(Internal) << "prefill: gelu_tanh_mul has no kernel";
     }
     if (after) after(s);
   }

@@ -268,8 +268,14 @@ TEST(ConfigError, WrongJsonTypesNameTheKey) {
 
 TEST(ConfigError, OtherUnsupportedOptions) {
   Json j = testing::qwen3_config();
-  j["hidden_act"] = "gelu";
+  j["hidden_act"] = "gelu";  // the exact (erf) GELU: not built
   EXPECT_TRUE(parse_fails(j, ErrorKind::Unsupported, "gelu"));
+  for (const char* tanh_gelu : {"gelu_pytorch_tanh", "gelu_new"}) {
+    j["hidden_act"] = tanh_gelu;
+    EXPECT_EQ(parse_config(j.dump()).hidden_act, Activation::GeluTanh) << tanh_gelu;
+  }
+  j.erase("hidden_act");
+  EXPECT_EQ(parse_config(j.dump()).hidden_act, Activation::Silu);
   j = testing::qwen3_config();
   j["use_sliding_window"] = true;
   EXPECT_TRUE(parse_fails(j, ErrorKind::Unsupported, "sliding-window"));

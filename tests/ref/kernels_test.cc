@@ -259,6 +259,28 @@ TEST(KernelsF32, SiluMulAndAdd) {
   EXPECT_LE(rel_l2(sum, want_sum), 1e-7);
 }
 
+// transformers' gelu_pytorch_tanh gating against the formula in double, and torch's values
+// of F.gelu(x, approximate="tanh") at 1 and -1.
+TEST(KernelsF32, GeluTanhMul) {
+  const size_t n = 5000;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> d(-6.0f, 6.0f);
+  std::vector<float> g(n), u(n), out(n, kNaN);
+  for (size_t i = 0; i < n; ++i) g[i] = d(rng), u[i] = d(rng);
+  gelu_tanh_mul(g.data(), u.data(), int64_t(n), out.data());
+  std::vector<double> want(n);
+  for (size_t i = 0; i < n; ++i) {
+    const double x = g[i];
+    want[i] = 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))) * u[i];
+  }
+  EXPECT_LE(rel_l2(out, want), 1e-6);
+  const float x[2] = {1.0f, -1.0f}, one[2] = {1.0f, 1.0f};
+  float y[2];
+  gelu_tanh_mul(x, one, 2, y);
+  EXPECT_NEAR(y[0], 0.841192f, 1e-6f);
+  EXPECT_NEAR(y[1], -0.158808f, 1e-6f);
+}
+
 TEST(KernelsF32, Argmax) {
   std::vector<float> x = {-3.0f, -1.0f, -2.0f, -1.0f};
   EXPECT_EQ(argmax(x.data(), 4), 1);  // first of equal maxima

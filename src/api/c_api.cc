@@ -303,6 +303,8 @@ mpk_status mpk_model_stats(const mpk_model* model, mpk_stats* stats) {
   const auto& st = model->impl->stats();
   out.backend = from_backend(model->impl->backend());
   out.host_fallback_ops = st.host_fallback_ops;
+  out.host_fallback_bytes = st.host_fallback_bytes;
+  out.host_fallback_ms = double(st.host_fallback_ns.load()) / 1e6;
   out.num_tasks = st.num_tasks;
   out.num_workers = st.num_workers;
   out.num_kernels = st.num_kernels;

@@ -138,6 +138,7 @@ void check_access_ranges(const sched::Plan& plan, const MemoryPlan& mem, const S
         c.expect(writes, d.next_token, 1);
         if (d.flags & MPK_MK_F_EMBED) c.expect(writes, d.embed_out, d.hidden);
         break;
+      case MPK_MK_HOST: break;  // no descriptor: the host reads its inputs and writes its output whole
       default: MPK_THROW(Internal) << "task " << t.name << ": unknown kind " << d.kind;
     }
     const std::vector<Range> r = c.declared(t.reads), w = c.declared(t.writes), a = c.declared(t.adds);

@@ -13,6 +13,7 @@
 #include "cache/paths.h"
 #include "cache/sha256.h"
 #include "ref/kernels.h"
+#include "runtime/host_ops.h"
 #include "runtime/profile.h"
 #include "runtime/proofs.h"
 #include "runtime/runtime.h"
@@ -198,6 +199,12 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   const std::string proofs = verification_record(plan_proved);
   for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
+  const HostFallback host = host_fallback(graph, plan.tasks, build_tables(graph, plan, mem, SegmentBases{}, params_));
+  stats.host_fallback_ops = host.ops;
+  stats.host_fallback_bytes = host.bytes;
+  if (host.ops > 0)
+    log(LogLevel::Info, "host fallback: {} ops of a step run on the host between launches ({} bytes copied)",
+        host.ops, host.bytes);
   // The prefill kernels' formulas, for every K split its launches can choose on this device.
   prefill_why_ = prefill_unsupported(graph, dtype_);
   const int large_smem = gemm_tile(true, props.arch()).smem_bytes();
@@ -444,7 +451,7 @@ void GpuSession::prefill(const int32_t* tokens, size_t n) {
   act_.upload(row.data(), row.size() * 4, size_t(mem_.buffer_offset[size_t(embed_buffer_)]));
   step_ms_.clear();
   for (size_t a = 0; a < n;) {
-    const size_t ns = std::min(n - a, kMaxStepsPerLaunch);
+    const size_t ns = std::min(n - a, tables_.num_segments > 1 ? size_t(1) : kMaxStepsPerLaunch);
     const size_t ran = launch(ns, tokens + a, std::min(n - a, ns + 1), {});
     MPK_ICHECK(ran == ns) << "prefill launch ran " << ran << " of " << ns << " steps";
     a += ns;
@@ -593,7 +600,8 @@ void GpuSession::decode(size_t max_tokens, const std::vector<int32_t>& eos,
   }
   auto is_eos = [&](int32_t t) { return rt::is_eos(eos, t); };
   // The device checks at most MPK_MK_MAX_EOS ids; with more, the host checks every step.
-  const size_t per_launch = eos.size() > MPK_MK_MAX_EOS ? 1 : steps_per_launch_;
+  // A step of several segments is several launches with the host between them (host_ops.h).
+  const size_t per_launch = eos.size() > MPK_MK_MAX_EOS || tables_.num_segments > 1 ? 1 : steps_per_launch_;
   step_ms_.clear();
   size_t done = 0;
   while (done < max_tokens) {
@@ -672,16 +680,24 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   // host's: the session is unusable until reset().
   broken_ = true;
   if (num_forced > 0) forced_.upload(forced, num_forced * 4);
-  cuda::launch(fn, cfg, stream_, params);
-  ++stats_.launches;
-  stream_.synchronize();
   const size_t workers = size_t(tables_.num_workers);
   const size_t head = kStatusBytes + 8 * workers;
   control_host_.resize(head + sizeof(MkStepRecord) * num_steps);
-  control_.download(control_host_.data(), control_host_.size());
   uint32_t status[MPK_MK_STATUS_WORDS];
-  std::memcpy(status, control_host_.data(), sizeof status);
-  if (status[0] != 0) throw_timeout(status);
+  const auto t0 = std::chrono::steady_clock::now();
+  // One launch per segment (one step: decode and prefill ask for no more), each followed by
+  // the host tasks that wait on it.
+  MPK_ICHECK(tables_.num_segments == 1 || num_steps == 1) << "a step of segments in a multi-step launch";
+  for (int s = 0; s < tables_.num_segments; ++s) {
+    p.queue_begin = d_queue_begin_.ptr() + uint64_t(s) * 4 * uint64_t(workers + 1);
+    cuda::launch(fn, cfg, stream_, params);
+    ++stats_.launches;
+    stream_.synchronize();
+    control_.download(control_host_.data(), s + 1 < tables_.num_segments ? kStatusBytes : control_host_.size());
+    std::memcpy(status, control_host_.data(), sizeof status);
+    if (status[0] != 0) throw_timeout(status);
+    run_host_tasks(s);
+  }
   const size_t ran = status[4];
   MPK_ICHECK(ran >= 1 && ran <= num_steps) << "megakernel reports " << ran << " steps of " << num_steps;
   // Read in place (memcpy: the bytes carry no alignment promise). Step times are appended: a
@@ -697,7 +713,11 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   MkStepRecord r{};
   for (size_t i = 0; i < ran; ++i) {
     std::memcpy(&r, control_host_.data() + head + sizeof(MkStepRecord) * i, sizeof r);
-    step_ms_.push_back(double(r.end_ns - prev) / 1e6);
+    // A step of segments: the host's clock over its launches and host tasks (the device clock
+    // restarts with every launch).
+    step_ms_.push_back(tables_.num_segments > 1
+                           ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()
+                           : double(r.end_ns - prev) / 1e6);
     step_tokens_.push_back(r.token);
     step_nonfinite_.push_back((r.flags & MPK_MK_STEP_NONFINITE) != 0);
     prev = r.end_ns;
@@ -713,6 +733,44 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   broken_ = false;
   profiled_ = profile_on_;
   return ran;
+}
+
+void GpuSession::run_host_tasks(int segment) {
+  const auto t0 = std::chrono::steady_clock::now();
+  bool ran = false;
+  const ir::Graph& g = m_->graph();
+  std::vector<std::vector<float>> in;
+  std::vector<float> out;
+  for (size_t h = 0; h < tables_.host_tasks.size(); ++h) {
+    if (tables_.host_after[h] != segment) continue;
+    const sched::Task& t = plan_.tasks.tasks[size_t(tables_.host_tasks[h])];
+    ran = true;
+    // Each op's tensors through the activations (a later op of the task reads what an
+    // earlier one wrote there): a TaskGraph buffer of a graph tensor has the tensor's id.
+    for (const sched::FusedOp& f : t.ops) {
+      const ir::Op& op = g.ops[size_t(f.op)];
+      auto numel = [&](int tensor) { return size_t(plan_.tasks.buffers[size_t(tensor)].numel); };
+      auto offset = [&](int tensor) { return size_t(mem_.buffer_offset[size_t(tensor)]); };
+      in.resize(op.inputs.size());
+      for (size_t i = 0; i < op.inputs.size(); ++i) {
+        in[i].resize(numel(op.inputs[i]));
+        act_.download(in[i].data(), in[i].size() * 4, offset(op.inputs[i]));
+      }
+      out.resize(numel(op.output));
+      run_host_op(op, in, out);
+      act_.upload(out.data(), out.size() * 4, offset(op.output));
+    }
+    // The release the device's waiters see: the event's counter one trigger further (no
+    // launch runs, so nothing adds to it meanwhile).
+    if (t.trigger >= 0) {
+      uint32_t c = 0;
+      counters_.download(&c, 4, size_t(t.trigger) * 4);
+      ++c;
+      counters_.upload(&c, 4, size_t(t.trigger) * 4);
+    }
+  }
+  if (ran)
+    stats_.host_fallback_ns += uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void GpuSession::throw_timeout(const uint32_t* status) const {

@@ -163,6 +163,9 @@ class GpuSession {
   // MPK_MK_SAMPLE_* for `c` (one ref::validate accepts).
   int sample_mode(const ref::SamplingConfig& c) const;
   [[noreturn]] void throw_timeout(const uint32_t* status) const;
+  // The host fallback's tasks that follow the launch of `segment` (MegakernelTables), timed
+  // into Stats::host_fallback_ns.
+  void run_host_tasks(int segment);
   // The tensor-core prefill of `n` checked tokens.
   void prefill_chunks(const int32_t* tokens, size_t n);
 

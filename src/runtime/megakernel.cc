@@ -12,6 +12,7 @@
 #include "ir/online_softmax.h"
 #include "ir/rope.h"
 #include "runtime/access_check.h"
+#include "runtime/host_ops.h"
 #include "runtime/embedded_kernels.h"
 #include "runtime/variants.h"
 #include "scheduler/liveness.h"
@@ -186,12 +187,17 @@ class TableBuilder {
           case sched::TaskKind::Attention: smem = attention(t, d); break;
           case sched::TaskKind::AttentionMerge: merge(t, d); break;
           case sched::TaskKind::Vector:
+            if (on_host(t)) {
+              d.kind = MPK_MK_HOST;
+              out.host_tasks.push_back(t.id);
+              break;
+            }
             vector(t, d);
             smem = MPK_MK_SAMPLE_SMEM;
             out.argmax_event = t.trigger;
             break;
         }
-        d.variant = choose_variant(t, d);
+        d.variant = d.kind == MPK_MK_HOST ? -1 : choose_variant(t, d);
       } catch (const Error& e) {
         if (!refused || e.kind() != ErrorKind::Unsupported) throw;
         refused->push_back({t.id, e.what()});
@@ -200,17 +206,52 @@ class TableBuilder {
       out.dynamic_smem = std::max(out.dynamic_smem, smem);
       out.tasks.push_back(d);
     }
-    out.queue_begin.push_back(0);
-    for (const auto& q : p_.schedule.queues) {
-      out.queue.insert(out.queue.end(), q.begin(), q.end());
-      out.queue_begin.push_back(int(out.queue.size()));
-    }
-    MPK_ICHECK(int(out.queue_begin.size()) == out.num_workers + 1) << "queue count";
+    segment_queues(out);
     out.num_arrivals = int(arrival_.size());
     return out;
   }
 
  private:
+  // A vector task the host fallback runs: one whose ops match no device spec (the argmax's)
+  // and are all ops the host runs.
+  bool on_host(const sched::Task& t) const {
+    MPK_ICHECK(p_.specs.size() == tg_.tasks.size()) << "a plan without its task specs";
+    if (p_.specs[size_t(t.id)].unsupported.empty() || t.ops.empty()) return false;
+    for (const sched::FusedOp& f : t.ops)
+      if (!host_runs(f.kind)) return false;
+    return true;
+  }
+
+  // The segments (MegakernelTables): a device task's segment is one past that of a host task
+  // it waits on, else that of its latest producer; a host task follows the launch of its
+  // latest producer's segment. Task ids are a topological order.
+  void segment_queues(MegakernelTables& out) const {
+    const size_t n = tg_.tasks.size();
+    std::vector<int> seg(n, 0);
+    std::vector<bool> host(n, false);
+    for (int id : out.host_tasks) host[size_t(id)] = true;
+    for (const sched::Task& t : tg_.tasks)
+      for (int e : t.waits)
+        for (int p : tg_.events[size_t(e)].triggers) {
+          MPK_ICHECK(p < t.id) << "task " << t.name << " waits on a later task";
+          seg[size_t(t.id)] = std::max(seg[size_t(t.id)], seg[size_t(p)] + (host[size_t(p)] && !host[size_t(t.id)]));
+        }
+    out.num_segments = 1;
+    for (size_t i = 0; i < n; ++i)
+      if (!host[i]) out.num_segments = std::max(out.num_segments, seg[i] + 1);
+    for (int id : out.host_tasks) out.host_after.push_back(std::min(seg[size_t(id)], out.num_segments - 1));
+    const int workers = out.num_workers;
+    MPK_ICHECK(int(p_.schedule.queues.size()) == workers) << "queue count";
+    for (int s = 0; s < out.num_segments; ++s) {
+      for (const auto& q : p_.schedule.queues) {
+        out.queue_begin.push_back(int(out.queue.size()));
+        for (int id : q)
+          if (!host[size_t(id)] && seg[size_t(id)] == s) out.queue.push_back(id);
+      }
+      out.queue_begin.push_back(int(out.queue.size()));
+    }
+  }
+
   uint64_t act(int buffer, int64_t elem = 0) const {
     MPK_ICHECK(buffer >= 0 && size_t(buffer) < m_.buffer_offset.size()) << "buffer id " << buffer;
     return b_.act + uint64_t(m_.buffer_offset[size_t(buffer)] + elem * 4);
@@ -429,6 +470,18 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
   MegakernelTables t = TableBuilder(graph, plan, mem, bases, params).run();
   check_access_ranges(plan, mem, bases, t);
   return t;
+}
+
+HostFallback host_fallback(const ir::Graph& graph, const sched::TaskGraph& tasks, const MegakernelTables& tables) {
+  HostFallback h;
+  for (int id : tables.host_tasks)
+    for (const sched::FusedOp& f : tasks.tasks[size_t(id)].ops) {
+      const ir::Op& op = graph.ops[size_t(f.op)];
+      ++h.ops;
+      for (int in : op.inputs) h.bytes += uint64_t(tasks.buffers[size_t(in)].numel) * 4;
+      h.bytes += uint64_t(tasks.buffers[size_t(op.output)].numel) * 4;
+    }
+  return h;
 }
 
 int64_t staged_weight_bytes(const MkTask& d, DType weight_dtype) {

@@ -63,10 +63,20 @@ struct SegmentBases {
 };
 
 // The descriptor tables of one plan, ready to upload.
+//
+// Host fallback (runtime/host_ops.h): a task whose ops the kernel does not implement but the
+// host can run is in no queue. The queues are cut into segments: segment s holds the tasks
+// whose inputs the host tasks of earlier segments produce, and a step is one launch per
+// segment, each followed by the host tasks that wait only on it and earlier ones. Within a
+// segment a worker keeps its schedule order, so a segment's queues are subsequences of the
+// validated order and stay deadlock-free; every wait of a segment's task is met by a task of
+// that segment or by an earlier launch or host task. Without host tasks there is one segment.
 struct MegakernelTables {
   std::vector<MkTask> tasks;        // indexed by TaskGraph task id
-  std::vector<int> queue_begin;     // num_workers + 1
-  std::vector<int> queue;           // task ids, worker by worker in schedule order
+  // Segment s's queues start at queue_begin[s * (num_workers + 1)]: num_workers + 1 entries
+  // per segment, the last of one equal to the first of the next.
+  std::vector<int> queue_begin;
+  std::vector<int> queue;           // task ids, segment by segment, worker by worker in schedule order
   std::vector<int> waits;           // event ids
   std::vector<uint32_t> needs;      // per event
   int64_t dynamic_smem = 0;         // bytes of dynamic shared memory the tasks need (with the
@@ -75,6 +85,9 @@ struct MegakernelTables {
   int num_workers = 0;
   int argmax_event = -1;            // the event the final argmax task triggers
   int num_arrivals = 0;             // arrival counters of attention heads that merge in-chunk
+  int num_segments = 1;
+  std::vector<int> host_tasks;      // task ids the host runs, in a topological order
+  std::vector<int> host_after;      // per host task: the segment whose launch it follows
 
   // The descriptors as the device reads them: in queue order, so that a worker finds its next
   // one at the following address (MkParams::tasks).
@@ -87,6 +100,13 @@ struct MegakernelTables {
 MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
+
+// The host fallback's share of one step: its ops, and the bytes it copies (every op's inputs
+// from the device, its output back).
+struct HostFallback {
+  uint64_t ops = 0, bytes = 0;
+};
+HostFallback host_fallback(const ir::Graph& graph, const sched::TaskGraph& tasks, const MegakernelTables& tables);
 
 // The bytes of a linear task's weight rows when the host marked them for staging
 // (MPK_MK_F_STAGE), else 0 (the kernel's mk_stage_bytes before the ring's size).

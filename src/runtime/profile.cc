@@ -88,10 +88,11 @@ std::string profile_report(const sched::Plan& plan, const MegakernelTables& tabl
   out["kinds"] = std::move(list);
   // Every task's timers (ns from the step's first start), for critical-path analysis.
   nlohmann::json timeline = nlohmann::json::array();
+  // Segment by segment (MegakernelTables): entry w is worker w % (num_workers + 1).
   for (int w = 0; w + 1 < int(tables.queue_begin.size()); ++w)
     for (int qi = tables.queue_begin[size_t(w)]; qi < tables.queue_begin[size_t(w) + 1]; ++qi) {
       const uint64_t* at = &times[kN * size_t(qi)];
-      nlohmann::json e = {tasks[size_t(tables.queue[size_t(qi)])].name, w, at[MPK_MK_T_START] - first,
+      nlohmann::json e = {tasks[size_t(tables.queue[size_t(qi)])].name, w % (tables.num_workers + 1), at[MPK_MK_T_START] - first,
                           at[MPK_MK_T_READY] - first, at[MPK_MK_T_END] - first};
       for (int k : {MPK_MK_T_INPUT, MPK_MK_T_WEIGHTS, MPK_MK_T_DOTS})
         e.push_back(at[k] ? nlohmann::json(at[k] - first) : nlohmann::json(nullptr));

@@ -39,6 +39,7 @@ void report(const RuntimeOptions& o, const char* phase, uint64_t done, uint64_t 
 
 void Stats::reset_load_counters() {
   num_tasks = num_workers = cache_hits = cache_misses = num_kernels = proved = proof_obligations = 0;
+  host_fallback_ops = host_fallback_bytes = 0;
   compile_ms = plan_ms = prove_ms = kernel_ms = upload_ms = 0;
   device_bytes = 0;
   tuned = false;
@@ -128,7 +129,6 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
     if (m->options_.tune_policy == TunePolicy::TuneOnMiss && m->options_.mk_params.empty() && !m->gpu_->tuned())
       m->tune_on_miss();
     m->backend_ = Backend::Gpu;
-    m->stats_.host_fallback_ops = 0;
     m->model_->weights.release_data();  // uploaded: the files may now change without effect
   };
   switch (requested) {
@@ -172,6 +172,7 @@ std::shared_ptr<LoadedModel> LoadedModel::load(const RuntimeOptions& rt,
     }
   }
   m->stats_.host_fallback_ops = m->graph_.ops.size();
+  m->stats_.host_fallback_bytes = 0;
   return m;
 }
 

@@ -23,7 +23,7 @@ TEST(ApiMisuse, StatusNames) {
   EXPECT_STREQ(mpk_status_name(MPK_OK), "MPK_OK");
   EXPECT_STREQ(mpk_status_name(MPK_ERROR_CAPACITY), "MPK_ERROR_CAPACITY");
   EXPECT_STREQ(mpk_status_name(static_cast<mpk_status>(12345)), "MPK_STATUS_UNKNOWN");
-  EXPECT_STREQ(mpk_version(), "0.7.0");
+  EXPECT_STREQ(mpk_version(), "0.8.0");
 }
 
 TEST(ApiMisuse, RuntimeCreateArguments) {
@@ -180,6 +180,15 @@ TEST(ApiMisuse, InfoAndStatsNeedStructSize) {
   EXPECT_EQ(st.proof_obligations, 0u);
   EXPECT_EQ(st.tuned, 0);  // the reference has no parameters to tune
   EXPECT_EQ(st.tune_candidates, 0u);
+  EXPECT_EQ(st.host_fallback_bytes, 0u);  // the reference copies nothing
+  EXPECT_EQ(st.host_fallback_ms, 0.0);
+  // A caller built before 0.8 passes the struct without host_fallback_ms: untouched.
+  mpk_stats v7{};
+  v7.struct_size = offsetof(mpk_stats, host_fallback_ms);
+  v7.host_fallback_ms = -1;
+  EXPECT_EQ(mpk_model_stats(l.model, &v7), MPK_OK);
+  EXPECT_EQ(v7.tune_stages_searched, st.tune_stages_searched);
+  EXPECT_EQ(v7.host_fallback_ms, -1.0);
   // A caller built before device_bytes existed: its fields are filled, nothing past them.
   mpk_stats old{};
   old.struct_size = offsetof(mpk_stats, device_bytes);

@@ -468,6 +468,27 @@ TEST_F(CliTest, CoverageOfAFixtureAndOfAModelTheKernelDoesNotRun) {
   EXPECT_EQ(status["rope"], "unsupported");
   EXPECT_EQ(status["linear"], "blocked");
   EXPECT_EQ(tune({"coverage"}).status, 2);
+
+  // With hidden_act gelu_pytorch_tanh: the activation has no device variant, the host
+  // fallback runs it (one op a layer) between the megakernel's segments; the rest is covered.
+  std::ifstream(std::string(MPK_TEST_DATA) + "/qwen3-bf16/config.json") >> cfg;
+  cfg["hidden_act"] = "gelu_pytorch_tanh";
+  const fs::path gelu = dir / "gelu";
+  fs::create_directories(gelu);
+  std::ofstream(gelu / "config.json") << cfg.dump();
+  Outcome h = tune({"coverage", "--model", gelu.string(), "--json"});
+  ASSERT_EQ(h.status, 0) << h.out << h.err;
+  const auto jh = nlohmann::json::parse(h.out);
+  const int layers = cfg.at("num_hidden_layers");
+  EXPECT_EQ(jh.at("host_fallback_ops"), layers);
+  EXPECT_EQ(jh.at("segments"), layers + 1);
+  EXPECT_EQ(jh.at("uncovered_ops"), 0);
+  EXPECT_EQ(jh.at("prefill"), "decode step: gelu_tanh_mul has no prefill kernel");
+  for (const auto& op : jh.at("ops"))
+    EXPECT_EQ(op.at("status"), op.at("op") == "gelu_tanh_mul" ? "host" : "megakernel") << op.dump();
+  Outcome text = tune({"coverage", "--model", gelu.string()});
+  EXPECT_NE(text.out.find("2 on the host (host fallback: 3 megakernel launches a step"), std::string::npos)
+      << text.out;
 }
 
 // mpk-tune candidates: the model's defaults first, each candidate through the static filters,

@@ -427,6 +427,9 @@ int run_cli(int argc, char** argv) {
   }
   if (lf && rc_exit != 0) std::remove(logits_part.c_str());
   mpk_detokenizer_destroy(detok);
+  mpk_stats fin{};  // after the run: the host fallback's time
+  fin.struct_size = sizeof fin;
+  if (mpk_model_stats(model, &fin) != MPK_OK) fin = st;
   mpk_tokenizer_destroy(tok);
   mpk_session_destroy(sess);
   mpk_model_destroy(model);
@@ -462,6 +465,11 @@ int run_cli(int argc, char** argv) {
                        {"changed_params", st.tune_changed_params},
                        {"stages_changed", st.tune_stages_changed},
                        {"stages_searched", st.tune_stages_searched}};
+      // Ops no megakernel variant runs, on the host between the kernel's launches (on the
+      // reference backend every op runs there: no copies).
+      out["host_fallback"] = {{"ops_per_step", fin.host_fallback_ops},
+                              {"bytes_per_step", fin.host_fallback_bytes},
+                              {"ms", fin.host_fallback_ms}};
       if (text_mode) out["text"] = generated;
       out["stop_reason"] = stop_reason;
       out["prefill_ms"] = prefill_ms;

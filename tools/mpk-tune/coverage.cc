@@ -22,6 +22,7 @@ namespace {
 struct Row {
   int ops = 0;
   std::set<std::string> runs_as;  // "linear.r2", ...
+  int host = 0;                   // of its ops, those the host fallback runs
   std::string unsupported;        // why nothing runs it
 };
 
@@ -48,16 +49,21 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
   const std::vector<std::pair<int, std::string>> refused = rt::refused_tasks(g, p.plan, p.mem, p.params, &variant);
   std::map<int, std::string> why;
   for (const auto& [id, text] : refused) why[id] = text;
+  int host_ops = 0, segments = 0;
   for (const sched::Task& t : p.plan.tasks.tasks) {
     for (const sched::FusedOp& f : t.ops) {
       Row& r = rows[ir::op_name(f.kind)];
       if (why.count(t.id)) {
         if (r.unsupported.empty()) r.unsupported = why[t.id];
+      } else if (refused.empty() && variant[size_t(t.id)] < 0) {  // a host task (runtime/host_ops.h)
+        ++r.host;
+        ++host_ops;
       } else if (refused.empty()) {
         r.runs_as.insert(rt::variant_name(variants.at(size_t(variant[size_t(t.id)]))));
       }
     }
   }
+  if (refused.empty()) segments = rt::build_tables(g, p.plan, p.mem, rt::SegmentBases{}, p.params).num_segments;
   std::string compiled = "not compiled (--compile)";
   if (compile && refused.empty()) {
     const cuda::CompileResult c = rt::compile_megakernel(arch, p.params, cfg.torch_dtype);
@@ -70,7 +76,8 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
   const std::string prefill = prefill_why.empty() ? "tensor cores" : "decode step: " + prefill_why;
   nlohmann::json j = {{"model", model_dir.string()}, {"dtype", dtype_name(cfg.torch_dtype)},
                       {"arch", arch}, {"workers", workers}, {"kernel", compiled},
-                      {"host_fallback_ops", 0}, {"prefill", prefill}, {"ops", nlohmann::json::array()}};
+                      {"host_fallback_ops", host_ops}, {"segments", segments}, {"prefill", prefill},
+                      {"ops", nlohmann::json::array()}};
   if (!json)
     out << fmt::format("{}: {} ops, weights {}, arch {}, {} workers; kernel {}; prefill: {}\n",
                        model_dir.string(), g.ops.size(), dtype_name(cfg.torch_dtype), arch, workers, compiled,
@@ -81,12 +88,16 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     for (const std::string& v : r.runs_as) runs += (runs.empty() ? "" : ", ") + v;
     // Ops of refused tasks are unsupported; the others cannot run either while any task is
     // refused (the kernel is not built), but are not the cause.
-    const bool ok = r.unsupported.empty() && !r.runs_as.empty();
+    const bool ok = r.unsupported.empty() && (!r.runs_as.empty() || r.host > 0);
     uncovered += ok ? 0 : r.ops;
-    const std::string status = ok ? "megakernel" : !r.unsupported.empty() ? "unsupported" : "blocked";
+    const std::string status = !ok                  ? (!r.unsupported.empty() ? "unsupported" : "blocked")
+                               : r.host == 0        ? "megakernel"
+                               : r.runs_as.empty()  ? "host"
+                                                    : "megakernel+host";
+    if (r.host > 0) runs += std::string(runs.empty() ? "" : ", ") + "host fallback (src/ref), between segments";
     const std::string pf = prefill_why.empty() ? rt::prefill_kernels_for(g, kind_of.at(name), arch) : "decode step";
     j["ops"].push_back({{"op", name}, {"count", r.ops}, {"status", status}, {"runs_as", r.runs_as},
-                        {"why", r.unsupported}, {"prefill", pf}});
+                        {"host", r.host}, {"why", r.unsupported}, {"prefill", pf}});
     if (!json)
       out << fmt::format("  {:<16} {:>5}  {:<11}  {:<44}  prefill: {}\n", name, r.ops, status,
                          ok ? runs : !r.unsupported.empty() ? r.unsupported
@@ -97,10 +108,13 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
   if (json)
     out << json_text(j) << '\n';
   else
-    out << fmt::format("{}: {} of {} ops run on the device; host fallback: none (not built: an op "
-                       "the megakernel does not run makes the GPU load fail)\n",
-                       uncovered == 0 ? "covered" : "NOT COVERED", int(g.ops.size()) - uncovered,
-                       g.ops.size());
+    out << fmt::format("{}: {} of {} ops run on the device, {} on the host (host fallback: {}); {} "
+                       "unsupported\n",
+                       uncovered == 0 ? "covered" : "NOT COVERED", int(g.ops.size()) - uncovered - host_ops,
+                       g.ops.size(), host_ops,
+                       host_ops == 0 ? "none"
+                                     : fmt::format("{} megakernel launches a step, the host's ops between them", segments),
+                       uncovered);
   return uncovered == 0 ? 0 : 1;
 }
 

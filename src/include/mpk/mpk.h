@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define MPK_VERSION_MAJOR 0
-#define MPK_VERSION_MINOR 7
+#define MPK_VERSION_MINOR 8
 #define MPK_VERSION_PATCH 0
 
 /* ---- status ----------------------------------------------------------------------------- */
@@ -206,8 +206,12 @@ typedef struct mpk_stats {
   uint64_t proved;          /* kernel modules whose proofs all hold (Z3, before they run;
                                a kernel with a failed proof never loads): num_kernels on
                                the GPU */
-  uint64_t host_fallback_ops;   /* ops run on the host per step (all of them on the reference) */
-  uint64_t host_fallback_bytes; /* bytes moved for host fallback per step */
+  uint64_t host_fallback_ops;   /* ops run on the host per step: on the GPU, ops no megakernel
+                                   variant implements, run by the reference's code between
+                                   launches of the megakernel's segments (mpk-tune coverage
+                                   lists them); all of them on the reference */
+  uint64_t host_fallback_bytes; /* GPU: bytes copied per step for them (inputs to the host,
+                                   outputs back) */
   double compile_ms;        /* time spent compiling at load */
   uint64_t launches;        /* GPU kernel launches so far (one per token) */
   uint64_t tokens;          /* tokens processed so far (prefill + decode), all sessions */
@@ -230,6 +234,9 @@ typedef struct mpk_stats {
                                     attention, merge, MLP, worker) whose parameters differ from
                                     the defaults */
   uint64_t tune_stages_searched; /* stage classes this load's search timed candidates of */
+  /* Since 0.8: */
+  double host_fallback_ms;       /* GPU: host time spent in host-fallback ops and their copies,
+                                    all sessions so far */
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.
@@ -286,7 +293,10 @@ MPK_API mpk_status mpk_session_position(const mpk_session* s, size_t* position);
 MPK_API mpk_status mpk_session_reset(mpk_session* s);
 /// GPU: the duration in ms of each step of the last prefill or decode call, on the device clock
 /// (globaltimer: a step ends when its argmax is written; the first step of a launch starts when
-/// the first worker starts); for a prefill on the tensor cores, of each chunk (CUDA events). Owned by the session, valid until the next call on it.
+/// the first worker starts); for a prefill on the tensor cores, of each chunk (CUDA events); for
+/// a model with host-fallback ops (mpk_stats), whose step is several launches with the host
+/// between them, on the host's clock over the step. Owned by the session, valid until the
+/// next call on it.
 /// MPK_ERROR_UNSUPPORTED on the reference backend.
 MPK_API mpk_status mpk_session_step_times(const mpk_session* s, const double** ms, size_t* n);
 /// GPU sessions created with cfg.profile: per-task device timers of the last step summed by

@@ -16,6 +16,7 @@
 #define MPK_MK_ATTENTION 2
 #define MPK_MK_ARGMAX 3
 #define MPK_MK_ATTN_MERGE 4  // online-softmax merge of one KV head's chunk partials
+#define MPK_MK_HOST 5        // the host runs it between launches (runtime/host_ops.h): in no queue
 
 // Linear prologues (the input vector staged in shared memory as fp32).
 #define MPK_MK_IN_PLAIN 0    // x

@@ -302,24 +302,25 @@ def device_props(device):
             "capability": f"{p.major}.{p.minor}"}
 
 
-def make_config(shape, attn_implementation=None):
+def make_config(shape, attn_implementation=None, hidden_act="silu"):
     from transformers import Qwen3Config
     s = dict(SHAPES[shape])
     theta = s.pop("rope_theta")
     vocab = s["vocab_size"]
     kw = dict(s, rope_parameters={"rope_type": "default", "rope_theta": theta},
               attention_bias=False, bos_token_id=min(BOS, vocab - 1), eos_token_id=min(EOS, vocab - 2),
-              use_cache=True)
+              use_cache=True, hidden_act=hidden_act)
     if attn_implementation:
         kw["attn_implementation"] = attn_implementation
     return Qwen3Config(**kw)
 
 
-def build_model(shape, device, seed, attn_implementation=None):
-    """A random-weight Qwen3 of the named shape, built in bf16 directly on the device."""
+def build_model(shape, device, seed, attn_implementation=None, hidden_act="silu"):
+    """A random-weight Qwen3 of the named shape, built in bf16 directly on the device (its MLP
+    activation `hidden_act`: gelu_pytorch_tanh runs on mpk's host fallback)."""
     import torch
     from transformers import Qwen3ForCausalLM
-    cfg = make_config(shape, attn_implementation)
+    cfg = make_config(shape, attn_implementation, hidden_act)
     prev = torch.get_default_dtype()
     torch.set_default_dtype(torch.bfloat16)
     try:

@@ -62,6 +62,9 @@ def parse_args(argv=None):
     ap.add_argument("--skip-fp32", action="store_true", help="skip the fp32 transformers reference")
     ap.add_argument("--skip-peer", action="store_true",
                     help="skip transformers' sdpa-vs-eager comparison (the bf16 noise floor)")
+    ap.add_argument("--hidden-act", default="silu", choices=["silu", "gelu_pytorch_tanh"],
+                    help="the model's MLP activation (gelu_pytorch_tanh: mpk runs it on the host "
+                         "between megakernel launches)")
     ap.add_argument("--steps-per-launch", type=int, default=1,
                     help="mpk-run --steps-per-launch (1: one launch per token, which --logits-out "
                          "needs for a logits row per step)")
@@ -197,7 +200,7 @@ def main(argv=None):
     deadline = bc.Deadline(args.deadline)
     result = {"script": "check_transformers.py", "shape": args.shape,
               "shape_config": bc.SHAPES[args.shape], "steps": args.steps,
-              "prompt_len": args.prompt_len,
+              "prompt_len": args.prompt_len, "hidden_act": args.hidden_act,
               "criteria": {"max_rel_l2": args.max_rel_l2, "min_top1_agreement": args.min_top1,
                            "against": "transformers bf16 (and fp32, same weights upcast)"},
               "errors": [], "gpu": bc.nvidia_smi() if args.device.startswith("cuda") else {}}
@@ -226,7 +229,8 @@ def main(argv=None):
                    f"{m['peak_allocated_gb']:.1f}), {m['free_gb']:.1f} of {m['total_gb']:.1f} GB free")
             torch.cuda.reset_peak_memory_stats(torch.device(args.device))
 
-    model, cfg = bc.build_model(args.shape, args.device, args.seed, attn_implementation="eager")
+    model, cfg = bc.build_model(args.shape, args.device, args.seed, attn_implementation="eager",
+                                hidden_act=args.hidden_act)
     result["attn_implementation"] = getattr(cfg, "_attn_implementation", None)
     memory("model built (bf16)")
     wbytes, pbytes = bc.weight_bytes(model, cfg)

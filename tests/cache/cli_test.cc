@@ -491,6 +491,19 @@ TEST_F(CliTest, CoverageOfAFixtureAndOfAModelTheKernelDoesNotRun) {
       << text.out;
 }
 
+// mpk-tune coverage on every committed fixture: each op on the device, none on the host.
+TEST_F(CliTest, CoverageOfEveryFixture) {
+  for (const char* f : {"qwen3-f32", "qwen3-bf16", "qwen2-f32", "qwen2-bf16", "llama-f32", "llama-bf16-sharded"}) {
+    Outcome r = tune({"coverage", "--model", std::string(MPK_TEST_DATA) + "/" + f, "--json"});
+    ASSERT_EQ(r.status, 0) << f << r.out << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j.at("uncovered_ops"), 0) << f;
+    EXPECT_EQ(j.at("host_fallback_ops"), 0) << f;
+    EXPECT_EQ(j.at("segments"), 1) << f;
+    for (const auto& op : j.at("ops")) EXPECT_EQ(op.at("status"), "megakernel") << f << op.dump();
+  }
+}
+
 // mpk-tune candidates: the model's defaults first, each candidate through the static filters,
 // the proofs and NVRTC with its figures and verdict; the seed orders the others.
 TEST_F(CliTest, CandidatesCarryTheirFiguresAndVerdicts) {

@@ -257,6 +257,41 @@ void DeviceBuffer::reset() noexcept {
   bytes_ = 0;
 }
 
+HostBuffer::HostBuffer(const Context& ctx, std::size_t bytes) : ctx_(ctx.handle()), bytes_(bytes) {
+  if (bytes == 0) return;
+  ScopedContext bind(ctx_);
+  void* p = nullptr;
+  check_cu(driver_api().cuMemHostAlloc(&p, bytes, 0), ("cuMemHostAlloc(" + std::to_string(bytes) + " bytes)").c_str());
+  data_ = static_cast<std::byte*>(p);
+}
+
+HostBuffer::~HostBuffer() { reset(); }
+
+HostBuffer::HostBuffer(HostBuffer&& o) noexcept
+    : ctx_(o.ctx_), data_(std::exchange(o.data_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+
+HostBuffer& HostBuffer::operator=(HostBuffer&& o) noexcept {
+  if (this != &o) {
+    reset();
+    ctx_ = o.ctx_;
+    data_ = std::exchange(o.data_, nullptr);
+    bytes_ = std::exchange(o.bytes_, 0);
+  }
+  return *this;
+}
+
+void HostBuffer::reset() noexcept {
+  if (data_) {
+    try {
+      ScopedContext bind(ctx_);
+      release_quietly(driver_api().cuMemFreeHost(data_), "cuMemFreeHost");
+    } catch (...) {
+    }
+  }
+  data_ = nullptr;
+  bytes_ = 0;
+}
+
 void DeviceBuffer::check_range(std::size_t bytes, std::size_t offset, const char* what) const {
   MPK_CHECK(offset <= bytes_ && bytes <= bytes_ - offset, InvalidArgument)
       << what << " of " << bytes << " bytes at offset " << offset << " overruns a buffer of "

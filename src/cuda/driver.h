@@ -187,6 +187,29 @@ class DeviceBuffer {
   std::size_t bytes_ = 0;
 };
 
+// Page-locked host memory of `ctx` (cuMemHostAlloc): the device copies it with DMA, so a copy
+// from or to it is asynchronous (the host waits for the stream, not for each copy). It must
+// stay untouched until the stream has passed the copies that use it.
+class HostBuffer {
+ public:
+  HostBuffer() = default;
+  HostBuffer(const Context& ctx, std::size_t bytes);
+  ~HostBuffer();
+  HostBuffer(HostBuffer&& other) noexcept;
+  HostBuffer& operator=(HostBuffer&& other) noexcept;
+  HostBuffer(const HostBuffer&) = delete;
+  HostBuffer& operator=(const HostBuffer&) = delete;
+
+  std::byte* data() const { return data_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  void reset() noexcept;
+  CUcontext ctx_ = nullptr;
+  std::byte* data_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
 // A kernel of a loaded Module; valid while the Module lives.
 class Function {
  public:

@@ -40,6 +40,8 @@ namespace mpk::cuda {
   X(cuOccupancyMaxActiveBlocksPerMultiprocessor)  \
   X(cuMemAlloc)                                   \
   X(cuMemFree)                                    \
+  X(cuMemHostAlloc)                               \
+  X(cuMemFreeHost)                                \
   X(cuMemcpyHtoD)                                 \
   X(cuMemcpyDtoH)                                 \
   X(cuMemcpyDtoD)                                 \

@@ -274,6 +274,24 @@ CUresult CUDAAPI cuMemFree(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI cuMemHostAlloc(void** p, size_t bytes, unsigned int) {
+  FAKE_NEED_CONTEXT();
+  if (bytes == 0) return CUDA_ERROR_INVALID_VALUE;
+  *p = std::malloc(bytes);
+  if (!*p) return CUDA_ERROR_OUT_OF_MEMORY;
+  std::lock_guard<std::mutex> lock(g_mu);
+  ++g_state.live_allocations;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+  FAKE_NEED_CONTEXT();
+  std::free(p);
+  std::lock_guard<std::mutex> lock(g_mu);
+  --g_state.live_allocations;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
   FAKE_NEED_CONTEXT();
   std::memcpy(reinterpret_cast<void*>(dst), src, bytes);

@@ -121,6 +121,26 @@ TEST_F(FakeDriver, BuffersAreFreedAndRangeChecked) {
   EXPECT_EQ(state_->live_allocations, before);
 }
 
+TEST_F(FakeDriver, PinnedHostBuffersAreFreed) {
+  Context ctx(0);
+  const int before = state_->live_allocations;
+  {
+    HostBuffer a(ctx, 4096);
+    HostBuffer empty(ctx, 0);
+    EXPECT_EQ(state_->live_allocations, before + 1);
+    ASSERT_NE(a.data(), nullptr);
+    EXPECT_EQ(empty.data(), nullptr);
+    a.data()[4095] = std::byte{1};
+    HostBuffer moved = std::move(a);
+    EXPECT_EQ(a.data(), nullptr);
+    EXPECT_EQ(moved.size(), 4096u);
+    HostBuffer other(ctx, 16);
+    other = std::move(moved);  // frees other's
+    EXPECT_EQ(state_->live_allocations, before + 1);
+  }
+  EXPECT_EQ(state_->live_allocations, before);
+}
+
 TEST_F(FakeDriver, OutOfMemoryHasItsOwnKind) {
   Context ctx(0);
   try {

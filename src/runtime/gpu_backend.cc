@@ -376,6 +376,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   b.consts = m_->consts_ptr();
   b.kv = kv_.ptr();
   tables_ = build_tables(g, plan_, mem_, b, m_->params());
+  if (!tables_.host_tasks.empty()) plan_host_segments();
   // Event counters, then the attention arrival counters (reset together).
   counters_ = cuda::DeviceBuffer(
       ctx, std::max<size_t>(plan_.tasks.events.size() + size_t(tables_.num_arrivals), 1) * 4);
@@ -692,12 +693,12 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
     p.queue_begin = d_queue_begin_.ptr() + uint64_t(s) * 4 * uint64_t(workers + 1);
     cuda::launch(fn, cfg, stream_, params);
     ++stats_.launches;
-    stream_.synchronize();
-    control_.download(control_host_.data(), s + 1 < tables_.num_segments ? kStatusBytes : control_host_.size());
-    std::memcpy(status, control_host_.data(), sizeof status);
-    if (status[0] != 0) throw_timeout(status);
-    run_host_tasks(s);
+    if (s + 1 < tables_.num_segments) run_host_segment(s);
   }
+  stream_.synchronize();
+  control_.download(control_host_.data(), control_host_.size());
+  std::memcpy(status, control_host_.data(), sizeof status);
+  if (status[0] != 0) throw_timeout(status);
   const size_t ran = status[4];
   MPK_ICHECK(ran >= 1 && ran <= num_steps) << "megakernel reports " << ran << " steps of " << num_steps;
   // Read in place (memcpy: the bytes carry no alignment promise). Step times are appended: a
@@ -735,42 +736,87 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   return ran;
 }
 
-void GpuSession::run_host_tasks(int segment) {
-  const auto t0 = std::chrono::steady_clock::now();
-  bool ran = false;
+void GpuSession::plan_host_segments() {
   const ir::Graph& g = m_->graph();
-  std::vector<std::vector<float>> in;
-  std::vector<float> out;
-  for (size_t h = 0; h < tables_.host_tasks.size(); ++h) {
-    if (tables_.host_after[h] != segment) continue;
-    const sched::Task& t = plan_.tasks.tasks[size_t(tables_.host_tasks[h])];
-    ran = true;
-    // Each op's tensors through the activations (a later op of the task reads what an
-    // earlier one wrote there): a TaskGraph buffer of a graph tensor has the tensor's id.
-    for (const sched::FusedOp& f : t.ops) {
-      const ir::Op& op = g.ops[size_t(f.op)];
-      auto numel = [&](int tensor) { return size_t(plan_.tasks.buffers[size_t(tensor)].numel); };
-      auto offset = [&](int tensor) { return size_t(mem_.buffer_offset[size_t(tensor)]); };
-      in.resize(op.inputs.size());
-      for (size_t i = 0; i < op.inputs.size(); ++i) {
-        in[i].resize(numel(op.inputs[i]));
-        act_.download(in[i].data(), in[i].size() * 4, offset(op.inputs[i]));
+  host_segments_.assign(size_t(tables_.num_segments), {});
+  size_t most = kStatusBytes;
+  for (int s = 0; s < tables_.num_segments; ++s) {
+    HostSegment& hs = host_segments_[size_t(s)];
+    size_t at = kStatusBytes;  // the status words first
+    auto find = [&](int tensor) -> const size_t* {
+      for (const auto& [t, a] : hs.at)
+        if (t == tensor) return &a;
+      return nullptr;
+    };
+    auto place = [&](int tensor) {
+      const size_t bytes = size_t(plan_.tasks.buffers[size_t(tensor)].numel) * 4;
+      hs.at.push_back({tensor, at});
+      at += (bytes + 15) / 16 * 16;
+      return HostSegment::Copy{hs.at.back().second, bytes, size_t(mem_.buffer_offset[size_t(tensor)])};
+    };
+    for (size_t h = 0; h < tables_.host_tasks.size(); ++h) {
+      if (tables_.host_after[h] != s) continue;
+      const sched::Task& t = plan_.tasks.tasks[size_t(tables_.host_tasks[h])];
+      // An input a host op of this segment made is read where it was written (ids are a
+      // topological order); the others come from the device. Every output goes back.
+      for (const sched::FusedOp& f : t.ops) {
+        const ir::Op& op = g.ops[size_t(f.op)];
+        for (int in : op.inputs)
+          if (!find(in)) hs.down.push_back(place(in));
+        MPK_ICHECK(!find(op.output)) << "host fallback: " << g.tensor(op.output).name << " written twice";
+        hs.up.push_back(place(op.output));
+        hs.ops.push_back(f.op);
       }
-      out.resize(numel(op.output));
-      run_host_op(op, in, out);
-      act_.upload(out.data(), out.size() * 4, offset(op.output));
+      if (t.trigger >= 0) {
+        auto it = std::find_if(hs.counters.begin(), hs.counters.end(), [&](const auto& c) { return c.first == t.trigger; });
+        if (it == hs.counters.end()) hs.counters.push_back({t.trigger, 1u});
+        else ++it->second;
+      }
     }
-    // The release the device's waiters see: the event's counter one trigger further (no
-    // launch runs, so nothing adds to it meanwhile).
-    if (t.trigger >= 0) {
-      uint32_t c = 0;
-      counters_.download(&c, 4, size_t(t.trigger) * 4);
-      ++c;
-      counters_.upload(&c, 4, size_t(t.trigger) * 4);
-    }
+    hs.counters_at = at;
+    most = std::max(most, at + 4 * hs.counters.size());
   }
-  if (ran)
-    stats_.host_fallback_ns += uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
+  host_io_ = cuda::HostBuffer(m_->context(), most);
+}
+
+void GpuSession::run_host_segment(int s) {
+  const HostSegment& hs = host_segments_[size_t(s)];
+  std::byte* io = host_io_.data();
+  control_.download_async(io, kStatusBytes, stream_);
+  for (const HostSegment::Copy& c : hs.down) act_.download_async(io + c.at, c.bytes, stream_, c.offset);
+  for (size_t i = 0; i < hs.counters.size(); ++i)
+    counters_.download_async(io + hs.counters_at + 4 * i, 4, stream_, size_t(hs.counters[i].first) * 4);
+  stream_.synchronize();
+  uint32_t status[MPK_MK_STATUS_WORDS];
+  std::memcpy(status, io, sizeof status);
+  if (status[0] != 0) throw_timeout(status);
+  const auto t0 = std::chrono::steady_clock::now();
+  const ir::Graph& g = m_->graph();
+  auto values = [&](int tensor) {
+    for (const auto& [t, a] : hs.at)
+      if (t == tensor) return reinterpret_cast<float*>(io + a);
+    MPK_THROW(Internal) << "host fallback: " << g.tensor(tensor).name << " has no place";
+  };
+  std::vector<const float*> in;
+  for (int o : hs.ops) {
+    const ir::Op& op = g.ops[size_t(o)];
+    in.clear();
+    for (int x : op.inputs) in.push_back(values(x));
+    run_host_op(op, in, plan_.tasks.buffers[size_t(op.output)].numel, values(op.output));
+  }
+  // The release the device's waiters see: each event's counter as many triggers further as
+  // the host ran (no launch runs between the read and this write).
+  for (size_t i = 0; i < hs.counters.size(); ++i) {
+    uint32_t c;
+    std::memcpy(&c, io + hs.counters_at + 4 * i, 4);
+    c += hs.counters[i].second;
+    std::memcpy(io + hs.counters_at + 4 * i, &c, 4);
+  }
+  for (const HostSegment::Copy& c : hs.up) act_.upload_async(io + c.at, c.bytes, stream_, c.offset);
+  for (size_t i = 0; i < hs.counters.size(); ++i)
+    counters_.upload_async(io + hs.counters_at + 4 * i, 4, stream_, size_t(hs.counters[i].first) * 4);
+  stats_.host_fallback_ns +=
+      uint64_t(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count());
 }
 
 void GpuSession::throw_timeout(const uint32_t* status) const {

@@ -163,9 +163,24 @@ class GpuSession {
   // MPK_MK_SAMPLE_* for `c` (one ref::validate accepts).
   int sample_mode(const ref::SamplingConfig& c) const;
   [[noreturn]] void throw_timeout(const uint32_t* status) const;
-  // The host fallback's tasks that follow the launch of `segment` (MegakernelTables), timed
-  // into Stats::host_fallback_ns.
-  void run_host_tasks(int segment);
+  // The host fallback (MegakernelTables): what the host tasks after each segment's launch copy
+  // through host_io_, planned once per session.
+  struct HostSegment {
+    struct Copy {
+      size_t at = 0, bytes = 0, offset = 0;  // in host_io_, bytes, in the activations
+    };
+    std::vector<Copy> down, up;              // their inputs from the device, outputs back
+    std::vector<std::pair<int, size_t>> at;  // tensor -> its values in host_io_
+    std::vector<int> ops;                    // graph ops, in order
+    std::vector<std::pair<int, uint32_t>> counters;  // event, triggers the host adds
+    size_t counters_at = 0;                  // their values in host_io_, 4 bytes each
+  };
+  void plan_host_segments();
+  // After segment s's launch: the status words, the host tasks' inputs and their events'
+  // counters in one round trip; the ops (timed into Stats::host_fallback_ns); the outputs and
+  // counters back, stream-ordered before the next launch. Throws as launch does when the
+  // segment's launch was aborted.
+  void run_host_segment(int s);
   // The tensor-core prefill of `n` checked tokens.
   void prefill_chunks(const int32_t* tokens, size_t n);
 
@@ -182,6 +197,8 @@ class GpuSession {
   cuda::Stream stream_;
   cuda::DeviceBuffer act_, kv_, counters_, control_, forced_, profile_;
   cuda::DeviceBuffer d_tasks_, d_queue_begin_, d_waits_, d_needs_;
+  std::vector<HostSegment> host_segments_;  // per segment (host fallback only)
+  cuda::HostBuffer host_io_;                // pinned: the status words, then a segment's copies
   std::unique_ptr<PrefillProgram> pf_;  // built by the first tensor-core prefill
   cuda::DeviceBuffer pf_scratch_, pf_tokens_, pf_result_;
   cuda::DeviceBuffer pf_kv16_;  // the KV cache's bf16 shadow, valid for positions [0, kv16_valid_)

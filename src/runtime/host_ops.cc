@@ -9,15 +9,14 @@ bool host_runs(ir::OpKind kind) {
   return kind == ir::OpKind::GeluTanhMul || kind == ir::OpKind::SiluMul || kind == ir::OpKind::Add;
 }
 
-void run_host_op(const ir::Op& op, const std::vector<std::vector<float>>& inputs, std::vector<float>& out) {
+void run_host_op(const ir::Op& op, const std::vector<const float*>& inputs, int64_t n, float* out) {
   MPK_ICHECK(host_runs(op.kind)) << "the host fallback does not run " << ir::op_name(op.kind);
-  MPK_ICHECK(inputs.size() == 2 && inputs[0].size() == out.size() && inputs[1].size() == out.size())
-      << ir::op_name(op.kind) << ": inputs of " << out.size() << " elements expected";
-  const auto n = int64_t(out.size());
+  MPK_ICHECK(inputs.size() == op.inputs.size() && inputs.size() == 2)
+      << ir::op_name(op.kind) << ": " << inputs.size() << " inputs";
   switch (op.kind) {
-    case ir::OpKind::GeluTanhMul: ref::gelu_tanh_mul(inputs[0].data(), inputs[1].data(), n, out.data()); break;
-    case ir::OpKind::SiluMul: ref::silu_mul(inputs[0].data(), inputs[1].data(), n, out.data()); break;
-    case ir::OpKind::Add: ref::add(inputs[0].data(), inputs[1].data(), n, out.data()); break;
+    case ir::OpKind::GeluTanhMul: ref::gelu_tanh_mul(inputs[0], inputs[1], n, out); break;
+    case ir::OpKind::SiluMul: ref::silu_mul(inputs[0], inputs[1], n, out); break;
+    case ir::OpKind::Add: ref::add(inputs[0], inputs[1], n, out); break;
     default: break;
   }
 }

@@ -13,8 +13,8 @@ namespace mpk::rt {
 // Whether the host fallback can run an op of `kind` (elementwise, no weights, no KV cache).
 bool host_runs(ir::OpKind kind);
 
-// Runs `op` on `inputs` (each its input tensor's values at T = 1, in the op's order) into
-// `out` (the output's element count). Error(Internal) for an op host_runs refuses.
-void run_host_op(const ir::Op& op, const std::vector<std::vector<float>>& inputs, std::vector<float>& out);
+// Runs `op` on `inputs` (its input tensors' values at T = 1, in the op's order, `n` elements
+// each) into `out` (n elements). Error(Internal) for an op host_runs refuses.
+void run_host_op(const ir::Op& op, const std::vector<const float*>& inputs, int64_t n, float* out);
 
 }  // namespace mpk::rt

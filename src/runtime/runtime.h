@@ -86,7 +86,7 @@ struct Stats {
   std::atomic<uint64_t> launches{0};  // megakernel launches (one per step, or per N steps)
   uint64_t host_fallback_ops = 0;    // ops of one step that run on the host
   uint64_t host_fallback_bytes = 0;  // GPU: bytes one step copies for them (inputs down, outputs up)
-  std::atomic<uint64_t> host_fallback_ns{0};  // GPU: host time in those ops and copies so far
+  std::atomic<uint64_t> host_fallback_ns{0};  // GPU: host time running those ops so far
   double compile_ms = 0;           // NVRTC time spent at load (0 on a cache hit)
   uint64_t num_tasks = 0;          // tasks of one step (GPU backend)
   uint64_t num_workers = 0;        // worker CTAs of the megakernel (GPU backend)

@@ -2,7 +2,8 @@
 // whose activation no megakernel variant implements, runs on the GPU with the activation on
 // the host between launches of the megakernel's segments. Against the CPU reference: the
 // logits of every teacher-forced step (activations poisoned with NaN at session start), greedy
-// and sampled decode, the launch count, and the host fallback's counters.
+// and sampled decode, the launch count, the host fallback's counters, and a lost host release
+// ending in a timeout that a reset recovers from.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 
 #include "gpu_device.h"
 #include "ref/executor.h"
+#include "runtime/gpu_backend.h"
 #include "runtime/runtime.h"
 #include "test_model_writer.h"
 
@@ -106,6 +108,26 @@ TEST(HostFallbackGpu, GeluModelMatchesTheReference) {
     x.decode(12, *out);
   }
   EXPECT_EQ(gpu, cpu);
+
+  // A lost release of a host task: the segment after it waits past the timeout, the launch
+  // ends with Error(Timeout), and after a reset the session decodes as before.
+  GpuSession lost(m->gpu(), opts(1), m->stats());
+  lost.prefill(prompt.data(), prompt.size());
+  const int host_event = lost.plan().tasks.tasks[size_t(lost.tables().host_tasks.at(1))].trigger;
+  ASSERT_GE(host_event, 0);
+  lost.reset_event_counter_for_test(host_event);
+  std::vector<int32_t> none;
+  try {
+    lost.decode(2, {}, none);
+    ADD_FAILURE() << "a lost host release must abort the step";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::Timeout) << e.what();
+  }
+  lost.reset();
+  lost.prefill(prompt.data(), prompt.size());
+  std::vector<int32_t> again;
+  lost.decode(10, {}, again);
+  EXPECT_EQ(again, want);
 }
 
 }  // namespace

@@ -235,8 +235,9 @@ typedef struct mpk_stats {
                                     the defaults */
   uint64_t tune_stages_searched; /* stage classes this load's search timed candidates of */
   /* Since 0.8: */
-  double host_fallback_ms;       /* GPU: host time spent in host-fallback ops and their copies,
-                                    all sessions so far */
+  double host_fallback_ms;       /* GPU: host time spent running host-fallback ops, all sessions
+                                    so far (their copies are stream-ordered around the
+                                    launches, in the step's time) */
 } mpk_stats;
 
 /// Statistics of a model (all its sessions). Thread-safe.

@@ -107,10 +107,14 @@ sched::Plan load_plan(const ir::Graph& graph, int workers, int64_t cap, bool fol
 }
 
 // The proofs of the formulas `plan`'s descriptors use under `params`; a failed one throws.
-// num_logits: the logits the argmax task reads (what a top-k draw's proofs are for).
+// num_logits: the logits the argmax task reads (what a top-k draw's proofs are for); host: the
+// host fallback's share of a step, when given.
 std::vector<PlanProof> prove_load_plan(const ir::Graph& graph, const sched::Plan& plan, const MemoryPlan& mem,
-                                       const MegakernelParams& params, int64_t& num_logits) {
-  const std::vector<MkTask> tasks = build_tables(graph, plan, mem, SegmentBases{}, params).device_tasks();
+                                       const MegakernelParams& params, int64_t& num_logits,
+                                       HostFallback* host = nullptr) {
+  const MegakernelTables tables = build_tables(graph, plan, mem, SegmentBases{}, params);
+  if (host) *host = host_fallback(graph, plan.tasks, tables);
+  const std::vector<MkTask> tasks = tables.device_tasks();
   for (const MkTask& t : tasks)
     if (t.kind == MPK_MK_ARGMAX) num_logits = t.num_logits;
   return plan_proofs(tasks, params);
@@ -195,11 +199,11 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   t = Clock::now();
   report(options, "prove", 0, 0);
   // The plan's layout proofs, before anything is compiled or run.
-  const std::vector<PlanProof> plan_proved = prove_load_plan(graph, plan, mem, params_, num_logits_);
+  HostFallback host;
+  const std::vector<PlanProof> plan_proved = prove_load_plan(graph, plan, mem, params_, num_logits_, &host);
   const std::string proofs = verification_record(plan_proved);
   for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
-  const HostFallback host = host_fallback(graph, plan.tasks, build_tables(graph, plan, mem, SegmentBases{}, params_));
   stats.host_fallback_ops = host.ops;
   stats.host_fallback_bytes = host.bytes;
   if (host.ops > 0)
@@ -693,7 +697,7 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
     p.queue_begin = d_queue_begin_.ptr() + uint64_t(s) * 4 * uint64_t(workers + 1);
     cuda::launch(fn, cfg, stream_, params);
     ++stats_.launches;
-    if (s + 1 < tables_.num_segments) run_host_segment(s);
+    if (!host_segments_.empty() && !host_segments_[size_t(s)].ops.empty()) run_host_segment(s);
   }
   stream_.synchronize();
   control_.download(control_host_.data(), control_host_.size());
@@ -714,8 +718,8 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   MkStepRecord r{};
   for (size_t i = 0; i < ran; ++i) {
     std::memcpy(&r, control_host_.data() + head + sizeof(MkStepRecord) * i, sizeof r);
-    // A step of segments: the host's clock over its launches and host tasks (the device clock
-    // restarts with every launch).
+    // A step of segments: the host's clock over its launches and host tasks (every launch
+    // stamps its workers' start anew).
     step_ms_.push_back(tables_.num_segments > 1
                            ? std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count()
                            : double(r.end_ns - prev) / 1e6);

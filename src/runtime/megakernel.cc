@@ -219,7 +219,27 @@ class TableBuilder {
     if (p_.specs[size_t(t.id)].unsupported.empty() || t.ops.empty()) return false;
     for (const sched::FusedOp& f : t.ops)
       if (!host_runs(f.kind)) return false;
+    // The host reads each op's inputs and writes its output whole (a buffer of a graph tensor
+    // has the tensor's id): inside the task's declared accesses, as access_check.h asks of the
+    // descriptors, or an earlier op of the task made the input.
+    std::vector<int> made;
+    for (const sched::FusedOp& f : t.ops) {
+      const ir::Op& op = g_.ops[size_t(f.op)];
+      for (int in : op.inputs)
+        MPK_ICHECK(std::find(made.begin(), made.end(), in) != made.end() || declares(t.reads, in))
+            << "host task " << t.name << " reads " << g_.tensor(in).name << " outside its declared reads";
+      MPK_ICHECK(declares(t.writes, op.output))
+          << "host task " << t.name << " writes " << g_.tensor(op.output).name << " outside its declared writes";
+      made.push_back(op.output);
+    }
     return true;
+  }
+
+  // Whether `accesses` cover buffer b whole.
+  bool declares(const std::vector<sched::Access>& accesses, int b) const {
+    for (const sched::Access& a : accesses)
+      if (a.buffer == b && a.begin == 0 && a.end == tg_.buffers[size_t(b)].numel) return true;
+    return false;
   }
 
   // The segments (MegakernelTables): a device task's segment is one past that of a host task
@@ -239,7 +259,8 @@ class TableBuilder {
     out.num_segments = 1;
     for (size_t i = 0; i < n; ++i)
       if (!host[i]) out.num_segments = std::max(out.num_segments, seg[i] + 1);
-    for (int id : out.host_tasks) out.host_after.push_back(std::min(seg[size_t(id)], out.num_segments - 1));
+    // A host task may follow the last launch too (nothing of the step waits on it then).
+    for (int id : out.host_tasks) out.host_after.push_back(seg[size_t(id)]);
     const int workers = out.num_workers;
     MPK_ICHECK(int(p_.schedule.queues.size()) == workers) << "queue count";
     for (int s = 0; s < out.num_segments; ++s) {
@@ -474,12 +495,17 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
 
 HostFallback host_fallback(const ir::Graph& graph, const sched::TaskGraph& tasks, const MegakernelTables& tables) {
   HostFallback h;
-  for (int id : tables.host_tasks)
-    for (const sched::FusedOp& f : tasks.tasks[size_t(id)].ops) {
+  std::vector<std::pair<int, int>> made;  // (segment, tensor) of the host ops' outputs
+  for (size_t i = 0; i < tables.host_tasks.size(); ++i)
+    for (const sched::FusedOp& f : tasks.tasks[size_t(tables.host_tasks[i])].ops) {
       const ir::Op& op = graph.ops[size_t(f.op)];
+      const int s = tables.host_after[i];
       ++h.ops;
-      for (int in : op.inputs) h.bytes += uint64_t(tasks.buffers[size_t(in)].numel) * 4;
+      for (int in : op.inputs)
+        if (std::find(made.begin(), made.end(), std::pair{s, in}) == made.end())
+          h.bytes += uint64_t(tasks.buffers[size_t(in)].numel) * 4;
       h.bytes += uint64_t(tasks.buffers[size_t(op.output)].numel) * 4;
+      made.push_back({s, op.output});
     }
   return h;
 }

@@ -101,8 +101,8 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
 
-// The host fallback's share of one step: its ops, and the bytes it copies (every op's inputs
-// from the device, its output back).
+// The host fallback's share of one step: its ops, and the bytes it copies (each op's inputs
+// from the device, but for those a host op after the same segment made; its output back).
 struct HostFallback {
   uint64_t ops = 0, bytes = 0;
 };

@@ -83,9 +83,10 @@ RuntimeOptions resolve_environment(RuntimeOptions o);
 // Counters shared by a model and its sessions (all of them), read by mpk_model_stats.
 struct Stats {
   std::atomic<uint64_t> tokens{0};
-  std::atomic<uint64_t> launches{0};  // megakernel launches (one per step, or per N steps)
+  std::atomic<uint64_t> launches{0};  // megakernel launches (one per step, or per N steps; with
+                                      // host-fallback ops, one per segment of a step)
   uint64_t host_fallback_ops = 0;    // ops of one step that run on the host
-  uint64_t host_fallback_bytes = 0;  // GPU: bytes one step copies for them (inputs down, outputs up)
+  uint64_t host_fallback_bytes = 0;  // GPU: bytes one step copies for them (megakernel.h HostFallback)
   std::atomic<uint64_t> host_fallback_ns{0};  // GPU: host time running those ops so far
   double compile_ms = 0;           // NVRTC time spent at load (0 on a cache hit)
   uint64_t num_tasks = 0;          // tasks of one step (GPU backend)

@@ -210,10 +210,14 @@ typedef struct mpk_stats {
                                    variant implements, run by the reference's code between
                                    launches of the megakernel's segments (mpk-tune coverage
                                    lists them); all of them on the reference */
-  uint64_t host_fallback_bytes; /* GPU: bytes copied per step for them (inputs to the host,
-                                   outputs back) */
+  uint64_t host_fallback_bytes; /* GPU: bytes copied per step for them: inputs to the host
+                                   (those another host op made stay there), outputs back;
+                                   the status and counter words besides */
   double compile_ms;        /* time spent compiling at load */
-  uint64_t launches;        /* GPU kernel launches so far (one per token) */
+  uint64_t launches;        /* GPU kernel launches so far (one per step, or per N steps in
+                               multi-step mode; a step of a model with host-fallback ops is
+                               one launch per segment: host_fallback_ops and the segments
+                               mpk-tune coverage reports) */
   uint64_t tokens;          /* tokens processed so far (prefill + decode), all sessions */
   uint64_t device_bytes;    /* GPU memory held now: weights + KV caches + activations of the
                                live sessions (0 on the reference backend) */

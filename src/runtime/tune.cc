@@ -169,6 +169,8 @@ std::string tuning_signature_text(const ir::Graph& graph, DType dtype, int worke
             {"codegen", kMegakernelCodegenVersion},
             // The kernel text itself: a result measured on other code does not carry over.
             {"source", cache::sha256_hex(megakernel_source(MegakernelParams{}, dtype, 0))}};
+  // A gelu model's step runs the host fallback between launches: not the SiLU model's timing.
+  if (c.hidden_act != model::Activation::Silu) j["hidden_act"] = "gelu_pytorch_tanh";
   return j.dump();  // nlohmann orders object keys: one text per signature
 }
 

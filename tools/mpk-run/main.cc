@@ -478,6 +478,9 @@ int run_cli(int argc, char** argv) {
       out["launch_ms"] = summary(launch_ms);
       if (!device_ms.empty()) out["device_step_ms"] = summary(device_ms);
       out["timer"] = steps_per_launch == 1 ? "host steady_clock around each mpk_session_decode(1)"
+                     : !device_ms.empty() && fin.host_fallback_ops > 0 && mi.backend == MPK_BACKEND_GPU
+                         ? "host steady_clock per decode step (host-fallback ops: one step per launch "
+                           "series, mpk_session_step_times)"
                      : !device_ms.empty()
                          ? "device globaltimer per decode step (multi-step launches)"
                          : "host steady_clock around each mpk_session_decode(N), over its tokens";

@@ -70,7 +70,7 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     compiled = fmt::format("compiled for {} in {:.1f} s ({} bytes)", arch, c.compile_ms / 1e3, c.cubin.size());
   }
 
-  int uncovered = 0;
+  int uncovered = 0, unsupported = 0;  // ops that do not run; of them, those nothing runs
   // Prompts: the tensor-core prefill's kernels, or the decode step (and why).
   const std::string prefill_why = rt::prefill_unsupported(g, cfg.torch_dtype);
   const std::string prefill = prefill_why.empty() ? "tensor cores" : "decode step: " + prefill_why;
@@ -90,6 +90,7 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     // refused (the kernel is not built), but are not the cause.
     const bool ok = r.unsupported.empty() && (!r.runs_as.empty() || r.host > 0);
     uncovered += ok ? 0 : r.ops;
+    unsupported += r.unsupported.empty() ? 0 : r.ops;
     const std::string status = !ok                  ? (!r.unsupported.empty() ? "unsupported" : "blocked")
                                : r.host == 0        ? "megakernel"
                                : r.runs_as.empty()  ? "host"
@@ -109,12 +110,12 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
     out << json_text(j) << '\n';
   else
     out << fmt::format("{}: {} of {} ops run on the device, {} on the host (host fallback: {}); {} "
-                       "unsupported\n",
+                       "unsupported, {} blocked by them\n",
                        uncovered == 0 ? "covered" : "NOT COVERED", int(g.ops.size()) - uncovered - host_ops,
                        g.ops.size(), host_ops,
                        host_ops == 0 ? "none"
                                      : fmt::format("{} megakernel launches a step, the host's ops between them", segments),
-                       uncovered);
+                       unsupported, uncovered - unsupported);
   return uncovered == 0 ? 0 : 1;
 }
 

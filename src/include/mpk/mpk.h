@@ -257,7 +257,9 @@ typedef struct mpk_session_config {
                               every step. N > 1 is the multi-step mode: the device feeds each
                               argmax to the next step and stops at an EOS id, so
                               mpk_session_decode(s, k, ...) needs about k / N launches; logits are
-                              those of the last step either way. A prompt of 4 tokens or more
+                              those of the last step either way. A model with host-fallback ops
+                              (mpk_stats) runs one step at a time whatever N is: its step is a
+                              launch per segment with the host between them. A prompt of 4 tokens or more
                               on a bf16 model is prefilled on the tensor cores in chunks of up
                               to 4096 tokens; others run as decode steps, in launches of up to
                               4096 tokens. (Since 0.2; a caller whose

@@ -2,12 +2,14 @@
 // whose activation no megakernel variant implements, runs on the GPU with the activation on
 // the host between launches of the megakernel's segments. Against the CPU reference: the
 // logits of every teacher-forced step (activations poisoned with NaN at session start), greedy
-// and sampled decode, the launch count, the host fallback's counters, and a lost host release
-// ending in a timeout that a reset recovers from.
+// and sampled decode, the launch count, the host fallback's counters, shared activation
+// memory, a profile session, and a lost host release ending in a timeout that a reset
+// recovers from.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
 
@@ -108,6 +110,23 @@ TEST(HostFallbackGpu, GeluModelMatchesTheReference) {
     x.decode(12, *out);
   }
   EXPECT_EQ(gpu, cpu);
+
+  // Shared activation memory (buffers the events prove dead reused, the host's reads and
+  // writes among them): the same logits, bit for bit; and a profile session's timers cover
+  // every queued task of the step's launches.
+  SessionOptions so = opts(1), po = opts(1);
+  so.share_activations = true;
+  po.profile = true;
+  Session shared(m, so), plain(m, opts(1));
+  GpuSession prof(m->gpu(), po, m->stats());
+  shared.prefill(prompt.data(), prompt.size());
+  plain.prefill(prompt.data(), prompt.size());
+  prof.prefill(prompt.data(), prompt.size());
+  EXPECT_EQ(shared.logits(), plain.logits());
+  EXPECT_EQ(prof.logits(), plain.logits());
+  const auto rep = nlohmann::json::parse(prof.profile_json());
+  EXPECT_EQ(rep.at("tasks").get<size_t>(), prof.plan().tasks.tasks.size() - size_t(layers));
+  EXPECT_GT(rep.at("step_us").get<double>(), 0.0);
 
   // A lost release of a host task: the segment after it waits past the timeout, the launch
   // ends with Error(Timeout), and after a reset the session decodes as before.

@@ -133,9 +133,9 @@ void Executor::Impl::run(const int32_t* tokens, int64_t n, std::vector<float>& l
         attention(in(0), in(1), in(2), in_i32(3), rows(0), a.num_heads, float(a.scale),
                   kv_layer(op.layer), out);
         break;
-      case ir::OpKind::SiluMul: silu_mul(in(0), in(1), out_n, out); break;
-      case ir::OpKind::GeluTanhMul: gelu_tanh_mul(in(0), in(1), out_n, out); break;
-      case ir::OpKind::Add: add(in(0), in(1), out_n, out); break;
+      case ir::OpKind::SiluMul:
+      case ir::OpKind::GeluTanhMul:
+      case ir::OpKind::Add: binary_elementwise(op.kind, in(0), in(1), out_n, out); break;
       case ir::OpKind::LastRow: {
         const float* x = in(0);
         std::copy(x + (n - 1) * out_n, x + n * out_n, out);

@@ -250,6 +250,15 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   });
 }
 
+bool binary_elementwise(ir::OpKind kind, const float* a, const float* b, int64_t n, float* out) {
+  switch (kind) {
+    case ir::OpKind::SiluMul: silu_mul(a, b, n, out); return true;
+    case ir::OpKind::GeluTanhMul: gelu_tanh_mul(a, b, n, out); return true;
+    case ir::OpKind::Add: add(a, b, n, out); return true;
+    default: return false;
+  }
+}
+
 void add(const float* a, const float* b, int64_t n, float* out) {
   for (int64_t i = 0; i < n; ++i) out[i] = a[i] + b[i];
 }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/dtype.h"
+#include "ir/graph.h"
 #include "model/weights.h"
 
 namespace mpk::ref {
@@ -61,6 +62,9 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 // out = a + b.
 void add(const float* a, const float* b, int64_t n, float* out);
+// The binary elementwise op of `kind` (silu_mul, gelu_tanh_mul, add) over n elements: the
+// executor's and the GPU's host fallback's one dispatch. False, nothing written, for another kind.
+bool binary_elementwise(ir::OpKind kind, const float* a, const float* b, int64_t n, float* out);
 // Index of the first maximum; a NaN counts as the maximum (first NaN wins), like torch.argmax.
 int32_t argmax(const float* x, int64_t n);
 

@@ -13,12 +13,7 @@ void run_host_op(const ir::Op& op, const std::vector<const float*>& inputs, int6
   MPK_ICHECK(host_runs(op.kind)) << "the host fallback does not run " << ir::op_name(op.kind);
   MPK_ICHECK(inputs.size() == op.inputs.size() && inputs.size() == 2)
       << ir::op_name(op.kind) << ": " << inputs.size() << " inputs";
-  switch (op.kind) {
-    case ir::OpKind::GeluTanhMul: ref::gelu_tanh_mul(inputs[0], inputs[1], n, out); break;
-    case ir::OpKind::SiluMul: ref::silu_mul(inputs[0], inputs[1], n, out); break;
-    case ir::OpKind::Add: ref::add(inputs[0], inputs[1], n, out); break;
-    default: break;
-  }
+  MPK_ICHECK(ref::binary_elementwise(op.kind, inputs[0], inputs[1], n, out)) << ir::op_name(op.kind);
 }
 
 }  // namespace mpk::rt

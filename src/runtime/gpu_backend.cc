@@ -113,7 +113,7 @@ std::vector<PlanProof> prove_load_plan(const ir::Graph& graph, const sched::Plan
                                        const MegakernelParams& params, int64_t& num_logits,
                                        HostFallback* host = nullptr) {
   const MegakernelTables tables = build_tables(graph, plan, mem, SegmentBases{}, params);
-  if (host) *host = host_fallback(graph, plan.tasks, tables);
+  if (host) *host = host_fallback(host_segments(graph, plan.tasks, mem, tables));
   const std::vector<MkTask> tasks = tables.device_tasks();
   for (const MkTask& t : tasks)
     if (t.kind == MPK_MK_ARGMAX) num_logits = t.num_logits;
@@ -380,7 +380,12 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   b.consts = m_->consts_ptr();
   b.kv = kv_.ptr();
   tables_ = build_tables(g, plan_, mem_, b, m_->params());
-  if (!tables_.host_tasks.empty()) plan_host_segments();
+  if (!tables_.host_tasks.empty()) {  // the host fallback's copies, after the status words
+    host_segments_ = host_segments(g, plan_.tasks, mem_, tables_, kStatusBytes);
+    size_t bytes = 0;
+    for (const HostSegment& hs : host_segments_) bytes = std::max(bytes, hs.end);
+    host_io_ = cuda::HostBuffer(ctx, bytes);
+  }
   // Event counters, then the attention arrival counters (reset together).
   counters_ = cuda::DeviceBuffer(
       ctx, std::max<size_t>(plan_.tasks.events.size() + size_t(tables_.num_arrivals), 1) * 4);
@@ -738,49 +743,6 @@ size_t GpuSession::launch(size_t num_steps, const int32_t* forced, size_t num_fo
   broken_ = false;
   profiled_ = profile_on_;
   return ran;
-}
-
-void GpuSession::plan_host_segments() {
-  const ir::Graph& g = m_->graph();
-  host_segments_.assign(size_t(tables_.num_segments), {});
-  size_t most = kStatusBytes;
-  for (int s = 0; s < tables_.num_segments; ++s) {
-    HostSegment& hs = host_segments_[size_t(s)];
-    size_t at = kStatusBytes;  // the status words first
-    auto find = [&](int tensor) -> const size_t* {
-      for (const auto& [t, a] : hs.at)
-        if (t == tensor) return &a;
-      return nullptr;
-    };
-    auto place = [&](int tensor) {
-      const size_t bytes = size_t(plan_.tasks.buffers[size_t(tensor)].numel) * 4;
-      hs.at.push_back({tensor, at});
-      at += (bytes + 15) / 16 * 16;
-      return HostSegment::Copy{hs.at.back().second, bytes, size_t(mem_.buffer_offset[size_t(tensor)])};
-    };
-    for (size_t h = 0; h < tables_.host_tasks.size(); ++h) {
-      if (tables_.host_after[h] != s) continue;
-      const sched::Task& t = plan_.tasks.tasks[size_t(tables_.host_tasks[h])];
-      // An input a host op of this segment made is read where it was written (ids are a
-      // topological order); the others come from the device. Every output goes back.
-      for (const sched::FusedOp& f : t.ops) {
-        const ir::Op& op = g.ops[size_t(f.op)];
-        for (int in : op.inputs)
-          if (!find(in)) hs.down.push_back(place(in));
-        MPK_ICHECK(!find(op.output)) << "host fallback: " << g.tensor(op.output).name << " written twice";
-        hs.up.push_back(place(op.output));
-        hs.ops.push_back(f.op);
-      }
-      if (t.trigger >= 0) {
-        auto it = std::find_if(hs.counters.begin(), hs.counters.end(), [&](const auto& c) { return c.first == t.trigger; });
-        if (it == hs.counters.end()) hs.counters.push_back({t.trigger, 1u});
-        else ++it->second;
-      }
-    }
-    hs.counters_at = at;
-    most = std::max(most, at + 4 * hs.counters.size());
-  }
-  host_io_ = cuda::HostBuffer(m_->context(), most);
 }
 
 void GpuSession::run_host_segment(int s) {

@@ -163,19 +163,6 @@ class GpuSession {
   // MPK_MK_SAMPLE_* for `c` (one ref::validate accepts).
   int sample_mode(const ref::SamplingConfig& c) const;
   [[noreturn]] void throw_timeout(const uint32_t* status) const;
-  // The host fallback (MegakernelTables): what the host tasks after each segment's launch copy
-  // through host_io_, planned once per session.
-  struct HostSegment {
-    struct Copy {
-      size_t at = 0, bytes = 0, offset = 0;  // in host_io_, bytes, in the activations
-    };
-    std::vector<Copy> down, up;              // their inputs from the device, outputs back
-    std::vector<std::pair<int, size_t>> at;  // tensor -> its values in host_io_
-    std::vector<int> ops;                    // graph ops, in order
-    std::vector<std::pair<int, uint32_t>> counters;  // event, triggers the host adds
-    size_t counters_at = 0;                  // their values in host_io_, 4 bytes each
-  };
-  void plan_host_segments();
   // After segment s's launch: the status words, the host tasks' inputs and their events'
   // counters in one round trip; the ops (timed into Stats::host_fallback_ns); the outputs and
   // counters back, stream-ordered before the next launch. Throws as launch does when the

@@ -493,20 +493,55 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
   return t;
 }
 
-HostFallback host_fallback(const ir::Graph& graph, const sched::TaskGraph& tasks, const MegakernelTables& tables) {
-  HostFallback h;
-  std::vector<std::pair<int, int>> made;  // (segment, tensor) of the host ops' outputs
-  for (size_t i = 0; i < tables.host_tasks.size(); ++i)
-    for (const sched::FusedOp& f : tasks.tasks[size_t(tables.host_tasks[i])].ops) {
-      const ir::Op& op = graph.ops[size_t(f.op)];
-      const int s = tables.host_after[i];
-      ++h.ops;
-      for (int in : op.inputs)
-        if (std::find(made.begin(), made.end(), std::pair{s, in}) == made.end())
-          h.bytes += uint64_t(tasks.buffers[size_t(in)].numel) * 4;
-      h.bytes += uint64_t(tasks.buffers[size_t(op.output)].numel) * 4;
-      made.push_back({s, op.output});
+std::vector<HostSegment> host_segments(const ir::Graph& graph, const sched::TaskGraph& tasks, const MemoryPlan& mem,
+                                       const MegakernelTables& tables, size_t first) {
+  std::vector<HostSegment> out(size_t(tables.num_segments));
+  for (int s = 0; s < tables.num_segments; ++s) {
+    HostSegment& hs = out[size_t(s)];
+    size_t at = first;
+    auto placed = [&](int tensor) {
+      for (const auto& [t, a] : hs.at)
+        if (t == tensor) return true;
+      return false;
+    };
+    auto place = [&](int tensor) {  // a graph tensor's buffer has the tensor's id
+      const size_t bytes = size_t(tasks.buffers[size_t(tensor)].numel) * 4;
+      hs.at.push_back({tensor, at});
+      at += (bytes + 15) / 16 * 16;
+      return HostSegment::Copy{hs.at.back().second, bytes, size_t(mem.buffer_offset[size_t(tensor)])};
+    };
+    for (size_t h = 0; h < tables.host_tasks.size(); ++h) {
+      if (tables.host_after[h] != s) continue;
+      const sched::Task& t = tasks.tasks[size_t(tables.host_tasks[h])];
+      // An input a host op of this segment made is read where it was written (ids are a
+      // topological order); the others come from the device. Every output goes back.
+      for (const sched::FusedOp& f : t.ops) {
+        const ir::Op& op = graph.ops[size_t(f.op)];
+        for (int in : op.inputs)
+          if (!placed(in)) hs.down.push_back(place(in));
+        MPK_ICHECK(!placed(op.output)) << "host fallback: " << graph.tensor(op.output).name << " written twice";
+        hs.up.push_back(place(op.output));
+        hs.ops.push_back(f.op);
+      }
+      if (t.trigger >= 0) {
+        auto it = std::find_if(hs.counters.begin(), hs.counters.end(), [&](const auto& c) { return c.first == t.trigger; });
+        if (it == hs.counters.end()) hs.counters.push_back({t.trigger, 1u});
+        else ++it->second;
+      }
     }
+    hs.counters_at = at;
+    hs.end = at + 4 * hs.counters.size();
+  }
+  return out;
+}
+
+HostFallback host_fallback(const std::vector<HostSegment>& segments) {
+  HostFallback h;
+  for (const HostSegment& s : segments) {
+    h.ops += s.ops.size();
+    for (const auto* copies : {&s.down, &s.up})
+      for (const HostSegment::Copy& c : *copies) h.bytes += c.bytes;
+  }
   return h;
 }
 

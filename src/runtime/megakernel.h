@@ -101,12 +101,29 @@ MegakernelTables build_tables(const ir::Graph& graph, const sched::Plan& plan,
                               const MemoryPlan& mem, const SegmentBases& bases,
                               const MegakernelParams& params = {});
 
-// The host fallback's share of one step: its ops, and the bytes it copies (each op's inputs
-// from the device, but for those a host op after the same segment made; its output back).
+// The host fallback's work after one segment's launch (MegakernelTables): what its host tasks
+// copy through a host buffer, and the ops they run.
+struct HostSegment {
+  struct Copy {
+    size_t at = 0, bytes = 0, offset = 0;  // in the host buffer, bytes, in the activations
+  };
+  std::vector<Copy> down, up;              // the inputs no host op of the segment made; every output
+  std::vector<std::pair<int, size_t>> at;  // tensor -> its values in the host buffer
+  std::vector<int> ops;                    // graph ops, in order
+  std::vector<std::pair<int, uint32_t>> counters;  // event, triggers the host adds
+  size_t counters_at = 0;                  // their values in the host buffer, 4 bytes each
+  size_t end = 0;                          // the host buffer's bytes the segment uses
+};
+// Per segment of `tables`; the host buffer's first `first` bytes stay free (the GPU session's
+// status words).
+std::vector<HostSegment> host_segments(const ir::Graph& graph, const sched::TaskGraph& tasks, const MemoryPlan& mem,
+                                       const MegakernelTables& tables, size_t first = 0);
+
+// The host fallback's share of one step: its ops, and the bytes its copies move.
 struct HostFallback {
   uint64_t ops = 0, bytes = 0;
 };
-HostFallback host_fallback(const ir::Graph& graph, const sched::TaskGraph& tasks, const MegakernelTables& tables);
+HostFallback host_fallback(const std::vector<HostSegment>& segments);
 
 // The bytes of a linear task's weight rows when the host marked them for staging
 // (MPK_MK_F_STAGE), else 0 (the kernel's mk_stage_bytes before the ring's size).

@@ -29,6 +29,7 @@ model::Config gelu_config(model::Config c) {
 struct Built {
   ir::Graph g;
   sched::Plan plan;
+  MemoryPlan mem;
   MegakernelTables t;
 };
 
@@ -36,8 +37,8 @@ Built build(const model::Config& c, int workers) {
   Built b;
   b.g = ir::build(c, DType::BF16);
   b.plan = sched::plan(b.g, megakernel_plan_options(b.g, workers, 64));
-  const MemoryPlan mem = plan_memory(b.g, b.plan.tasks, DType::BF16, 64);
-  b.t = build_tables(b.g, b.plan, mem, SegmentBases{});
+  b.mem = plan_memory(b.g, b.plan.tasks, DType::BF16, 64);
+  b.t = build_tables(b.g, b.plan, b.mem, SegmentBases{});
   return b;
 }
 
@@ -129,8 +130,32 @@ TEST_P(HostFallbackTables, TheActivationRunsOnTheHostBetweenSegments) {
     ASSERT_EQ(ran.size(), tg.tasks.size()) << "stuck";
     // The descriptors the device gets: the queued tasks only.
     for (const MkTask& d : t.device_tasks()) EXPECT_NE(d.kind, MPK_MK_HOST);
+    // Each segment but the last: gate and up down, the product and its event's counter back,
+    // laid out after the first bytes, 16-byte aligned, apart.
+    const std::vector<HostSegment> hs = host_segments(b.g, tg, b.mem, t, 32);
+    ASSERT_EQ(hs.size(), size_t(t.num_segments));
+    for (size_t s = 0; s < hs.size(); ++s) {
+      const size_t n = s + 1 < hs.size() ? 1 : 0;
+      ASSERT_EQ(hs[s].ops.size(), n) << s;
+      ASSERT_EQ(hs[s].down.size(), 2 * n);
+      ASSERT_EQ(hs[s].up.size(), n);
+      ASSERT_EQ(hs[s].counters.size(), n);
+      if (n == 0) continue;
+      const ir::Op& op = b.g.ops[size_t(hs[s].ops[0])];
+      EXPECT_EQ(hs[s].counters[0], (std::pair<int, uint32_t>{tg.tasks[size_t(t.host_tasks[s])].trigger, 1u}));
+      size_t end = 32;
+      for (const HostSegment::Copy* cp : {&hs[s].down[0], &hs[s].down[1], &hs[s].up[0]}) {
+        EXPECT_EQ(cp->at, end);
+        EXPECT_EQ(cp->bytes, size_t(c.intermediate_size) * 4);
+        end += (cp->bytes + 15) / 16 * 16;
+      }
+      EXPECT_EQ(hs[s].down[0].offset, size_t(b.mem.buffer_offset[size_t(op.inputs[0])]));
+      EXPECT_EQ(hs[s].up[0].offset, size_t(b.mem.buffer_offset[size_t(op.output)]));
+      EXPECT_EQ(hs[s].counters_at, end);
+      EXPECT_EQ(hs[s].end, end + 4);
+    }
     // The host's share of a step: gate, up down and the product back, per layer.
-    const HostFallback hf = host_fallback(b.g, tg, t);
+    const HostFallback hf = host_fallback(hs);
     EXPECT_EQ(hf.ops, uint64_t(c.num_layers));
     EXPECT_EQ(hf.bytes, uint64_t(c.num_layers) * 3 * uint64_t(c.intermediate_size) * 4);
   }
@@ -146,7 +171,7 @@ TEST(HostFallback, SiluModelsKeepOneSegment) {
     EXPECT_TRUE(b.t.host_tasks.empty());
     EXPECT_EQ(b.t.queue_begin.size(), 17u);
     EXPECT_EQ(b.t.queue.size(), b.plan.tasks.tasks.size());
-    EXPECT_EQ(host_fallback(b.g, b.plan.tasks, b.t).ops, 0u);
+    EXPECT_EQ(host_fallback(host_segments(b.g, b.plan.tasks, b.mem, b.t)).ops, 0u);
     EXPECT_EQ(run_step(b.plan.tasks, b.t).size(), b.plan.tasks.tasks.size());
   }
 }

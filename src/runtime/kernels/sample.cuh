@@ -23,7 +23,8 @@ struct MkDraw {
 #if MK_DRAWS
 // v / t, the division skipped at t = 1 (a common temperature), where its result is v exactly.
 __device__ __forceinline__ float mk_sample_z(float v, float t) { return t == 1.f ? v : __fdiv_rn(v, t); }
-// The Gumbel key of logit v of id `id` under temperature t.
+// The Gumbel key of logit v of id `id` under temperature t. It divides at t = 1 too (the same
+// value as mk_sample_z's): the branch through mk_sample_z made the top-k kernel spill 36 bytes.
 __device__ __forceinline__ float mk_sample_gumbel(float v, float t, u64 seed, u64 position, int id) {
   return mpk_gumbel_key(__fdiv_rn(v, t), seed, position, (unsigned)id);
 }

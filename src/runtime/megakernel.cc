@@ -571,10 +571,11 @@ int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype) {
 
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
                                                        const MemoryPlan& mem, const MegakernelParams& params,
-                                                       std::vector<int>* variants) {
+                                                       std::vector<int>* variants, int* segments) {
   validate(params);
   std::vector<std::pair<int, std::string>> refused;
   const MegakernelTables t = TableBuilder(graph, plan, mem, SegmentBases{}, params).run(&refused);
+  if (segments) *segments = t.num_segments;
   if (variants) {
     variants->clear();
     for (const MkTask& d : t.tasks) variants->push_back(d.variant);

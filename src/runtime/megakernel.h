@@ -138,11 +138,13 @@ int64_t staged_weight_bytes(const MkTask& task, DType weight_dtype);
 int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype);
 
 // The tasks of the plan the kernel does not run, each with why (build_tables refuses the
-// first); `variants`, when given, gets every task's variant id (-1 for a refused one).
+// first); `variants`, when given, gets every task's variant id (-1 for a refused one or a host
+// task), and `segments` the launches a step takes (MegakernelTables::num_segments).
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
                                                        const MemoryPlan& mem,
                                                        const MegakernelParams& params = {},
-                                                       std::vector<int>* variants = nullptr);
+                                                       std::vector<int>* variants = nullptr,
+                                                       int* segments = nullptr);
 
 // The complete CUDA source for weights of `weight_dtype` (the parameters' #defines and the
 // kernels/ files with the dispatch over kernel_variants(params): kernels/common.cuh) and its

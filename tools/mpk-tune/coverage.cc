@@ -46,10 +46,12 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
   }
   // Each task's variant, or why the kernel does not run it.
   std::vector<int> variant;  // per task id
-  const std::vector<std::pair<int, std::string>> refused = rt::refused_tasks(g, p.plan, p.mem, p.params, &variant);
+  int segments = 0;
+  const std::vector<std::pair<int, std::string>> refused =
+      rt::refused_tasks(g, p.plan, p.mem, p.params, &variant, &segments);
   std::map<int, std::string> why;
   for (const auto& [id, text] : refused) why[id] = text;
-  int host_ops = 0, segments = 0;
+  int host_ops = 0;
   for (const sched::Task& t : p.plan.tasks.tasks) {
     for (const sched::FusedOp& f : t.ops) {
       Row& r = rows[ir::op_name(f.kind)];
@@ -63,7 +65,7 @@ int cmd_coverage(std::ostream& out, const std::filesystem::path& model_dir, int 
       }
     }
   }
-  if (refused.empty()) segments = rt::build_tables(g, p.plan, p.mem, rt::SegmentBases{}, p.params).num_segments;
+  if (!refused.empty()) segments = 0;  // no kernel is built
   std::string compiled = "not compiled (--compile)";
   if (compile && refused.empty()) {
     const cuda::CompileResult c = rt::compile_megakernel(arch, p.params, cfg.torch_dtype);

@@ -100,8 +100,8 @@ int64_t load_capacity(const ir::Graph& graph) {
                                                   : def;
 }
 
-sched::Plan load_plan(const ir::Graph& graph, int workers, int64_t cap, bool fold_down) {
-  sched::PlanOptions po = megakernel_plan_options(graph, workers, cap, fold_down);
+sched::Plan load_plan(const ir::Graph& graph, int workers, int64_t cap, const MegakernelParams& params) {
+  sched::PlanOptions po = megakernel_plan_options(graph, workers, cap, params);
   po.dump = std::string();  // $MPK_DUMP shows the plans sessions run, not the load's
   return sched::plan(graph, po);
 }
@@ -138,7 +138,7 @@ int find_op(const ir::Graph& g, ir::OpKind kind) {
 cuda::PtxasInfo precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
                                       int workers, const std::string& arch, const MegakernelParams& params) {
   const int64_t cap = load_capacity(graph);
-  const sched::Plan plan = load_plan(graph, workers, cap, params.fold_down != 0);
+  const sched::Plan plan = load_plan(graph, workers, cap, params);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype, cap);
   int64_t num_logits = 0;
   const std::string record = verification_record(prove_load_plan(graph, plan, mem, params, num_logits));
@@ -167,7 +167,7 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   report(options, "plan", 0, 0);
   // Plan once at load so that an unsupported fused op fails here, not at the first step.
   const int64_t cap = load_capacity(graph);
-  sched::Plan plan = load_plan(graph, num_workers_, cap, false);
+  sched::Plan plan = load_plan(graph, num_workers_, cap, MegakernelParams{});
   // The code parameters: set by the caller (tuning runs), else a tuning result, else the defaults.
   defaults_ = rt::default_params(int(graph.config.head_dim), plan.tasks.total_weight_bytes(),
                                  graph.config.num_layers, num_workers_);
@@ -192,7 +192,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   stats.tuned = tuned_;
   stats.tune_changed_params = changed_params(params_, defaults_);
   stats.tune_stages_changed = changed_stages(params_, defaults_).size();
-  if (params_.fold_down) plan = load_plan(graph, num_workers_, cap, true);  // the same weights
+  // The chosen decomposition (the defaults' plan only sized the parameters: the same weights).
+  if (!same_plan(params_, MegakernelParams{})) plan = load_plan(graph, num_workers_, cap, params_);
   const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
   stats.plan_ms = ms_since(t);
   report(options, "plan", 1, 1);
@@ -365,8 +366,7 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
   MPK_CHECK(steps_per_launch_ >= 1, InvalidArgument) << "steps_per_launch must be >= 1";
   const ir::Graph& g = m_->graph();
   const cuda::Context& ctx = m_->context();
-  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(capacity_),
-                                                 m_->params().fold_down != 0));
+  plan_ = sched::plan(g, megakernel_plan_options(g, m_->num_workers(), int64_t(capacity_), m_->params()));
   const bool share = options.share_activations || m_->options().share_activations;
   mem_ = plan_memory(g, plan_.tasks, m_->weight_dtype(), int64_t(capacity_), share);
   act_ = cuda::DeviceBuffer(ctx, size_t(mem_.act_bytes));

@@ -38,6 +38,9 @@ constexpr Field kFields[] = {
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
     {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
     {"phase_timers", "MK_PHASE_TIMERS", &MegakernelParams::phase_timers, 0, 1, 1},
+    {"kv_splits", "MK_KV_SPLITS", &MegakernelParams::kv_splits, 0, 64, 1},
+    {"merge_task", "MK_MERGE_TASK", &MegakernelParams::merge_task, 0, 1, 1},
+    {"tile_waves", "MK_TILE_WAVES", &MegakernelParams::tile_waves, 1, 4, 1},
 };
 
 }  // namespace
@@ -114,6 +117,11 @@ int changed_params(const MegakernelParams& a, const MegakernelParams& b) {
   return n;
 }
 
+bool same_plan(const MegakernelParams& a, const MegakernelParams& b) {
+  return a.fold_down == b.fold_down && a.kv_splits == b.kv_splits && a.merge_task == b.merge_task &&
+         a.tile_waves == b.tile_waves;
+}
+
 std::string to_text(const MegakernelParams& p) {
   std::string out;
   for (const Field& f : kFields) out += fmt::format("{}{}={}", out.empty() ? "" : ",", f.name, p.*f.member);
@@ -154,8 +162,20 @@ const std::vector<ParamAxis>& search_axes() {
       {"fold_down", "MLP", {"fold_down=0", "fold_down=1"}},
       {"controller_warp", "worker",
        {"controller_warp=0,block_threads=512", "controller_warp=1,block_threads=480"}},
+      // The decomposition: KV chunks per head (0: a wave), the merge's placement, tiles per stage.
+      {"kv_splits", "attention", {"kv_splits=0", "kv_splits=2", "kv_splits=4", "kv_splits=8", "kv_splits=32"}},
+      {"merge_task", "merge", {"merge_task=0", "merge_task=1"}},
+      {"tile_waves", "linear", {"tile_waves=1", "tile_waves=2"}},
   };
   return axes;
+}
+
+void check_axis_names(const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    MPK_CHECK(std::any_of(search_axes().begin(), search_axes().end(),
+                          [&](const ParamAxis& a) { return name == a.name; }),
+              InvalidArgument)
+        << "no search axis named '" << name << "'";
 }
 
 std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b) {

@@ -43,6 +43,13 @@ struct MegakernelParams {
   int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
                              // staged weights, dot products: MPK_MK_T_*), at the cost of a
                              // barrier per task while profiling and a few instructions always
+  // The decomposition (megakernel_plan_options): the plan's shape, not the kernel's code.
+  int kv_splits = 0;         // attention: KV chunks per head, each a task (1..64, at most the
+                             // KV capacity), or 0 for about one wave (megakernel_kv_splits)
+  int merge_task = 0;        // attention: 1, a head's chunks are merged by a task of its own
+                             // (one more dependent wave); 0, by the last chunk to finish
+  int tile_waves = 1;        // linear: tiles per stage about tile_waves times the workers (1..4):
+                             // smaller tiles, several per worker and stage
 };
 
 // The parameters for a model whose attention heads have head_dim elements (max_head_dim the
@@ -72,6 +79,9 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base = {
 std::string to_json(const MegakernelParams& p);
 // How many fields of `a` differ from `b`.
 int changed_params(const MegakernelParams& a, const MegakernelParams& b);
+// Whether a and b make the same plan (megakernel_plan_options): the same decomposition fields
+// (kv_splits, merge_task, tile_waves) and fold_down.
+bool same_plan(const MegakernelParams& a, const MegakernelParams& b);
 // "block_threads=512,...": every field, in parse_params' form.
 std::string to_text(const MegakernelParams& p);
 // A to_json object read over `base` (fields it lacks keep base's values); Error(InvalidArgument)
@@ -90,6 +100,8 @@ struct ParamAxis {
 // The search space around a parameter set: the values tried per parameter. The controller
 // warp takes a compute warp's place, so it toggles together with block_threads.
 const std::vector<ParamAxis>& search_axes();
+// Error(InvalidArgument) unless every name is a search axis' (search_axes()).
+void check_axis_names(const std::vector<std::string>& names);
 // The stage classes of the search axes whose own parameter differs between a and b, in
 // search_axes' order, each once.
 std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b);

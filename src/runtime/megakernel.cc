@@ -48,16 +48,20 @@ int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_cap
   return int(std::clamp<int64_t>(num_workers / heads, 1, std::min<int64_t>(kv_capacity, 64)));
 }
 
-sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers,
-                                           int64_t kv_capacity, bool fold_down) {
+sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers, int64_t kv_capacity,
+                                           const MegakernelParams& params) {
+  validate(params);
+  const bool fold_down = params.fold_down != 0;
   sched::PlanOptions o;
   o.decompose.pair_siblings = fold_down;
   o.fuse.down_into_gate_up = fold_down;
+  o.fuse.merge_into_attention = params.merge_task == 0;
   o.decompose.seq_len = kv_capacity;
   o.decompose.kv_chunk = 0;
-  o.decompose.kv_splits = megakernel_kv_splits(graph, num_workers, kv_capacity);
+  o.decompose.kv_splits = params.kv_splits > 0 ? int(std::min<int64_t>(params.kv_splits, std::max<int64_t>(kv_capacity, 1)))
+                                               : megakernel_kv_splits(graph, num_workers, kv_capacity);
   o.decompose.kv_dtype = DType::F32;
-  o.decompose.target_tiles = num_workers;
+  o.decompose.target_tiles = num_workers * params.tile_waves;
   o.schedule.num_workers = num_workers;
   return o;
 }

@@ -23,12 +23,14 @@ inline constexpr const char* kMegakernelCodegenVersion = "mk-v0.19.0";
 
 // KV chunks per attention head: about one wave of attention tasks over the workers.
 int megakernel_kv_splits(const ir::Graph& graph, int num_workers, int64_t kv_capacity);
-// Scheduler options for the megakernel: T = 1, one worker per SM, attention split into
-// megakernel_kv_splits chunks (divided over the live KV length at run time). $MPK_DUMP applies
-// (each GPU session's plan is dumped when it asks for it). `fold_down`: the MLP's down
-// projection folded into the gate/up tiles (MegakernelParams::fold_down).
-sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers,
-                                           int64_t kv_capacity, bool fold_down = false);
+// Scheduler options for the megakernel: T = 1, one worker per SM, and the decomposition that
+// `params` chooses: attention in params.kv_splits chunks per head (0: megakernel_kv_splits;
+// never more than the KV capacity; divided over the live KV length at run time) merged by the
+// last chunk or by a task of their own (merge_task), linears in about tile_waves tiles per
+// worker, the MLP's down projection folded into the gate/up tiles (fold_down). $MPK_DUMP
+// applies (each GPU session's plan is dumped when it asks for it).
+sched::PlanOptions megakernel_plan_options(const ir::Graph& graph, int num_workers, int64_t kv_capacity,
+                                           const MegakernelParams& params = MegakernelParams{});
 
 // Where everything lives on the device, as byte offsets into segments:
 //   activations: every TaskGraph buffer (4-byte elements), 256-byte aligned

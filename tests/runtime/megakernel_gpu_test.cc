@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <unistd.h>
@@ -590,6 +591,44 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuFold,
                          ::testing::Values("fold_down=1", "fold_down=1,controller_warp=1,block_threads=480",
                                          "fold_down=1,loads_in_flight=2", "fold_down=1,stage_weights=1",
                                          "fold_down=1,loads_in_flight=1,max_k_split=1"),
+                         params_name);
+
+// The decomposition parameters (kv_splits, merge_task, tile_waves): the session's plan has
+// the KV chunks and merge tasks they name, and it matches the reference teacher-forced, then
+// decodes the fixture's tokens greedily in multi-step launches.
+class MegakernelGpuDecomposition : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MegakernelGpuDecomposition, PlansMatchTheReference) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
+  const char* params = GetParam();
+  for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen2-bf16"}) {
+    SCOPED_TRACE(std::string(params) + " on " + fixture);
+    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+    const Expected ex = read_expected(dir);
+    RuntimeOptions o = test_options();
+    o.mk_params = params;
+    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    const MegakernelParams p = m->gpu()->params();
+    GpuSession s(m->gpu(), opts(64, 8), m->stats());
+    std::map<std::pair<int, int>, int> chunks;  // per (layer, KV head)
+    int merges = 0;
+    for (const sched::Task& t : s.plan().tasks.tasks) {
+      if (t.kind == sched::TaskKind::Attention) ++chunks[{t.layer, t.kv_head}];
+      merges += t.kind == sched::TaskKind::AttentionMerge;
+    }
+    ASSERT_FALSE(chunks.empty());
+    for (const auto& [head, n] : chunks) EXPECT_EQ(n, p.kv_splits > 0 ? p.kv_splits : chunks.begin()->second);
+    if (chunks.begin()->second == 1) EXPECT_EQ(merges, 0);
+    if (chunks.begin()->second > 1 && p.merge_task) EXPECT_EQ(merges, int(chunks.size()));
+    expect_forced_then_greedy(s, *rm, *m, ex);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuDecomposition,
+                         ::testing::Values("kv_splits=1", "kv_splits=3", "merge_task=1", "kv_splits=5,merge_task=1",
+                                           "tile_waves=2", "tile_waves=3,kv_splits=2",
+                                           "tile_waves=2,fold_down=1,controller_warp=1,block_threads=480"),
                          params_name);
 
 // A profile session's timers, in order for every task: start <= ready <= end; with

@@ -603,7 +603,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
-            "\"fold_down\":0,\"phase_timers\":0}");
+            "\"fold_down\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -966,7 +966,7 @@ TEST(Megakernel, FoldedDownProjectionTables) {
     SCOPED_TRACE(name);
     const auto model = model::load(std::string(MPK_TEST_DATA) + "/" + name);
     const ir::Graph g = ir::build(model->config);
-    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 64, true));
+    const sched::Plan plan = sched::plan(g, megakernel_plan_options(g, 16, 64, parse_params("fold_down=1")));
     const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 64);
     const SegmentBases b{kAct, kWeights, kConsts, kKv};
     const rt::MegakernelTables t = build_tables(g, plan, mem, b, parse_params("fold_down=1"));

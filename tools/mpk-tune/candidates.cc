@@ -99,14 +99,17 @@ int cmd_candidates(std::ostream& out, const std::filesystem::path& model_dir, in
                    int64_t kv_capacity, const std::string& arch, uint64_t seed, size_t max,
                    bool json) {
   const ConfigPlan p = plan_from_config(model_dir, workers, kv_capacity);
-  // fold_down runs another plan (the MLP in one wave): its candidates are checked against it.
-  const ConfigPlan folded = plan_from_config(model_dir, workers, kv_capacity, true);
   std::vector<Candidate> cands = enumerate(p.params, seed);
   if (max > 0 && cands.size() > max) cands.resize(max);
   std::vector<std::string> errors(cands.size());
   tbb::parallel_for(size_t(0), cands.size(), [&](size_t i) {
     try {
-      check(cands[i], cands[i].params.fold_down ? folded : p, arch);
+      // A decomposition candidate (KV chunks, the merge's task, tiles, fold_down) runs its own
+      // plan: it is checked against that one.
+      if (rt::same_plan(cands[i].params, rt::MegakernelParams{}))
+        check(cands[i], p, arch);
+      else
+        check(cands[i], plan_from_config(model_dir, workers, kv_capacity, cands[i].params), arch);
     } catch (const Error& e) {
       cands[i].verdict = std::string("error: ") + e.what();
     }

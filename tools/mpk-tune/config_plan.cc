@@ -7,14 +7,14 @@
 namespace mpk::tune {
 
 ConfigPlan plan_from_config(const std::filesystem::path& model_dir, int workers, int64_t kv_capacity,
-                            bool fold_down) {
+                            const rt::MegakernelParams& decomposition) {
   ConfigPlan p;
   p.config = model::load_config(model_dir);
   p.graph = ir::build(p.config);
   p.kv_capacity = p.config.max_position_embeddings > 0
                       ? std::min<int64_t>(kv_capacity, p.config.max_position_embeddings)
                       : kv_capacity;
-  sched::PlanOptions po = rt::megakernel_plan_options(p.graph, workers, p.kv_capacity, fold_down);
+  sched::PlanOptions po = rt::megakernel_plan_options(p.graph, workers, p.kv_capacity, decomposition);
   po.dump = std::string();  // $MPK_DUMP is for the plans sessions run
   p.plan = sched::plan(p.graph, po);
   p.mem = rt::plan_memory(p.graph, p.plan.tasks, p.config.torch_dtype, p.kv_capacity);

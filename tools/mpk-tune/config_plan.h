@@ -20,9 +20,9 @@ struct ConfigPlan {
   rt::MegakernelParams params;  // the defaults for the model's head_dim
 };
 
-// `fold_down`: the plan with the MLP's down projection folded into the gate/up tiles (what a
-// kernel with MegakernelParams::fold_down runs); the defaults stay the model's.
+// The plan that `decomposition`'s plan fields make (rt::megakernel_plan_options: KV chunks, the
+// merge's placement, tiles per stage, fold_down); the defaults stay the model's.
 ConfigPlan plan_from_config(const std::filesystem::path& model_dir, int workers, int64_t kv_capacity,
-                            bool fold_down = false);
+                            const rt::MegakernelParams& decomposition = rt::MegakernelParams{});
 
 }  // namespace mpk::tune

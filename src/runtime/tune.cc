@@ -179,6 +179,7 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
   MPK_CHECK(t.steps >= 1 && t.launches >= 1 && t.prompt_tokens >= 1 && t.margin >= 0 && t.budget_s >= 0,
             InvalidArgument)
       << "tune: steps, launches and prompt_tokens must be positive, margin and budget non-negative";
+  check_axis_names(t.axes);
   const auto t0 = Clock::now();
   Bench bench(options, model, graph, t);
   TuneResult r;
@@ -195,7 +196,11 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
   // Coordinate descent in the seed's order.
   std::mt19937_64 rng(t.seed);
   std::vector<const ParamAxis*> axes;
-  for (const ParamAxis& a : search_axes()) axes.push_back(&a);
+  for (const ParamAxis& a : search_axes())
+    if (t.axes.empty() || std::find(t.axes.begin(), t.axes.end(), a.name) != t.axes.end()) {
+      axes.push_back(&a);
+      r.axes.push_back(a.name);
+    }
   std::shuffle(axes.begin(), axes.end(), rng);
   std::vector<Planned> plan;
   for (const ParamAxis* a : axes) {
@@ -321,6 +326,7 @@ cache::Tuning tuning_record(const TuneResult& r) {
       runner_up = &t;
   }
   json record = {{"seed", r.seed},
+                 {"axes", r.axes},
                  {"defaults", json::parse(to_json(r.defaults))},
                  {"default_us", r.default_us},
                  {"chosen_us", r.chosen_us},

@@ -38,6 +38,9 @@ struct TuneOptions {
   double margin = 0.01;   // how much faster a candidate's median must be
   int prompt_tokens = 16; // the differential test's teacher-forced prompt
   double max_rel_l2 = 1e-4;  // its limit on the logits against the defaults'
+  // Search only these axes (search_axes() names, e.g. "kv_splits"); empty: every axis. An
+  // unknown name is Error(InvalidArgument).
+  std::vector<std::string> axes;
   // Called after each candidate: a line on it, the share of candidates done, the estimated
   // seconds left.
   std::function<void(const std::string& line, double done, double eta_s)> progress;
@@ -59,6 +62,7 @@ struct TuneResult {
   double default_us = 0, chosen_us = 0;  // the confirmation, in one interleaved run
   std::vector<TuneTrial> trials;
   uint64_t seed = 0;
+  std::vector<std::string> axes;  // the axes searched, in search_axes() order
   bool budget_exhausted = false;
   double elapsed_s = 0;
   int timed = 0, rejected = 0, failed = 0;  // candidates by outcome

@@ -534,6 +534,14 @@ TEST_F(CliTest, CandidatesCarryTheirFiguresAndVerdicts) {
   EXPECT_NE(nlohmann::json::parse(other.out).at("candidates")[1].at("change"), c[1].at("change"));
 }
 
+// A search restricted to an axis that does not exist fails before it looks for a GPU.
+TEST_F(CliTest, TuneRefusesAnUnknownAxis) {
+  Outcome r = tune_db({"tune", "--model", std::string(MPK_TEST_DATA) + "/qwen3-bf16", "--axes",
+                       "kv_splits,no_such_axis"});
+  EXPECT_EQ(r.status, 1) << r.out << r.err;
+  EXPECT_NE(r.err.find("no search axis named 'no_such_axis'"), std::string::npos) << r.err;
+}
+
 TEST_F(CliTest, ProveOfABadModelOrArgumentsFails) {
   EXPECT_EQ(tune({"prove", "--model", "/nonexistent-model-dir"}).status, 1);
   EXPECT_EQ(tune({"prove"}).status, 2);

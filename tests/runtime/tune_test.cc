@@ -97,6 +97,7 @@ TuneResult sample_result() {
   r.default_us = 1000;
   r.chosen_us = 950;
   r.seed = 3;
+  r.axes = {"rows_per_warp", "heads_per_pass", "merge_batch", "block_threads", "fold_down"};
   r.trials = {{"rows_per_warp", "linear", "rows_per_warp=1", "faster", 950, 1001, 1e-6, 5000},
               {"merge_batch", "merge", "merge_batch=4", "not faster", 948, 951, 1e-6, 5000},
               {"heads_per_pass", "attention", "heads_per_pass=8", "not faster", 960, 950, 1e-6, 5000},
@@ -120,6 +121,8 @@ TEST(TuneRecord, HoldsTheSearch) {
   EXPECT_EQ(rec["counts"]["failed_test"], 1);
   EXPECT_EQ(rec["trials"].size(), 5u);
   EXPECT_EQ(rec["seed"], 3);
+  EXPECT_EQ(rec["axes"].size(), 5u);
+  EXPECT_EQ(rec["axes"][0], "rows_per_warp");
   // The closest loser relative to the best of its own comparison.
   EXPECT_EQ(rec["runner_up"]["change"], "merge_batch=4");
   EXPECT_NEAR(rec["runner_up"]["margin"].get<double>(), 948.0 / 951 - 1, 1e-12);
@@ -164,6 +167,15 @@ TEST(TuneSearch, RefusesBadOptionsAndNeedsADevice) {
     ADD_FAILURE() << "ran with 0 steps";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+  }
+  t = TuneOptions{};
+  t.axes = {"kv_splits", "no_such_axis"};
+  try {
+    (void)tune(o, *m, g, t);
+    ADD_FAILURE() << "searched an unknown axis";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("no_such_axis"), std::string::npos) << e.what();
   }
   bool device = false;
   try {

@@ -41,6 +41,7 @@ std::string stage_changes(const std::string& stage, const json& chosen, const js
 }  // namespace
 
 int cmd_tune(const Context& ctx, const TuneArgs& args) {
+  rt::check_axis_names(args.axes);  // before the GPU: a typo is found anywhere
   MPK_CHECK(ctx.cache_path.filename() == cache::kCacheFileName, InvalidArgument)
       << "tune: the cache file must be named " << cache::kCacheFileName << " (the runtime looks for it by name)";
   MPK_CHECK(!ctx.read_only, InvalidArgument) << "tune stores its result: --read-only refused";
@@ -65,6 +66,7 @@ int cmd_tune(const Context& ctx, const TuneArgs& args) {
   t.seed = args.seed;
   t.steps = args.steps;
   t.launches = args.launches;
+  t.axes = args.axes;
   const bool tty = isatty(STDERR_FILENO);
   t.progress = [&](const std::string& line, double done, double eta) {
     if (tty)

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <iosfwd>
+#include <string>
+#include <vector>
 
 #include "commands.h"
 
@@ -15,6 +17,7 @@ struct TuneArgs {
   uint64_t seed = 1;
   int steps = 128;
   int launches = 5;
+  std::vector<std::string> axes;  // the axes searched (rt::TuneOptions::axes); empty: all
 };
 
 // Searches the model's megakernel parameters on GPU 0 (runtime/tune.h), stores the result in

@@ -183,10 +183,12 @@ def mpk_timings(res):
     """The timing parts of mpk-run's JSON, with the keys an older mpk-run lacks as None
     (steps_per_launch: 1). latency_ms is the per-token figure (single-step: host time per
     one-token decode; multi-step: device time per step); device_step_ms is per decode step on
-    the device clock; launch_ms is host time per mpk_session_decode call."""
+    the device clock; launch_ms is host time per mpk_session_decode call; tuning says whether
+    the load ran a tuning result's parameters (what was timed)."""
     return {"steps_per_launch": res.get("steps_per_launch", 1), "timer": res.get("timer"),
             "latency_ms": res.get("latency_ms"), "device_step_ms": res.get("device_step_ms"),
-            "launch_ms": res.get("launch_ms"), "prefill_ms": res.get("prefill_ms")}
+            "launch_ms": res.get("launch_ms"), "prefill_ms": res.get("prefill_ms"),
+            "tuning": res.get("tuning")}
 
 
 def mpk_run_mismatch(res, steps, steps_per_launch):

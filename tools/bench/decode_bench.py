@@ -742,7 +742,8 @@ if not OLDER:
     launches = -(-n // spl)
     out.update(steps_per_launch=spl, device_step_ms={"p50": 1.9, "p95": 2.0, "p99": 2.1, "mean": 1.95, "n": n},
                launch_ms={"p50": 2.0 * min(n, spl), "p95": 2.1 * min(n, spl), "p99": 2.2 * min(n, spl),
-                          "mean": 2.0 * min(n, spl), "n": launches})
+                          "mean": 2.0 * min(n, spl), "n": launches},
+               tuning={"policy": "cache-only", "tuned": True})
     if spl > 1:
         out["latency_ms"] = out["device_step_ms"]
         out["timer"] = "device globaltimer per decode step (multi-step launches)"
@@ -810,6 +811,8 @@ def self_test():
                 check("--steps-per-launch 40" in result["mpk_multi_run"]["command"], "multi-step command")
                 check(result["latency"].get("mpk_multi", {}).get("p50") == 1.9, "multi-step row")
                 check(result["mpk_timings"]["mpk_multi"]["launch_ms"]["n"] == 1, "one launch")
+                check(result["mpk_timings"]["mpk_multi"]["tuning"] == {"policy": "cache-only", "tuned": True},
+                      "whether the load ran a tuning result, kept")
                 check(result["tokens_agreement"]["mpk_multi vs mpk"]["identical"], "multi-step tokens")
                 check("--profile-out" in result["profile_run"]["command"]
                       and "--steps-per-launch" not in result["profile_run"]["command"], "profile command")

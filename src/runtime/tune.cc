@@ -184,6 +184,8 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
   Bench bench(options, model, graph, t);
   TuneResult r;
   r.seed = t.seed;
+  r.first_position = t.prompt_tokens;
+  r.steps = t.steps;
 
   // The defaults first: their errors are the model's, not a candidate's.
   std::unique_ptr<Side> defaults = bench.load(nullptr);
@@ -327,6 +329,7 @@ cache::Tuning tuning_record(const TuneResult& r) {
   }
   json record = {{"seed", r.seed},
                  {"axes", r.axes},
+                 {"timed_positions", {r.first_position, r.first_position + r.steps - 1}},
                  {"defaults", json::parse(to_json(r.defaults))},
                  {"default_us", r.default_us},
                  {"chosen_us", r.chosen_us},

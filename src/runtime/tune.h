@@ -36,7 +36,9 @@ struct TuneOptions {
   int steps = 128;        // decode steps per timed launch
   int launches = 5;       // timed launches per side of a comparison, interleaved
   double margin = 0.01;   // how much faster a candidate's median must be
-  int prompt_tokens = 16; // the differential test's teacher-forced prompt
+  int prompt_tokens = 16; // the differential test's teacher-forced prompt, and the prompt
+                          // the timed steps follow (they decode its length .. + steps - 1:
+                          // the best KV split depends on those lengths)
   double max_rel_l2 = 1e-4;  // its limit on the logits against the defaults'
   // Search only these axes (search_axes() names, e.g. "kv_splits"); empty: every axis. An
   // unknown name is Error(InvalidArgument).
@@ -63,6 +65,7 @@ struct TuneResult {
   std::vector<TuneTrial> trials;
   uint64_t seed = 0;
   std::vector<std::string> axes;  // the axes searched, in search_axes() order
+  int first_position = 0, steps = 0;  // the timed launches decode positions first .. + steps - 1
   bool budget_exhausted = false;
   double elapsed_s = 0;
   int timed = 0, rejected = 0, failed = 0;  // candidates by outcome

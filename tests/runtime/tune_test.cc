@@ -98,6 +98,8 @@ TuneResult sample_result() {
   r.chosen_us = 950;
   r.seed = 3;
   r.axes = {"rows_per_warp", "heads_per_pass", "merge_batch", "block_threads", "fold_down"};
+  r.first_position = 39;
+  r.steps = 300;
   r.trials = {{"rows_per_warp", "linear", "rows_per_warp=1", "faster", 950, 1001, 1e-6, 5000},
               {"merge_batch", "merge", "merge_batch=4", "not faster", 948, 951, 1e-6, 5000},
               {"heads_per_pass", "attention", "heads_per_pass=8", "not faster", 960, 950, 1e-6, 5000},
@@ -123,6 +125,7 @@ TEST(TuneRecord, HoldsTheSearch) {
   EXPECT_EQ(rec["seed"], 3);
   EXPECT_EQ(rec["axes"].size(), 5u);
   EXPECT_EQ(rec["axes"][0], "rows_per_warp");
+  EXPECT_EQ(rec["timed_positions"], nlohmann::json::array({39, 338}));
   // The closest loser relative to the best of its own comparison.
   EXPECT_EQ(rec["runner_up"]["change"], "merge_batch=4");
   EXPECT_NEAR(rec["runner_up"]["margin"].get<double>(), 948.0 / 951 - 1, 1e-12);

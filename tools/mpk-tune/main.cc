@@ -127,6 +127,10 @@ int run(int argc, char** argv) {
   tune_cmd->add_option("--launches", tune_args.launches, "timed launches per side of a comparison")
       ->check(CLI::Range(3, 50))
       ->capture_default_str();
+  tune_cmd->add_option("--prompt-tokens", tune_args.prompt_tokens,
+                       "prompt before the timed steps: the KV length they start at (and the logits' test)")
+      ->check(CLI::Range(1, 65536))
+      ->capture_default_str();
   tune_cmd->add_option("--axes", tune_args.axes, "search only these axes (e.g. kv_splits,tile_waves); default: all")
       ->delimiter(',');
   CLI::App* tunings = app.add_subcommand("tunings", "List the tuning results in the cache");

@@ -67,6 +67,7 @@ int cmd_tune(const Context& ctx, const TuneArgs& args) {
   t.steps = args.steps;
   t.launches = args.launches;
   t.axes = args.axes;
+  t.prompt_tokens = args.prompt_tokens;
   const bool tty = isatty(STDERR_FILENO);
   t.progress = [&](const std::string& line, double done, double eta) {
     if (tty)
@@ -76,8 +77,9 @@ int cmd_tune(const Context& ctx, const TuneArgs& args) {
       std::fprintf(stderr, "mpk-tune: [%3.0f%%, ETA %s] %s\n", 100 * done, duration_text(eta).c_str(), line.c_str());
     std::fflush(stderr);
   };
-  std::fprintf(stderr, "mpk-tune: searching %s within %s (seed %llu)\n", args.model_dir.c_str(),
-               duration_text(args.budget_s).c_str(), (unsigned long long)args.seed);
+  std::fprintf(stderr, "mpk-tune: searching %s within %s (seed %llu; timed at positions %d..%d)\n",
+               args.model_dir.c_str(), duration_text(args.budget_s).c_str(), (unsigned long long)args.seed,
+               args.prompt_tokens, args.prompt_tokens + args.steps - 1);
   const rt::TuneResult r = rt::tune(o, *model, graph, t);
   if (tty) std::fprintf(stderr, "\n");
   const cache::Tuning record = rt::tuning_record(r);

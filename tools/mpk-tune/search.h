@@ -17,6 +17,7 @@ struct TuneArgs {
   uint64_t seed = 1;
   int steps = 128;
   int launches = 5;
+  int prompt_tokens = 16;  // the timed steps decode positions prompt_tokens .. + steps - 1
   std::vector<std::string> axes;  // the axes searched (rt::TuneOptions::axes); empty: all
 };
 

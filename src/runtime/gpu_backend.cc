@@ -87,7 +87,12 @@ cache::Entry megakernel_through_cache(const RuntimeOptions& options, const ir::G
     cache::Entry e;
     e.cubin = std::move(r.cubin);
     e.params_json = to_json(params);
-    e.verification_json = record_with_ptxas(record, cuda::parse_ptxas_info(r.log, megakernel_entry(dtype)));
+    const cuda::PtxasInfo info = cuda::parse_ptxas_info(r.log, megakernel_entry(dtype));
+    // The search judges spills by these figures: say so when the log lacks them.
+    if (info.registers < 0)
+      log(LogLevel::Warn, "megakernel: no ptxas figures for {} in NVRTC's log ({} bytes): {}", megakernel_entry(dtype),
+          r.log.size(), r.log.substr(0, 400));
+    e.verification_json = record_with_ptxas(record, info);
     return e;
   });
 }

@@ -25,8 +25,10 @@ using mpk::testing::rel_l2;
 
 const std::string kFixture = std::string(MPK_TEST_DATA) + "/qwen3-bf16";
 
+// A folder of its own per test: nothing a test before left can answer a lookup.
 struct TempCache {
-  fs::path dir = fs::temp_directory_path() / ("mpk-tune-gpu-" + std::to_string(getpid()));
+  static inline int count = 0;
+  fs::path dir = fs::temp_directory_path() / ("mpk-tune-gpu-" + std::to_string(getpid()) + "-" + std::to_string(count++));
   TempCache() { fs::remove_all(dir); }
   ~TempCache() { fs::remove_all(dir); }
 };
@@ -145,12 +147,15 @@ TEST(TuneGpu, PrecompileFillsTheCacheTheLoadThenHits) {
   const ir::Graph g = ir::build(m->config);
   const MegakernelParams p = parse_params("rows_per_warp=1", default_params(int(m->config.head_dim), 1 << 20, 3, 132));
   const cuda::PtxasInfo info = precompile_megakernel(o, g, DType::BF16, 132, "sm_90a", p);
-  EXPECT_GT(info.registers, 0);
-  EXPECT_EQ(info.spill_store_bytes, 0);
   cache::CacheOptions co;
   co.path = o.cache_dir / "kernels.db";
   auto entries = [&] { return cache::Cache(co).list(); };
   ASSERT_EQ(entries().size(), 1u);
+  const std::string record = entries()[0].verification_json;
+  const size_t ptxas = record.find("\"ptxas\"");
+  EXPECT_GT(info.registers, 0) << (ptxas == std::string::npos ? "no ptxas figures in " + record.substr(0, 200)
+                                                              : record.substr(ptxas, 200));
+  EXPECT_EQ(info.spill_store_bytes, 0);
   const nlohmann::json key = nlohmann::json::parse(entries()[0].key_text);
   EXPECT_EQ(key["arch"], "sm_90a");
   const std::string layout = key["task"]["layout"].get<std::string>();

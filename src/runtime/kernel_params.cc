@@ -17,7 +17,7 @@ namespace {
 // order is the cache key's JSON layout.
 struct Field {
   const char* name;
-  const char* define;
+  const char* define;  // nullptr: a plan parameter the source does not see
   int MegakernelParams::*member;
   int lo, hi, multiple;
 };
@@ -38,9 +38,10 @@ constexpr Field kFields[] = {
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
     {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
     {"phase_timers", "MK_PHASE_TIMERS", &MegakernelParams::phase_timers, 0, 1, 1},
-    {"kv_splits", "MK_KV_SPLITS", &MegakernelParams::kv_splits, 0, 64, 1},
-    {"merge_task", "MK_MERGE_TASK", &MegakernelParams::merge_task, 0, 1, 1},
-    {"tile_waves", "MK_TILE_WAVES", &MegakernelParams::tile_waves, 1, 4, 1},
+    // The decomposition: the plan's, no #define (the kernel's source stays the same).
+    {"kv_splits", nullptr, &MegakernelParams::kv_splits, 0, 64, 1},
+    {"merge_task", nullptr, &MegakernelParams::merge_task, 0, 1, 1},
+    {"tile_waves", nullptr, &MegakernelParams::tile_waves, 1, 4, 1},
 };
 
 }  // namespace
@@ -78,7 +79,8 @@ int launch_threads(const MegakernelParams& p) { return p.block_threads + 32 * p.
 std::string to_defines(const MegakernelParams& p) {
   validate(p);
   std::string out;
-  for (const Field& f : kFields) out += fmt::format("#define {} {}\n", f.define, p.*f.member);
+  for (const Field& f : kFields)
+    if (f.define) out += fmt::format("#define {} {}\n", f.define, p.*f.member);
   return out;
 }
 

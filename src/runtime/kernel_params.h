@@ -1,5 +1,6 @@
-// The megakernel's code parameters: the explicit description its source is generated from
-// (prepended as #defines, see kernels/common.cuh) and that the kernel-cache key includes.
+// The megakernel's parameters: the code parameters its source is generated from (prepended as
+// #defines, see kernels/common.cuh) and the decomposition its plan is made with
+// (megakernel_plan_options); the kernel-cache key includes both.
 // The superoptimizer will search these; the defaults are the ones measured in
 // docs/PERFORMANCE.md.
 #pragma once
@@ -70,7 +71,7 @@ int launch_threads(const MegakernelParams& p);
 
 // Error(InvalidArgument) naming the first parameter out of its range.
 void validate(const MegakernelParams& p);
-// "#define MK_BLOCK_THREADS 512\n..." for the kernel source: every field.
+// "#define MK_BLOCK_THREADS 512\n..." for the kernel source: every code parameter.
 std::string to_defines(const MegakernelParams& p);
 // Parses "name=value,name=value" (names as the fields, e.g. "rows_per_warp=1,loads_in_flight=8")
 // over `base`; Error(InvalidArgument) on an unknown name, a non-integer or a value out of range.
@@ -79,8 +80,9 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base = {
 std::string to_json(const MegakernelParams& p);
 // How many fields of `a` differ from `b`.
 int changed_params(const MegakernelParams& a, const MegakernelParams& b);
-// Whether a and b make the same plan (megakernel_plan_options): the same decomposition fields
-// (kv_splits, merge_task, tile_waves) and fold_down.
+// Whether a and b surely make the same plan (megakernel_plan_options): the same decomposition
+// fields (kv_splits, merge_task, tile_waves) and fold_down. Different fields may still give one
+// plan (kv_splits=16 and the automatic 0 on 132 workers for 8 KV heads).
 bool same_plan(const MegakernelParams& a, const MegakernelParams& b);
 // "block_threads=512,...": every field, in parse_params' form.
 std::string to_text(const MegakernelParams& p);

@@ -77,15 +77,19 @@ TEST_P(Decomposition, ParametersShapeThePlan) {
       const Shape s = shape_of(b.plan, b.t);
       const int chunks = p.kv_splits > 0 ? p.kv_splits : d.chunks;
       EXPECT_EQ(s.chunks, chunks);
-      // Several chunks are merged: by a task per head with merge_task, else as the default
-      // plan does it (by the last chunk where its heads fit the merge, else a task).
+      // Several chunks are merged: by a task per head with merge_task, else by the last chunk
+      // to finish where the chunks fit the merge's lanes (a head group's outputs at least the
+      // chunks), else by a task.
+      const int heads = c.num_layers * c.num_kv_heads;
+      const bool fold = !p.merge_task && c.num_heads / c.num_kv_heads * c.head_dim >= chunks;
       if (chunks == 1) {
         EXPECT_EQ(s.merge_tasks + s.merging_chunks, 0);
-      } else if (p.merge_task) {
-        EXPECT_EQ(s.merge_tasks, c.num_layers * c.num_kv_heads);
-        EXPECT_EQ(s.merging_chunks, 0);
+      } else if (fold) {
+        EXPECT_EQ(s.merge_tasks, 0);
+        EXPECT_EQ(s.merging_chunks, heads * chunks);
       } else {
-        EXPECT_EQ(s.merge_tasks == 0, s.merging_chunks == c.num_layers * c.num_kv_heads * chunks);
+        EXPECT_EQ(s.merge_tasks, heads);
+        EXPECT_EQ(s.merging_chunks, 0);
       }
       // Tiles: what decompose makes for tile_waves times the workers.
       sched::DecomposeOptions o;
@@ -98,7 +102,9 @@ TEST_P(Decomposition, ParametersShapeThePlan) {
         ASSERT_NE(st, nullptr);
         const int64_t tile = sched::linear_tile_rows(st->rows, o);
         EXPECT_EQ(n, (st->rows + tile - 1) / tile) << stage;
-        if (p.tile_waves > 1 && st->rows >= 8 * workers * p.tile_waves) EXPECT_GT(n, d.linear_tiles.at(stage)) << stage;
+        if (p.tile_waves > 1 && st->rows >= 8 * workers * p.tile_waves) {
+          EXPECT_GT(n, d.linear_tiles.at(stage)) << stage;
+        }
       }
       // Every formula the descriptors use, proved.
       for (const PlanProof& pr : plan_proofs(b.t.device_tasks(), p))
@@ -135,8 +141,15 @@ TEST(Decomposition, ParametersOutOfRangeAreRefused) {
       EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
     }
   }
-  // The kernel's code does not read them: only the plan changes.
+  // Code parameters leave the plan as it is.
   EXPECT_TRUE(same_plan(parse_params("rows_per_warp=3,controller_warp=1,block_threads=480"), MegakernelParams{}));
+}
+
+// The kernel's source does not see the decomposition: one kernel serves every plan.
+TEST(Decomposition, TheKernelSourceDoesNotSeeIt) {
+  const std::string plain = megakernel_source(MegakernelParams{}, DType::BF16);
+  EXPECT_EQ(megakernel_source(parse_params("kv_splits=4,merge_task=1,tile_waves=2"), DType::BF16), plain);
+  EXPECT_NE(megakernel_source(parse_params("fold_down=1"), DType::BF16), plain);  // code and plan
 }
 
 }  // namespace

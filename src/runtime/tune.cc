@@ -61,7 +61,11 @@ class Bench {
     s->model = std::make_shared<const GpuModel>(o, model_, graph_, *s->stats);
     s->params = s->model->params();
     SessionOptions so;
-    so.kv_capacity = size_t(t_.prompt_tokens + t_.steps + 1);
+    // At least the most KV chunks a plan takes (kv_splits <= 64; within the model's positions):
+    // a split is timed as stored, not cut to a short capacity.
+    const int64_t positions = graph_.config.max_position_embeddings;
+    so.kv_capacity = size_t(std::max<int64_t>(t_.prompt_tokens + t_.steps + 1,
+                                              positions > 0 ? std::min<int64_t>(64, positions) : 64));
     so.steps_per_launch = size_t(t_.steps);
     so.tensor_core_prefill = false;  // the decode step's own arithmetic for the test
     s->session = std::make_unique<GpuSession>(s->model, so, *s->stats);
@@ -180,6 +184,10 @@ TuneResult tune(const RuntimeOptions& options, const model::Model& model, const 
             InvalidArgument)
       << "tune: steps, launches and prompt_tokens must be positive, margin and budget non-negative";
   check_axis_names(t.axes);
+  const int64_t positions = graph.config.max_position_embeddings;
+  MPK_CHECK(positions <= 0 || int64_t(t.prompt_tokens) + t.steps < positions, InvalidArgument)
+      << "tune: a prompt of " << t.prompt_tokens << " and " << t.steps << " steps pass the model's "
+      << positions << " positions";
   const auto t0 = Clock::now();
   Bench bench(options, model, graph, t);
   TuneResult r;

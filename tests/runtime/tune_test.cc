@@ -172,6 +172,15 @@ TEST(TuneSearch, RefusesBadOptionsAndNeedsADevice) {
     EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
   }
   t = TuneOptions{};
+  t.prompt_tokens = int(m->config.max_position_embeddings);  // past the model's positions
+  try {
+    (void)tune(o, *m, g, t);
+    ADD_FAILURE() << "timed past the model's positions";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("positions"), std::string::npos) << e.what();
+  }
+  t = TuneOptions{};
   t.axes = {"kv_splits", "no_such_axis"};
   try {
     (void)tune(o, *m, g, t);

@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include <algorithm>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <random>
@@ -101,15 +102,20 @@ int cmd_candidates(std::ostream& out, const std::filesystem::path& model_dir, in
   const ConfigPlan p = plan_from_config(model_dir, workers, kv_capacity);
   std::vector<Candidate> cands = enumerate(p.params, seed);
   if (max > 0 && cands.size() > max) cands.resize(max);
+  // A decomposition candidate (KV chunks, the merge's task, tiles, fold_down) runs its own plan:
+  // it is checked against that one, made once here.
+  std::vector<std::unique_ptr<ConfigPlan>> own(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i)
+    if (cands[i].verdict == "pass" && !rt::same_plan(cands[i].params, rt::MegakernelParams{}))
+      try {
+        own[i] = std::make_unique<ConfigPlan>(plan_from_config(model_dir, workers, kv_capacity, cands[i].params));
+      } catch (const Error& e) {
+        cands[i].verdict = std::string("error: ") + e.what();
+      }
   std::vector<std::string> errors(cands.size());
   tbb::parallel_for(size_t(0), cands.size(), [&](size_t i) {
     try {
-      // A decomposition candidate (KV chunks, the merge's task, tiles, fold_down) runs its own
-      // plan: it is checked against that one.
-      if (rt::same_plan(cands[i].params, rt::MegakernelParams{}))
-        check(cands[i], p, arch);
-      else
-        check(cands[i], plan_from_config(model_dir, workers, kv_capacity, cands[i].params), arch);
+      check(cands[i], own[i] ? *own[i] : p, arch);
     } catch (const Error& e) {
       cands[i].verdict = std::string("error: ") + e.what();
     }

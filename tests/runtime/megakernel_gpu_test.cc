@@ -83,6 +83,21 @@ SessionOptions opts(size_t capacity, size_t steps_per_launch = 1) {
   return o;
 }
 
+// A fixture's expected prompt and tokens, its GPU load under `params` (mpk_runtime_config's
+// megakernel parameters) and its reference load.
+struct Fixture {
+  Expected ex;
+  std::shared_ptr<LoadedModel> gpu, ref;
+};
+Fixture load_fixture(const char* fixture, const char* params, bool share_activations = false) {
+  const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
+  RuntimeOptions o = test_options();
+  o.mk_params = params;
+  o.share_activations = share_activations;
+  return {read_expected(dir), LoadedModel::load(o, dir, Backend::Gpu),
+          LoadedModel::load(test_options(), dir, Backend::Reference)};
+}
+
 class MegakernelGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(MegakernelGpu, MatchesReference) {
@@ -332,15 +347,10 @@ TEST(MegakernelGpuLong, ChunkedAttentionAndEosStop) {
 void expect_params_match_reference(const char* params, std::initializer_list<const char*> fixtures) {
   for (const char* fixture : fixtures) {
     SCOPED_TRACE(std::string(params) + " on " + fixture);
-    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-    const Expected ex = read_expected(dir);
-    RuntimeOptions o = test_options();
-    o.mk_params = params;
-    auto m = LoadedModel::load(o, dir, Backend::Gpu);
+    const auto [ex, m, rm] = load_fixture(fixture, params);
     const MegakernelParams want = parse_params(params, m->gpu()->default_params());
     EXPECT_EQ(to_json(m->gpu()->params()), to_json(want));
     Session s(m, opts(64));
-    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
     ref::Executor r(rm->model(), rm->graph(), 64);
     expect_teacher_forced(s, r, ex);
   }
@@ -531,12 +541,7 @@ TEST_P(MegakernelGpuStage, StagedWeightsMatchTheReference) {
   if (!have_device()) GTEST_SKIP() << "no CUDA device: this test runs on the GPU machine";
   const char* params = GetParam();
   for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32"}) {
-    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-    const Expected ex = read_expected(dir);
-    RuntimeOptions o = test_options();
-    o.mk_params = params;
-    auto m = LoadedModel::load(o, dir, Backend::Gpu);
-    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    const auto [ex, m, rm] = load_fixture(fixture, params);
     for (int limit : {0, 1, 2}) {
       SCOPED_TRACE(std::string(params) + " on " + fixture + " ring limit " + std::to_string(limit));
       GpuSession s(m->gpu(), opts(64, 8), m->stats());
@@ -572,13 +577,7 @@ TEST_P(MegakernelGpuFold, FoldedDownMatchesTheReference) {
   const char* params = GetParam();
   for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen3-f32", "qwen2-bf16"}) {
     SCOPED_TRACE(std::string(params) + " on " + fixture);
-    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-    const Expected ex = read_expected(dir);
-    RuntimeOptions o = test_options();
-    o.mk_params = params;
-    o.share_activations = std::string(fixture) == "qwen3-bf16";
-    auto m = LoadedModel::load(o, dir, Backend::Gpu);
-    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    const auto [ex, m, rm] = load_fixture(fixture, params, std::string(fixture) == "qwen3-bf16");
     GpuSession s(m->gpu(), opts(64, 8), m->stats());
     int folds = 0;
     for (const MkTask& d : s.tables().tasks) folds += (d.flags & MPK_MK_F_FOLD) != 0;
@@ -603,12 +602,7 @@ TEST_P(MegakernelGpuDecomposition, PlansMatchTheReference) {
   const char* params = GetParam();
   for (const char* fixture : {"qwen3-bf16", "llama-f32", "qwen2-bf16"}) {
     SCOPED_TRACE(std::string(params) + " on " + fixture);
-    const std::string dir = std::string(MPK_TEST_DATA) + "/" + fixture;
-    const Expected ex = read_expected(dir);
-    RuntimeOptions o = test_options();
-    o.mk_params = params;
-    auto m = LoadedModel::load(o, dir, Backend::Gpu);
-    auto rm = LoadedModel::load(test_options(), dir, Backend::Reference);
+    const auto [ex, m, rm] = load_fixture(fixture, params);
     const MegakernelParams p = m->gpu()->params();
     GpuSession s(m->gpu(), opts(64, 8), m->stats());
     std::map<std::pair<int, int>, int> chunks;  // per (layer, KV head)

@@ -250,6 +250,10 @@ void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out) {
   });
 }
 
+bool is_binary_elementwise(ir::OpKind kind) {
+  return kind == ir::OpKind::SiluMul || kind == ir::OpKind::GeluTanhMul || kind == ir::OpKind::Add;
+}
+
 bool binary_elementwise(ir::OpKind kind, const float* a, const float* b, int64_t n, float* out) {
   switch (kind) {
     case ir::OpKind::SiluMul: silu_mul(a, b, n, out); return true;

@@ -62,8 +62,10 @@ void silu_mul(const float* gate, const float* up, int64_t n, float* out);
 void gelu_tanh_mul(const float* gate, const float* up, int64_t n, float* out);
 // out = a + b.
 void add(const float* a, const float* b, int64_t n, float* out);
-// The binary elementwise op of `kind` (silu_mul, gelu_tanh_mul, add) over n elements: the
-// executor's and the GPU's host fallback's one dispatch. False, nothing written, for another kind.
+// Whether binary_elementwise runs ops of `kind` (silu_mul, gelu_tanh_mul, add).
+bool is_binary_elementwise(ir::OpKind kind);
+// The binary elementwise op of `kind` over n elements: the executor's and the GPU's host
+// fallback's one dispatch. False, nothing written, for a kind is_binary_elementwise refuses.
 bool binary_elementwise(ir::OpKind kind, const float* a, const float* b, int64_t n, float* out);
 // Index of the first maximum; a NaN counts as the maximum (first NaN wins), like torch.argmax.
 int32_t argmax(const float* x, int64_t n);

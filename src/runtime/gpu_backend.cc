@@ -764,9 +764,9 @@ void GpuSession::run_host_segment(int s) {
   const auto t0 = std::chrono::steady_clock::now();
   const ir::Graph& g = m_->graph();
   auto values = [&](int tensor) {
-    for (const auto& [t, a] : hs.at)
-      if (t == tensor) return reinterpret_cast<float*>(io + a);
-    MPK_THROW(Internal) << "host fallback: " << g.tensor(tensor).name << " has no place";
+    const size_t* a = hs.find(tensor);
+    MPK_ICHECK(a) << "host fallback: " << g.tensor(tensor).name << " has no place";
+    return reinterpret_cast<float*>(io + *a);
   };
   std::vector<const float*> in;
   for (int o : hs.ops) {

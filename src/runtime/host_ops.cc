@@ -6,7 +6,7 @@
 namespace mpk::rt {
 
 bool host_runs(ir::OpKind kind) {
-  return kind == ir::OpKind::GeluTanhMul || kind == ir::OpKind::SiluMul || kind == ir::OpKind::Add;
+  return ref::is_binary_elementwise(kind);  // what the reference's one dispatch runs
 }
 
 void run_host_op(const ir::Op& op, const std::vector<const float*>& inputs, int64_t n, float* out) {

@@ -503,11 +503,6 @@ std::vector<HostSegment> host_segments(const ir::Graph& graph, const sched::Task
   for (int s = 0; s < tables.num_segments; ++s) {
     HostSegment& hs = out[size_t(s)];
     size_t at = first;
-    auto placed = [&](int tensor) {
-      for (const auto& [t, a] : hs.at)
-        if (t == tensor) return true;
-      return false;
-    };
     auto place = [&](int tensor) {  // a graph tensor's buffer has the tensor's id
       const size_t bytes = size_t(tasks.buffers[size_t(tensor)].numel) * 4;
       hs.at.push_back({tensor, at});
@@ -522,8 +517,8 @@ std::vector<HostSegment> host_segments(const ir::Graph& graph, const sched::Task
       for (const sched::FusedOp& f : t.ops) {
         const ir::Op& op = graph.ops[size_t(f.op)];
         for (int in : op.inputs)
-          if (!placed(in)) hs.down.push_back(place(in));
-        MPK_ICHECK(!placed(op.output)) << "host fallback: " << graph.tensor(op.output).name << " written twice";
+          if (!hs.find(in)) hs.down.push_back(place(in));
+        MPK_ICHECK(!hs.find(op.output)) << "host fallback: " << graph.tensor(op.output).name << " written twice";
         hs.up.push_back(place(op.output));
         hs.ops.push_back(f.op);
       }

@@ -115,6 +115,12 @@ struct HostSegment {
   std::vector<std::pair<int, uint32_t>> counters;  // event, triggers the host adds
   size_t counters_at = 0;                  // their values in the host buffer, 4 bytes each
   size_t end = 0;                          // the host buffer's bytes the segment uses
+  // Where `tensor`'s values lie in the host buffer, or nullptr when the segment has none.
+  const size_t* find(int tensor) const {
+    for (const auto& [t, a] : at)
+      if (t == tensor) return &a;
+    return nullptr;
+  }
 };
 // Per segment of `tables`; the host buffer's first `first` bytes stay free (the GPU session's
 // status words).

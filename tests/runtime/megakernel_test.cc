@@ -603,7 +603,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
-            "\"fold_down\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
+            "\"fold_down\":0,\"prefetch_next\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -625,6 +625,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
                    MegakernelParams{.controller_warp = 2},
                    MegakernelParams{.stage_weights = 2},
                    MegakernelParams{.phase_timers = 2},
+                   MegakernelParams{.prefetch_next = -1}, MegakernelParams{.prefetch_next = 4097},
                    MegakernelParams{.block_threads = 1024, .controller_warp = 1}}) {
     try {
       (void)megakernel_source(bad, DType::BF16);
@@ -705,7 +706,10 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   staged.stage_weights = 1;
   MegakernelParams fold = default_params(128, 1'192'000'000, 28, 132);
   fold.fold_down = 1;
+  MegakernelParams next = default_params(128, 1'192'000'000, 28, 132);
+  next.prefetch_next = 64;
   for (const auto& [p, draws] : {std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GREEDY},
+                                 std::pair{next, MPK_MK_SAMPLE_GREEDY},
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GUMBEL},
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_TOPK},
                                  std::pair{staged, MPK_MK_SAMPLE_GREEDY},
@@ -899,6 +903,17 @@ TEST(Megakernel, SharedMemoryLoadsStayVectorised) {
     EXPECT_GE(count_of(ptx, vec_shared), want);
     EXPECT_EQ(count_of(ptx, generic16), 0u);
   }
+}
+
+// prefetch_next issues the next task's bulk L2 prefetches; without it the kernel has none (the
+// code is compiled out, not skipped at run time).
+TEST(Megakernel, PrefetchNextIsCompiledInOnlyWhenAsked) {
+  const std::regex bulk("cp\\.async\\.bulk\\.prefetch\\.L2\\.global");
+  MegakernelParams p = default_params(128, 1'192'000'000, 28, 132);
+  EXPECT_EQ(count_of(megakernel_ptx(p), bulk), 0u);
+  p.prefetch_next = 64;
+  EXPECT_NE(megakernel_source(p, DType::BF16).find("#define MK_PREFETCH_NEXT 64\n"), std::string::npos);
+  EXPECT_GT(count_of(megakernel_ptx(p), bulk), 0u);
 }
 
 // Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the

@@ -57,6 +57,46 @@ __device__ __forceinline__ void mk_fetch_desc(const MkTask* src, MkTask* dst) {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
+#if MK_NEXT_PREFETCH
+// Up to MK_PREFETCH_NEXT KiB of what the next task reads before its events (a linear task's
+// weight rows, an attention chunk's K and V rows) into L2, issued when the task before it
+// starts: a small model's memory system idles through most of a stage (hand-offs, input
+// staging, attention), and rows in L2 when their task starts stream from there. Bulk
+// prefetches of at most 64 KiB (the TMA engine's: no registers, nothing in the SM's load
+// queue). A hint: whatever it misses is loaded as before. `position`: this step's (a next task
+// in the next step reads one row more, which is left to its own prefetch).
+__device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
+  if (p & 15) return;  // bulk prefetches need 16-byte alignment
+  for (long long off = 0; off + 16 <= bytes; off += 65536) {
+    const unsigned n = (unsigned)min(bytes - off, 65536LL) & ~15u;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+  }
+}
+
+template <int DT>
+__device__ void mk_prefetch_next(const MkTask& t, int position) {
+  long long left = (long long)MK_PREFETCH_NEXT * 1024;
+  if (t.kind == MPK_MK_LINEAR) {
+    for (int s = 0; s < t.num_slices && left > 0; ++s) {
+      const long long b = min((long long)t.slices[s].rows * t.k * MkW<DT>::kSize, left);
+      mk_bulk_prefetch(t.slices[s].w, b);
+      left -= b;
+    }
+  } else if (t.kind == MPK_MK_ATTENTION) {
+    const int n = position + 1;
+    const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
+    long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
+    if (j1 > position) j1 = position;  // the new row is written in this step
+    if (j1 > j0) {
+      const long long off = mk_kv_elem(t.kv_head, j0, 0, t.capacity, t.head_dim) * 4;  // ir::AttentionRows
+      const long long b = min((j1 - j0) * t.head_dim * 4, left / 2);
+      mk_bulk_prefetch(t.k_cache + off, b);
+      mk_bulk_prefetch(t.v_cache + off, b);
+    }
+  }
+}
+#endif
+
 // No descriptor copy is left in flight when a worker leaves (the last task always starts one,
 // for a next step that may not run).
 __device__ __forceinline__ void mk_drain_copies() { asm volatile("cp.async.wait_all;" ::: "memory"); }
@@ -160,6 +200,11 @@ __device__ void mk_run(const MkParams& prm) {
       if (threadIdx.x == MK_STAGE_PRODUCER)
         mk_stage_advance<DT>(stager, t, desc[slot == 2 ? 0 : slot + 1], qi + 1 < q1 || i + 1 < prm.num_steps,
                              staged, stage_rec[slot == 2 ? 0 : slot + 1]);
+#endif
+#if MK_NEXT_PREFETCH
+      // The next task's weights (its descriptor landed with the wait above), from the block's
+      // last thread: a controller lane other than the poller, or the last compute warp's.
+      if (threadIdx.x == blockDim.x - 1) mk_prefetch_next<DT>(desc[slot == 2 ? 0 : slot + 1], position);
 #endif
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a

@@ -23,8 +23,15 @@
 #define MK_STAGE 0
 #endif
 #define MK_STAGE_PRODUCER 32  // warp 1, lane 0 (block_threads >= 64)
-// The stager reads the next task's descriptor at the start of this one (protocol.cuh).
-#define MK_DESC_AHEAD (MK_STAGE ? 2 : 1)
+// Bulk L2 prefetch of the next task's weights (MK_PREFETCH_NEXT KiB, sm_90 and later).
+#if MK_PREFETCH_NEXT > 0 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define MK_NEXT_PREFETCH 1
+#else
+#define MK_NEXT_PREFETCH 0
+#endif
+// The stager and the next task's prefetch read the next task's descriptor at the start of this
+// one (protocol.cuh).
+#define MK_DESC_AHEAD ((MK_STAGE || MK_NEXT_PREFETCH) ? 2 : 1)
 
 // Where a task's staged weights are: ring offset (-1: not staged), mbarrier, phase parity.
 struct MkStageRec {

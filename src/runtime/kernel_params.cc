@@ -71,6 +71,7 @@ MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t laye
   if (layers > 0 && workers > 0 && weight_bytes / layers / workers <= kControllerMaxLayerBytes) {
     p.block_threads -= 32;
     p.controller_warp = 1;
+    p.prefetch_next = kSmallModelPrefetchNextKiB;
   }
   return p;
 }

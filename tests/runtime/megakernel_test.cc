@@ -651,6 +651,7 @@ TEST(Megakernel, HeadDimSizesTheKernel) {
   EXPECT_EQ(small.controller_warp, 1);
   EXPECT_EQ(small.block_threads, 480);
   EXPECT_EQ(launch_threads(small), 512);
+  EXPECT_EQ(small.prefetch_next, kSmallModelPrefetchNextKiB);
   const MegakernelParams large = default_params(128, 15'137'000'000, 36, 132);
   EXPECT_EQ(to_json(large), to_json(params_for_head_dim(128)));
   EXPECT_EQ(launch_threads(large), 512);
@@ -706,10 +707,11 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   staged.stage_weights = 1;
   MegakernelParams fold = default_params(128, 1'192'000'000, 28, 132);
   fold.fold_down = 1;
-  MegakernelParams next = default_params(128, 1'192'000'000, 28, 132);
+  MegakernelParams next = params_for_head_dim(128);
   next.prefetch_next = 64;
   for (const auto& [p, draws] : {std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GREEDY},
                                  std::pair{next, MPK_MK_SAMPLE_GREEDY},
+                                 std::pair{default_params(128, 1'192'000'000, 28, 132), MPK_MK_SAMPLE_GREEDY},
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GUMBEL},
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_TOPK},
                                  std::pair{staged, MPK_MK_SAMPLE_GREEDY},
@@ -909,7 +911,7 @@ TEST(Megakernel, SharedMemoryLoadsStayVectorised) {
 // code is compiled out, not skipped at run time).
 TEST(Megakernel, PrefetchNextIsCompiledInOnlyWhenAsked) {
   const std::regex bulk("cp\\.async\\.bulk\\.prefetch\\.L2\\.global");
-  MegakernelParams p = default_params(128, 1'192'000'000, 28, 132);
+  MegakernelParams p = params_for_head_dim(128);
   EXPECT_EQ(count_of(megakernel_ptx(p), bulk), 0u);
   p.prefetch_next = 64;
   EXPECT_NE(megakernel_source(p, DType::BF16).find("#define MK_PREFETCH_NEXT 64\n"), std::string::npos);

@@ -37,7 +37,7 @@ constexpr Field kFields[] = {
     {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
     {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
-    {"prefetch_next", "MK_PREFETCH_NEXT", &MegakernelParams::prefetch_next, 0, 4096, 1},
+    {"prefetch_next", "MK_PREFETCH_NEXT", &MegakernelParams::prefetch_next, 0, 1024, 1},
     {"phase_timers", "MK_PHASE_TIMERS", &MegakernelParams::phase_timers, 0, 1, 1},
     // The decomposition: the plan's, no #define (the kernel's source stays the same).
     {"kv_splits", nullptr, &MegakernelParams::kv_splits, 0, 64, 1},

@@ -41,9 +41,11 @@ struct MegakernelParams {
   int fold_down = 0;         // 1: the MLP's down projection is folded into the gate/up tiles
                              // (sched::FuseOptions::down_into_gate_up: one wave less per layer,
                              // sums added with red.add in an order that varies between runs)
-  int prefetch_next = 0;     // linear: KiB of the next task's weight rows a worker prefetches
-                             // into L2 (bulk prefetches, sm_90+) when a task starts, so they
-                             // load during this task's wait and work (0: none; 1..4096)
+  int prefetch_next = 0;     // worker: KiB of the next task's weight rows (an attention
+                             // chunk's K and V rows, half each) that a worker prefetches into
+                             // L2 (bulk prefetches, sm_90+) when a task starts, so they load
+                             // during this task's wait and work (0: none; 1..1024: a wave of
+                             // tasks must stay well inside L2)
   int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
                              // staged weights, dot products: MPK_MK_T_*), at the cost of a
                              // barrier per task while profiling and a few instructions always

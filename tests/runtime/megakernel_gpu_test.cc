@@ -384,10 +384,11 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuWeightPaths,
                                          // The controller warp polls and publishes (15 and 16 compute warps).
                                          "controller_warp=1,block_threads=480", "controller_warp=1",
                                          "controller_warp=1,loads_in_flight=2",
-                                         // The next task's rows prefetched into L2 (from the last compute warp,
-                                         // from the controller warp, beside the weight ring).
-                                         "prefetch_next=64", "prefetch_next=1,controller_warp=1,block_threads=480",
-                                         "prefetch_next=4096,stage_weights=1"),
+                                         // The next task's rows prefetched into L2 (the fixtures' defaults: 128
+                                         // KiB with the controller warp): none, without the controller warp, a
+                                         // budget smaller than any task, beside the weight ring.
+                                         "prefetch_next=0", "prefetch_next=64,controller_warp=0,block_threads=512",
+                                         "prefetch_next=1", "prefetch_next=1024,stage_weights=1"),
                          params_name);
 
 // Fewer warps than an attention task's heads: a warp stages more heads with constants of its

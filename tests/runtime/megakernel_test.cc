@@ -625,7 +625,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
                    MegakernelParams{.controller_warp = 2},
                    MegakernelParams{.stage_weights = 2},
                    MegakernelParams{.phase_timers = 2},
-                   MegakernelParams{.prefetch_next = -1}, MegakernelParams{.prefetch_next = 4097},
+                   MegakernelParams{.prefetch_next = -1}, MegakernelParams{.prefetch_next = 1025},
                    MegakernelParams{.block_threads = 1024, .controller_warp = 1}}) {
     try {
       (void)megakernel_source(bad, DType::BF16);

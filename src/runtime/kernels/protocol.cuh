@@ -63,13 +63,14 @@ __device__ __forceinline__ void mk_fetch_desc(const MkTask* src, MkTask* dst) {
 // starts: a small model's memory system idles through most of a stage (hand-offs, input
 // staging, attention), and rows in L2 when their task starts stream from there. Bulk
 // prefetches of at most 64 KiB (the TMA engine's: no registers, nothing in the SM's load
-// queue). A hint: whatever it misses is loaded as before. `position`: this step's (a next task
-// in the next step reads one row more, which is left to its own prefetch).
+// queue). An attention chunk's budget is split between its K and V rows. A hint: whatever it
+// misses is loaded as before. `position`: this step's (a next task in the next step has chunk
+// bounds about a row apart, which its own prefetch covers).
 __device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
   if (p & 15) return;  // bulk prefetches need 16-byte alignment
   for (long long off = 0; off + 16 <= bytes; off += 65536) {
     const unsigned n = (unsigned)min(bytes - off, 65536LL) & ~15u;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n) : "memory");
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n));
   }
 }
 
@@ -77,6 +78,9 @@ template <int DT>
 __device__ void mk_prefetch_next(const MkTask& t, int position) {
   long long left = (long long)MK_PREFETCH_NEXT * 1024;
   if (t.kind == MPK_MK_LINEAR) {
+#if MK_STAGE
+    if (t.flags & MPK_MK_F_STAGE) return;  // the stager copies its rows (stage.cuh)
+#endif
     for (int s = 0; s < t.num_slices && left > 0; ++s) {
       const long long b = min((long long)t.slices[s].rows * t.k * MkW<DT>::kSize, left);
       mk_bulk_prefetch(t.slices[s].w, b);
@@ -202,9 +206,9 @@ __device__ void mk_run(const MkParams& prm) {
                              staged, stage_rec[slot == 2 ? 0 : slot + 1]);
 #endif
 #if MK_NEXT_PREFETCH
-      // The next task's weights (its descriptor landed with the wait above), from the block's
-      // last thread: a controller lane other than the poller, or the last compute warp's.
-      if (threadIdx.x == blockDim.x - 1) mk_prefetch_next<DT>(desc[slot == 2 ? 0 : slot + 1], position);
+      // The next task's reads (its descriptor landed with the wait above), from the last compute
+      // thread: not the controller warp, whose poll would wait for this lane's branch.
+      if (threadIdx.x == MK_BLOCK_THREADS - 1) mk_prefetch_next<DT>(desc[slot == 2 ? 0 : slot + 1], position);
 #endif
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a

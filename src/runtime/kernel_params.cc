@@ -68,10 +68,11 @@ MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base) {
 
 MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t layers, int workers) {
   MegakernelParams p = params_for_head_dim(head_dim);
-  if (layers > 0 && workers > 0 && weight_bytes / layers / workers <= kControllerMaxLayerBytes) {
+  const int64_t per_worker = layers > 0 && workers > 0 ? weight_bytes / layers / workers : -1;
+  if (per_worker >= 0 && per_worker <= kControllerMaxLayerBytes) {
     p.block_threads -= 32;
     p.controller_warp = 1;
-    p.prefetch_next = kSmallModelPrefetchNextKiB;
+    if (per_worker >= kPrefetchNextMinLayerBytes) p.prefetch_next = kSmallModelPrefetchNextKiB;
   }
   return p;
 }

@@ -62,15 +62,18 @@ struct MegakernelParams {
 // smallest that holds them).
 MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 
-// A model's defaults: params_for_head_dim, and the controller warp (in the place of a compute
-// warp: registers allow 16 warps at 128 per thread) with prefetch_next when a decoder layer
-// streams at most kControllerMaxLayerBytes of weights per worker. Measured on an H200 (docs/PERFORMANCE.md):
-// Qwen3-0.6B, 0.32 MB per worker and layer, 5.5% faster with it; Qwen3-8B, 3.2 MB, 7.8% slower
-// (a stage that streams long loses more to one warp fewer than its hand-offs gain). A rule from
-// two shapes until the search measures each model. `weight_bytes`: every weight read per step.
+// A model's defaults: params_for_head_dim, and two choices by the weight bytes a decoder layer
+// streams per worker (`weight_bytes`: every weight read per step):
+// - at most kControllerMaxLayerBytes: the controller warp, in the place of a compute warp
+//   (registers allow 16 warps at 128 per thread). On an H200 Qwen3-0.6B (0.32 MB per worker
+//   and layer) 5.5% faster with it, Qwen3-8B (3.2 MB) 7.8% slower: a stage that streams long
+//   loses more to one warp fewer than its hand-offs gain.
+// - from kPrefetchNextMinLayerBytes up to the same limit: prefetch_next, 128 KiB. On an H100
+//   Qwen3-0.6B 2.3% faster (1.137 / 1.139 against 1.165 ms; 256 KiB 2.0%, 1 MiB 1.3%), the
+//   two-layer test models (about 1 KB) 1 us per step slower (69 against 68 us).
+// Rules from two shapes each until the search measures each model (docs/PERFORMANCE.md).
 constexpr int64_t kControllerMaxLayerBytes = int64_t(1) << 20;
-// The same small models prefetch the next task's first 128 KiB into L2 (prefetch_next):
-// Qwen3-0.6B 2.2% faster on an H100 (1.137 against 1.163 ms; 32 KiB 0.7%, 1 MiB 1.3%).
+constexpr int64_t kPrefetchNextMinLayerBytes = int64_t(64) << 10;
 constexpr int kSmallModelPrefetchNextKiB = 128;
 MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t layers, int workers);
 

@@ -384,10 +384,10 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuWeightPaths,
                                          // The controller warp polls and publishes (15 and 16 compute warps).
                                          "controller_warp=1,block_threads=480", "controller_warp=1",
                                          "controller_warp=1,loads_in_flight=2",
-                                         // The next task's rows prefetched into L2 (the fixtures' defaults: 128
-                                         // KiB with the controller warp): none, without the controller warp, a
-                                         // budget smaller than any task, beside the weight ring.
-                                         "prefetch_next=0", "prefetch_next=64,controller_warp=0,block_threads=512",
+                                         // The next task's rows prefetched into L2 (the fixtures' defaults have the
+                                         // controller warp but no prefetch): Qwen3-0.6B's 128 KiB, without the
+                                         // controller warp, a budget smaller than any task, beside the weight ring.
+                                         "prefetch_next=128", "prefetch_next=64,controller_warp=0,block_threads=512",
                                          "prefetch_next=1", "prefetch_next=1024,stage_weights=1"),
                          params_name);
 

@@ -652,6 +652,11 @@ TEST(Megakernel, HeadDimSizesTheKernel) {
   EXPECT_EQ(small.block_threads, 480);
   EXPECT_EQ(launch_threads(small), 512);
   EXPECT_EQ(small.prefetch_next, kSmallModelPrefetchNextKiB);
+  // The two-layer test models (a few KB per worker and layer) keep the controller, not the
+  // prefetch: it cost them 1 us per step.
+  const MegakernelParams tiny = default_params(128, 300'000, 2, 132);
+  EXPECT_EQ(tiny.controller_warp, 1);
+  EXPECT_EQ(tiny.prefetch_next, 0);
   const MegakernelParams large = default_params(128, 15'137'000'000, 36, 132);
   EXPECT_EQ(to_json(large), to_json(params_for_head_dim(128)));
   EXPECT_EQ(launch_threads(large), 512);

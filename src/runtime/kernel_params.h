@@ -69,8 +69,8 @@ MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 //   and layer) 5.5% faster with it, Qwen3-8B (3.2 MB) 7.8% slower: a stage that streams long
 //   loses more to one warp fewer than its hand-offs gain.
 // - from kPrefetchNextMinLayerBytes up to the same limit: prefetch_next, 128 KiB. On an H100
-//   Qwen3-0.6B 2.3% faster (1.137 / 1.139 against 1.165 ms; 256 KiB 2.0%, 1 MiB 1.3%), the
-//   two-layer test models (about 1 KB) 1 us per step slower (69 against 68 us).
+//   Qwen3-0.6B 2.3% faster (1.137 / 1.139 against 1.165 ms; 256 KiB 2.1%, 1 MiB 1.3%), the
+//   two-layer test models (1-3 KB) 1 us per step slower (69 against 68 us).
 // Rules from two shapes each until the search measures each model (docs/PERFORMANCE.md).
 constexpr int64_t kControllerMaxLayerBytes = int64_t(1) << 20;
 constexpr int64_t kPrefetchNextMinLayerBytes = int64_t(64) << 10;

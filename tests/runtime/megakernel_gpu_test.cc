@@ -386,7 +386,7 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuWeightPaths,
                                          "controller_warp=1,loads_in_flight=2",
                                          // The next task's rows prefetched into L2 (the fixtures' defaults have the
                                          // controller warp but no prefetch): Qwen3-0.6B's 128 KiB, without the
-                                         // controller warp, a budget smaller than any task, beside the weight ring.
+                                         // controller warp, 1 KiB (whole small tasks, cut K and V rows), beside the weight ring.
                                          "prefetch_next=128", "prefetch_next=64,controller_warp=0,block_threads=512",
                                          "prefetch_next=1", "prefetch_next=1024,stage_weights=1"),
                          params_name);

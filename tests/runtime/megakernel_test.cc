@@ -652,7 +652,7 @@ TEST(Megakernel, HeadDimSizesTheKernel) {
   EXPECT_EQ(small.block_threads, 480);
   EXPECT_EQ(launch_threads(small), 512);
   EXPECT_EQ(small.prefetch_next, kSmallModelPrefetchNextKiB);
-  // The two-layer test models (a few KB per worker and layer) keep the controller, not the
+  // The two-layer test models (1-3 KB per worker and layer) keep the controller, not the
   // prefetch: it cost them 1 us per step.
   const MegakernelParams tiny = default_params(128, 300'000, 2, 132);
   EXPECT_EQ(tiny.controller_warp, 1);

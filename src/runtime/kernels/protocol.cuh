@@ -57,6 +57,15 @@ __device__ __forceinline__ void mk_fetch_desc(const MkTask* src, MkTask* dst) {
   asm volatile("cp.async.commit_group;" ::: "memory");
 }
 
+// The KV history an attention chunk reads at `position`: rows [j0, j1), its even share of the
+// positions before it (the new row is written in this step); empty when j1 <= j0.
+__device__ __forceinline__ void mk_attn_history(const MkTask& t, int position, long long& j0, long long& j1) {
+  const int n = position + 1;
+  j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
+  j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
+  if (j1 > position) j1 = position;
+}
+
 #if MK_NEXT_PREFETCH
 // Up to MK_PREFETCH_NEXT KiB of what the next task reads before its events (a linear task's
 // weight rows, an attention chunk's K and V rows) into L2, issued when the task before it
@@ -87,10 +96,8 @@ __device__ void mk_prefetch_next(const MkTask& t, int position) {
       left -= b;
     }
   } else if (t.kind == MPK_MK_ATTENTION) {
-    const int n = position + 1;
-    const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
-    long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
-    if (j1 > position) j1 = position;  // the new row is written in this step
+    long long j0, j1;
+    mk_attn_history(t, position, j0, j1);
     if (j1 > j0) {
       const long long off = mk_kv_elem(t.kv_head, j0, 0, t.capacity, t.head_dim) * 4;  // ir::AttentionRows
       const long long b = min((j1 - j0) * t.head_dim * 4, left / 2);
@@ -262,10 +269,8 @@ __device__ void mk_run(const MkParams& prm) {
 #endif
         ok = mk_linear_variant<DT>(t, scratch, red, redi, part_sums, prm.prefetch_bytes, draw, st, wait);
       } else if (t.kind == MPK_MK_ATTENTION) {
-        const int n = position + 1;
-        const long long j0 = mk_even_split_begin(t.chunk, n, t.num_chunks);
-        long long j1 = mk_even_split_end(t.chunk, n, t.num_chunks);
-        if (j1 > position) j1 = position;  // the new row is written in this step
+        long long j0, j1;
+        mk_attn_history(t, position, j0, j1);
         if (j1 > j0) {
           const long long off = mk_kv_elem(t.kv_head, j0, 0, t.capacity, t.head_dim) * 4;  // ir::AttentionRows
           mk_prefetch(t.k_cache + off, (j1 - j0) * t.head_dim * 4);

@@ -70,17 +70,23 @@ __device__ __forceinline__ int mk_linear_rows(const MkTask& t) {
   return total;
 }
 
+// f(address, bytes) for a linear task's weight rows, slice by slice, up to `bytes` in all.
+template <int DT, class F>
+__device__ __forceinline__ void mk_weight_rows(const MkTask& t, long long bytes, F f) {
+  for (int s = 0; s < t.num_slices && bytes > 0; ++s) {
+    const long long b = min((long long)t.slices[s].rows * t.k * MkW<DT>::kSize, bytes);
+    f(t.slices[s].w, b);
+    bytes -= b;
+  }
+}
+
 // Weights do not wait: prefetches up to `bytes` of the task's rows into L2 before its events
 // (bounded: the tiles of one wave together must stay well inside L2, or lines are evicted
 // before their loads reach them). Staging whole tiles in shared memory with cp.async instead
 // measured slower (the copy must complete before any row is used).
 template <int DT>
 __device__ void mk_prefetch_weights(const MkTask& t, long long bytes) {
-  for (int s = 0; s < t.num_slices && bytes > 0; ++s) {
-    const long long b = (long long)t.slices[s].rows * t.k * MkW<DT>::kSize;
-    mk_prefetch(t.slices[s].w, b < bytes ? b : bytes);
-    bytes -= b;
-  }
+  mk_weight_rows<DT>(t, bytes, [](u64 w, long long b) { mk_prefetch(w, b); });
 }
 
 #if MK_FOLD_DOWN

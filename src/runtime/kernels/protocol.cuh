@@ -85,16 +85,12 @@ __device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
 
 template <int DT>
 __device__ void mk_prefetch_next(const MkTask& t, int position) {
-  long long left = (long long)MK_PREFETCH_NEXT * 1024;
+  const long long left = (long long)MK_PREFETCH_NEXT * 1024;
   if (t.kind == MPK_MK_LINEAR) {
 #if MK_STAGE
     if (t.flags & MPK_MK_F_STAGE) return;  // the stager copies its rows (stage.cuh)
 #endif
-    for (int s = 0; s < t.num_slices && left > 0; ++s) {
-      const long long b = min((long long)t.slices[s].rows * t.k * MkW<DT>::kSize, left);
-      mk_bulk_prefetch(t.slices[s].w, b);
-      left -= b;
-    }
+    mk_weight_rows<DT>(t, left, mk_bulk_prefetch);
   } else if (t.kind == MPK_MK_ATTENTION) {
     long long j0, j1;
     mk_attn_history(t, position, j0, j1);

@@ -138,67 +138,20 @@ int find_op(const ir::Graph& g, ir::OpKind kind) {
   return -1;
 }
 
-// build_megakernel, reusing `plan` when it was made with params' decomposition.
-MegakernelBuild build_megakernel_with(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
-                                      int workers, const std::string& arch, const MegakernelParams& params,
-                                      std::optional<sched::Plan> plan, bool progress) {
-  using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
-  auto phase = [&](const char* name, uint64_t done) {
-    if (progress) report(options, name, done, done);
-  };
-  MegakernelBuild b;
-  b.params = params;
-  auto t = Clock::now();
-  phase("plan", 0);
-  const int64_t cap = load_capacity(graph);
-  if (!plan) plan = load_plan(graph, workers, cap, params);
-  b.num_tasks = plan->tasks.tasks.size();
-  b.mem = plan_memory(graph, plan->tasks, dtype, cap);
-  b.plan_ms = ms_since(t);
-  phase("plan", 1);
-  t = Clock::now();
-  phase("prove", 0);
-  b.proofs = prove_load_plan(graph, *plan, b.mem, params, b.num_logits, &b.host);
-  b.prove_ms = ms_since(t);
-  phase("prove", 1);
-  t = Clock::now();
-  phase("kernel", 0);
-  cache::Entry e = megakernel_through_cache(options, graph, dtype, workers, arch, params, MPK_MK_SAMPLE_GREEDY,
-                                            verification_record(b.proofs), b.built, b.compile_ms);
-  b.cubin = std::move(e.cubin);
-  b.verification_json = std::move(e.verification_json);
-  b.kernel_ms = ms_since(t);
-  return b;
-}
-
 }  // namespace
-
-MegakernelBuild build_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype, int workers,
-                                 const std::string& arch, const MegakernelParams& params, bool progress) {
-  return build_megakernel_with(options, graph, dtype, workers, arch, params, std::nullopt, progress);
-}
-
-MegakernelBuild build_tuned_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
-                                       int workers, const std::string& arch, const MegakernelParams& tuned,
-                                       const MegakernelParams& defaults, std::string& why, bool progress) {
-  try {
-    return build_megakernel(options, graph, dtype, workers, arch, tuned, progress);
-  } catch (const Error& e) {
-    // What parameters can cause; the device's or the machine's failures are the load's.
-    const ErrorKind k = e.kind();
-    if (k != ErrorKind::InvalidArgument && k != ErrorKind::Unsupported && k != ErrorKind::Compile &&
-        k != ErrorKind::Internal)
-      throw;
-    why = e.what();
-  }
-  log(LogLevel::Warn, "a tuning result's parameters fail on this build ({}); using the defaults", why);
-  return build_megakernel(options, graph, dtype, workers, arch, defaults, progress);
-}
 
 cuda::PtxasInfo precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
                                       int workers, const std::string& arch, const MegakernelParams& params) {
-  return record_ptxas(build_megakernel(options, graph, dtype, workers, arch, params).verification_json);
+  const int64_t cap = load_capacity(graph);
+  const sched::Plan plan = load_plan(graph, workers, cap, params);
+  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype, cap);
+  int64_t num_logits = 0;
+  const std::string record = verification_record(prove_load_plan(graph, plan, mem, params, num_logits));
+  bool built = false;
+  double compile_ms = 0;
+  return record_ptxas(megakernel_through_cache(options, graph, dtype, workers, arch, params, MPK_MK_SAMPLE_GREEDY,
+                                               record, built, compile_ms)
+                          .verification_json);
 }
 
 GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, const ir::Graph& graph,
@@ -213,14 +166,13 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       << "device " << props.name << " does not support cooperative launches";
   num_workers_ = props.sm_count;
   dtype_ = model.dtype;
-  const std::string arch = props.arch();
-  arch_ = arch;
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); };
   auto t = Clock::now();
-  // Plan once with the default decomposition: its weight bytes size the defaults, and an
-  // unsupported fused op fails here, not at the first step.
-  sched::Plan plan = load_plan(graph, num_workers_, load_capacity(graph), MegakernelParams{});
+  report(options, "plan", 0, 0);
+  // Plan once at load so that an unsupported fused op fails here, not at the first step.
+  const int64_t cap = load_capacity(graph);
+  sched::Plan plan = load_plan(graph, num_workers_, cap, MegakernelParams{});
   // The code parameters: set by the caller (tuning runs), else a tuning result, else the defaults.
   defaults_ = rt::default_params(int(graph.config.head_dim), plan.tasks.total_weight_bytes(),
                                  graph.config.num_layers, num_workers_);
@@ -242,43 +194,28 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
       }
     }
   }
-  const double base_plan_ms = ms_since(t);
-  std::optional<sched::Plan> reuse;
-  if (same_plan(params_, MegakernelParams{})) reuse = std::move(plan);
-  // The kernel, through the cache; a tuning result that fails here gives way to the defaults.
-  MegakernelBuild mk;
-  if (tuned_) {
-    std::string why;
-    mk = build_tuned_megakernel(options, graph, dtype_, num_workers_, arch, params_, defaults_, why, true);
-    params_ = mk.params;
-    tuned_ = why.empty();
-  } else {
-    mk = build_megakernel_with(options, graph, dtype_, num_workers_, arch, params_, std::move(reuse), true);
-  }
   stats.tuned = tuned_;
   stats.tune_changed_params = changed_params(params_, defaults_);
   stats.tune_stages_changed = changed_stages(params_, defaults_).size();
-  stats.plan_ms = base_plan_ms + mk.plan_ms;
-  stats.num_tasks = mk.num_tasks;
-  stats.num_workers = uint64_t(num_workers_);
-  for (const PlanProof& p : mk.proofs) stats.proof_obligations += p.record.obligations.size();
+  // The chosen decomposition (the defaults' plan only sized the parameters: the same weights).
+  if (!same_plan(params_, MegakernelParams{})) plan = load_plan(graph, num_workers_, cap, params_);
+  const MemoryPlan mem = plan_memory(graph, plan.tasks, dtype_, cap);
+  stats.plan_ms = ms_since(t);
+  report(options, "plan", 1, 1);
+  t = Clock::now();
+  report(options, "prove", 0, 0);
+  // The plan's layout proofs, before anything is compiled or run.
+  HostFallback host;
+  const std::vector<PlanProof> plan_proved = prove_load_plan(graph, plan, mem, params_, num_logits_, &host);
+  const std::string proofs = verification_record(plan_proved);
+  for (const PlanProof& p : plan_proved) stats.proof_obligations += p.record.obligations.size();
   stats.proved = 1;
-  stats.host_fallback_ops = mk.host.ops;
-  stats.host_fallback_bytes = mk.host.bytes;
-  if (mk.host.ops > 0)
+  stats.host_fallback_ops = host.ops;
+  stats.host_fallback_bytes = host.bytes;
+  if (host.ops > 0)
     log(LogLevel::Info, "host fallback: {} ops of a step run on the host between launches ({} bytes copied)",
-        mk.host.ops, mk.host.bytes);
-  num_logits_ = mk.num_logits;
-  plan_proved_ = mk.proofs;
-  if (mk.built) ++stats.cache_misses; else ++stats.cache_hits;
-  double compile_ms = mk.compile_ms;
-  t = Clock::now();
-  module_ = std::make_unique<cuda::Module>(*ctx_, mk.cubin);
-  ++stats.num_kernels;
-  fn_ = std::make_unique<cuda::Function>(module_->function(megakernel_entry(dtype_)));
-  double kernel_ms = mk.kernel_ms + ms_since(t);
+        host.ops, host.bytes);
   // The prefill kernels' formulas, for every K split its launches can choose on this device.
-  t = Clock::now();
   prefill_why_ = prefill_unsupported(graph, dtype_);
   const int large_smem = gemm_tile(true, props.arch()).smem_bytes();
   if (prefill_why_.empty() && props.max_shared_per_block_optin < large_smem)
@@ -292,8 +229,25 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
     for (const PlanProof& p : pf) stats.proof_obligations += p.record.obligations.size();
     ++stats.proved;
   }
-  stats.prove_ms = mk.prove_ms + ms_since(t);
+  stats.prove_ms = ms_since(t);
+  report(options, "prove", 1, 1);
   t = Clock::now();
+  report(options, "kernel", 0, 0);
+  stats.num_tasks = plan.tasks.tasks.size();
+  stats.num_workers = uint64_t(num_workers_);
+
+  // The kernel, through the cache.
+  const std::string arch = props.arch();
+  arch_ = arch;
+  plan_proved_ = plan_proved;
+  double compile_ms = 0;
+  bool built = false;
+  const cache::Entry entry = megakernel_through_cache(options, graph, dtype_, num_workers_, arch, params_,
+                                                      MPK_MK_SAMPLE_GREEDY, proofs, built, compile_ms);
+  if (built) ++stats.cache_misses; else ++stats.cache_hits;
+  module_ = std::make_unique<cuda::Module>(*ctx_, entry.cubin);
+  ++stats.num_kernels;
+  fn_ = std::make_unique<cuda::Function>(module_->function(megakernel_entry(dtype_)));
   if (prefill_why_.empty()) {
     bool pf_built = false;
     const cache::Entry pf = through_cache(options, prefill_key(arch), [&] {
@@ -316,9 +270,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   max_dynamic_smem_ = std::max(0, props.max_shared_per_block_optin - fn_->static_shared_bytes());
   if (max_dynamic_smem_ > 48 * 1024) fn_->set_max_dynamic_shared(max_dynamic_smem_);
   stats.compile_ms += compile_ms;
-  stats.kernel_ms = kernel_ms + ms_since(t);
+  stats.kernel_ms = ms_since(t);
   report(options, "kernel", 1, 1);
-  const MemoryPlan& mem = mk.mem;
   t = Clock::now();
   const uint64_t upload_total = uint64_t(mem.weight_bytes);
   uint64_t uploaded = 0;
@@ -356,8 +309,8 @@ GpuModel::GpuModel(const RuntimeOptions& options, const model::Model& model, con
   stats.upload_ms = ms_since(t);
   report(options, "upload", std::max<uint64_t>(upload_total, 1), std::max<uint64_t>(upload_total, 1));
   log(LogLevel::Info, "megakernel v0 on {} ({}): {} tasks on {} workers, {} weights, cache {}",
-      props.name, arch, mk.num_tasks, num_workers_, dtype_name(dtype_),
-      mk.built ? "miss" : "hit");
+      props.name, arch, plan.tasks.tasks.size(), num_workers_, dtype_name(dtype_),
+      built ? "miss" : "hit");
 }
 
 GpuModel::~GpuModel() = default;

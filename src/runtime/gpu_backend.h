@@ -24,36 +24,11 @@
 namespace mpk::rt {
 
 
-// The megakernel a load with `params` runs: its plan (made at the load's capacity), the memory
-// that plan lays out, the proofs of the formulas its descriptors use, and its cubin through the
-// kernel cache of `options`. Touches no device: the search builds several candidates at once.
-struct MegakernelBuild {
-  MegakernelParams params;
-  size_t num_tasks = 0;
-  MemoryPlan mem;
-  std::vector<PlanProof> proofs;
-  HostFallback host;               // the host fallback's share of a step
-  int64_t num_logits = 0;          // the logits the argmax task reads
-  std::vector<uint8_t> cubin;
-  std::string verification_json;   // the cache entry's record: the proofs, ptxas's figures
-  bool built = false;              // compiled by this call, not found in the cache
-  double plan_ms = 0, prove_ms = 0, kernel_ms = 0, compile_ms = 0;  // kernel_ms: with the cache
-};
-// Throws what GpuModel's constructor would: Unsupported for a task no variant runs, a failed
-// proof, Compile. progress: report the phases (plan, prove, kernel) through options.progress.
-MegakernelBuild build_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype, int workers,
-                                 const std::string& arch, const MegakernelParams& params, bool progress = false);
-
-// build_megakernel with a tuning result's parameters `tuned`; when they fail on this build (a
-// plan this scheduler refuses, a failed proof, a compile error: InvalidArgument, Unsupported,
-// Internal, Compile), with `defaults`, that failure in `why` (else left empty). Other errors
-// (NoDevice, Cuda, ...) and what fails with the defaults throw.
-MegakernelBuild build_tuned_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
-                                       int workers, const std::string& arch, const MegakernelParams& tuned,
-                                       const MegakernelParams& defaults, std::string& why, bool progress = false);
-
-// build_megakernel's record, for the search: what ptxas reported for the kernel (record_ptxas:
-// -1s for a cached entry built without the figures).
+// Plans, proves and compiles the megakernel a GpuModel with `params` on a device of `arch` with
+// `workers` SMs would run, into the kernel cache of `options`, without touching a device: the
+// search does this for several candidates at once. Throws what GpuModel's constructor would
+// (Unsupported for a task no variant runs, a failed proof, Compile). Returns what ptxas reported
+// for the kernel (record_ptxas: -1s for a cached entry built without the figures).
 cuda::PtxasInfo precompile_megakernel(const RuntimeOptions& options, const ir::Graph& graph, DType dtype,
                                       int workers, const std::string& arch, const MegakernelParams& params);
 

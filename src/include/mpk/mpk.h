@@ -103,9 +103,7 @@ typedef enum mpk_backend {
 /* Where a GPU model's megakernel code parameters come from (mpk-tune tune searches them). */
 typedef enum mpk_tune_policy {
   MPK_TUNE_CACHE_ONLY = 0,    /* a tuning result for the model, the GPU and the toolkit in the
-                                 kernel cache, else the model's defaults (the default); a result
-                                 whose parameters fail to plan, prove or compile is logged and
-                                 the defaults run (stats' tuned is 0) */
+                                 kernel cache, else the model's defaults (the default) */
   MPK_TUNE_DEFAULTS_ONLY = 1, /* the model's defaults, whatever the cache holds */
   MPK_TUNE_ON_MISS = 2        /* as CACHE_ONLY; without a result, mpk_model_load searches within
                                  tune_budget_s (reported as the "tune" phase) and stores it */

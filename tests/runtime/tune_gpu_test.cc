@@ -1,6 +1,7 @@
 // The search on the device: a short search over a fixture stores a result, a cache-only load
 // runs its parameters and still matches the CPU reference, a defaults-only load ignores it,
-// and TunePolicy::TuneOnMiss searches once and then hits.
+// and TunePolicy::TuneOnMiss searches once and then hits; a stored result this build cannot
+// run gives way to the defaults.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -11,10 +12,12 @@
 #include "cache/cache.h"
 
 #include "gpu_device.h"
+#include "log_capture.h"
 #include "ir/builder.h"
 #include "model/model.h"
 #include "runtime/gpu_backend.h"
 #include "runtime/tune.h"
+#include "test_model_writer.h"
 
 namespace mpk::rt {
 namespace {
@@ -175,6 +178,49 @@ TEST(TuneGpu, PrecompileFillsTheCacheTheLoadThenHits) {
   o2.mk_params = to_text(p);
   const auto hit = LoadedModel::load(o2, kFixture, Backend::Gpu);
   EXPECT_EQ(hit->stats().cache_misses + 1, hit->stats().num_kernels);  // the prefill's, not the megakernel
+}
+
+// A stored result whose parameters this build accepts but cannot run (here: an attention built
+// for heads of at most 64 on a model with heads of 128, refused when the load builds its
+// tables) does not fail the load: LoadedModel::load warns and runs the defaults, and says so.
+TEST(TuneGpu, AResultThatFailsToBuildGivesWayToTheDefaults) {
+  if (!have_device()) GTEST_SKIP() << "no CUDA device";
+  namespace mt = mpk::model::testing;
+  mt::TempDir model_dir;
+  mt::Json cfg = mt::qwen3_config();
+  cfg["head_dim"] = 128;
+  cfg["vocab_size"] = 1100;  // prompt_logits' tokens
+  mt::write_model(model_dir.path(), cfg, mt::model_tensors(cfg, DType::BF16, 17));
+  TempCache cache;
+  RuntimeOptions o;
+  o.cache_dir = cache.dir;
+  o = resolve_environment(o);
+  o.mk_params.clear();
+  o.tune_policy = TunePolicy::DefaultsOnly;
+  auto plain = LoadedModel::load(o, model_dir.path(), Backend::Gpu);
+  ASSERT_EQ(plain->backend(), Backend::Gpu);
+  MegakernelParams narrow = plain->gpu()->default_params();
+  ASSERT_EQ(narrow.max_head_dim, 128);
+  narrow.max_head_dim = 64;
+  cache::Tuning t;
+  t.signature_text = plain->gpu()->tuning_signature();
+  t.params_json = to_json(narrow);
+  t.record_json = "{}";
+  t.time_us = 90;
+  t.default_time_us = 100;
+  ASSERT_TRUE(store_tuning(o, t));
+  o.tune_policy = TunePolicy::CacheOnly;
+  LogCapture logs;
+  auto loaded = LoadedModel::load(o, model_dir.path(), Backend::Gpu);
+  ASSERT_EQ(loaded->backend(), Backend::Gpu);
+  EXPECT_NE(logs.text().find("loading with the default parameters"), std::string::npos) << logs.text();
+  EXPECT_NE(logs.text().find("max_head_dim 64"), std::string::npos) << logs.text();
+  EXPECT_FALSE(loaded->gpu()->tuned());
+  EXPECT_FALSE(loaded->stats().tuned);
+  EXPECT_EQ(loaded->stats().tune_changed_params, 0u);
+  EXPECT_EQ(to_json(loaded->gpu()->params()), to_json(plain->gpu()->default_params()));
+  EXPECT_EQ(loaded->stats().cache_misses, 0u);  // the defaults' kernels, built by the first load
+  EXPECT_LE(rel_l2(prompt_logits(loaded), prompt_logits(plain)), 1e-4);
 }
 
 }  // namespace

@@ -103,7 +103,9 @@ typedef enum mpk_backend {
 /* Where a GPU model's megakernel code parameters come from (mpk-tune tune searches them). */
 typedef enum mpk_tune_policy {
   MPK_TUNE_CACHE_ONLY = 0,    /* a tuning result for the model, the GPU and the toolkit in the
-                                 kernel cache, else the model's defaults (the default) */
+                                 kernel cache, else the model's defaults (the default); a result
+                                 whose kernel fails to build is logged and the defaults run
+                                 (mpk_stats.tuned is 0) */
   MPK_TUNE_DEFAULTS_ONLY = 1, /* the model's defaults, whatever the cache holds */
   MPK_TUNE_ON_MISS = 2        /* as CACHE_ONLY; without a result, mpk_model_load searches within
                                  tune_budget_s (reported as the "tune" phase) and stores it */

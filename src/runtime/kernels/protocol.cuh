@@ -104,6 +104,9 @@ __device__ void mk_prefetch_next(const MkTask& t, int position) {
 }
 #endif
 
+// The descriptor buffer after buffer s, of MK_DESC_AHEAD + 1 = 3 used in turn.
+__device__ __forceinline__ int mk_next_slot(int s) { return s == 2 ? 0 : s + 1; }
+
 // No descriptor copy is left in flight when a worker leaves (the last task always starts one,
 // for a next step that may not run).
 __device__ __forceinline__ void mk_drain_copies() { asm volatile("cp.async.wait_all;" ::: "memory"); }
@@ -205,13 +208,13 @@ __device__ void mk_run(const MkParams& prm) {
 #if MK_STAGE
       MkStageRec& staged = stage_rec[slot];  // where this task's weights are
       if (threadIdx.x == MK_STAGE_PRODUCER)
-        mk_stage_advance<DT>(stager, t, desc[slot == 2 ? 0 : slot + 1], qi + 1 < q1 || i + 1 < prm.num_steps,
-                             staged, stage_rec[slot == 2 ? 0 : slot + 1]);
+        mk_stage_advance<DT>(stager, t, desc[mk_next_slot(slot)], qi + 1 < q1 || i + 1 < prm.num_steps,
+                             staged, stage_rec[mk_next_slot(slot)]);
 #endif
 #if MK_NEXT_PREFETCH
       // The next task's reads (its descriptor landed with the wait above), from the last compute
       // thread: not the controller warp, whose poll would wait for this lane's branch.
-      if (threadIdx.x == MK_BLOCK_THREADS - 1) mk_prefetch_next<DT>(desc[slot == 2 ? 0 : slot + 1], position);
+      if (threadIdx.x == MK_BLOCK_THREADS - 1) mk_prefetch_next<DT>(desc[mk_next_slot(slot)], position);
 #endif
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
@@ -226,10 +229,10 @@ __device__ void mk_run(const MkParams& prm) {
       slot ^= 1;
       mk_fetch_desc(tasks + (qi + 1 < q1 ? qi + 1 : q0), &desc[slot]);
 #else
-      slot = slot == 2 ? 0 : slot + 1;
+      slot = mk_next_slot(slot);
       {  // the task after the next, in a queue that wraps around across steps
         const int f = qi + 2 - q1;
-        mk_fetch_desc(tasks + (f < 0 ? qi + 2 : q0 + f % (q1 - q0)), &desc[slot == 2 ? 0 : slot + 1]);
+        mk_fetch_desc(tasks + (f < 0 ? qi + 2 : q0 + f % (q1 - q0)), &desc[mk_next_slot(slot)]);
       }
 #endif
       // The task's events; false when the launch is aborted.

@@ -107,8 +107,9 @@ typedef enum mpk_tune_policy {
                                  whose kernel fails to build is logged and the defaults run
                                  (mpk_stats.tuned is 0) */
   MPK_TUNE_DEFAULTS_ONLY = 1, /* the model's defaults, whatever the cache holds */
-  MPK_TUNE_ON_MISS = 2        /* as CACHE_ONLY; without a result, mpk_model_load searches within
-                                 tune_budget_s (reported as the "tune" phase) and stores it */
+  MPK_TUNE_ON_MISS = 2        /* as CACHE_ONLY; without a result (or with one whose kernel fails
+                                 to build), mpk_model_load searches within tune_budget_s
+                                 (reported as the "tune" phase) and stores what it finds */
 } mpk_tune_policy;
 
 typedef struct mpk_runtime_config {

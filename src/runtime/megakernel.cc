@@ -211,6 +211,7 @@ class TableBuilder {
       out.tasks.push_back(d);
     }
     segment_queues(out);
+    if (params_.prefetch_ahead > 0) prefetch_ahead(out);
     out.num_arrivals = int(arrival_.size());
     return out;
   }
@@ -274,6 +275,29 @@ class TableBuilder {
           if (!host[size_t(id)] && seg[size_t(id)] == s) out.queue.push_back(id);
       }
       out.queue_begin.push_back(int(out.queue.size()));
+    }
+  }
+
+  // prefetch_ahead: each task's descriptor names the first weight rows (up to kPrefetchAheadKiB)
+  // of the linear task prefetch_ahead places later in its worker's queue of its segment (a
+  // queue wraps into the next step, which runs the same tasks); none for other kinds, whose
+  // reads depend on the position.
+  void prefetch_ahead(MegakernelTables& out) const {
+    const int64_t es = int64_t(dtype_size(m_.weight_dtype));
+    for (size_t w = 0; w + 1 < out.queue_begin.size(); ++w) {
+      const int q0 = out.queue_begin[w], n = out.queue_begin[w + 1] - q0;
+      for (int i = 0; i < n; ++i) {
+        const MkTask& later = out.tasks[size_t(out.queue[size_t(q0 + (i + params_.prefetch_ahead) % n)])];
+        MkTask& d = out.tasks[size_t(out.queue[size_t(q0 + i)])];
+        if (later.kind != MPK_MK_LINEAR) continue;
+        int64_t left = int64_t(kPrefetchAheadKiB) * 1024;
+        for (int s = 0; s < later.num_slices && left > 0; ++s) {
+          const int64_t b = std::min(int64_t(later.slices[s].rows) * later.k * es, left);
+          d.ahead_w[s] = later.slices[s].w;
+          d.ahead_bytes[s] = int(b);
+          left -= b;
+        }
+      }
     }
   }
 

@@ -66,15 +66,9 @@ __device__ __forceinline__ void mk_attn_history(const MkTask& t, int position, l
   if (j1 > position) j1 = position;
 }
 
-#if MK_NEXT_PREFETCH
-// Up to MK_PREFETCH_NEXT KiB of what the next task reads before its events (a linear task's
-// weight rows, an attention chunk's K and V rows) into L2, issued when the task before it
-// starts: a small model's memory system idles through most of a stage (hand-offs, input
-// staging, attention), and rows in L2 when their task starts stream from there. Bulk
-// prefetches of at most 64 KiB (the TMA engine's: no registers, nothing in the SM's load
-// queue). An attention chunk's budget is split between its K and V rows. A hint: whatever it
-// misses is loaded as before. `position`: this step's (a next task in the next step has chunk
-// bounds about a row apart, which its own prefetch covers).
+#if MK_NEXT_PREFETCH || MK_AHEAD_PREFETCH
+// Bulk prefetches of at most 64 KiB (the TMA engine's: no registers, nothing in the SM's load
+// queue); a hint, whatever it misses is loaded as before.
 __device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
   if (p & 15) return;  // bulk prefetches need 16-byte alignment
   for (long long off = 0; off + 16 <= bytes; off += 65536) {
@@ -82,7 +76,15 @@ __device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n));
   }
 }
+#endif
 
+#if MK_NEXT_PREFETCH
+// Up to MK_PREFETCH_NEXT KiB of what the next task reads before its events (a linear task's
+// weight rows, an attention chunk's K and V rows) into L2, issued when the task before it
+// starts: a small model's memory system idles through most of a stage (hand-offs, input
+// staging, attention), and rows in L2 when their task starts stream from there. An attention
+// chunk's budget is split between its K and V rows. `position`: this step's (a next task in
+// the next step has chunk bounds about a row apart, which its own prefetch covers).
 template <int DT>
 __device__ void mk_prefetch_next(const MkTask& t, int position) {
   const long long left = (long long)MK_PREFETCH_NEXT * 1024;
@@ -215,6 +217,11 @@ __device__ void mk_run(const MkParams& prm) {
       // The next task's reads (its descriptor landed with the wait above), from the last compute
       // thread: not the controller warp, whose poll would wait for this lane's branch.
       if (threadIdx.x == MK_BLOCK_THREADS - 1) mk_prefetch_next<DT>(desc[mk_next_slot(slot)], position);
+#endif
+#if MK_AHEAD_PREFETCH
+      // A later stage's rows (the host's choice: MkTask::ahead_w), after the next task's.
+      if (threadIdx.x == MK_BLOCK_THREADS - 1)
+        for (int r = 0; r < MPK_MK_MAX_SLICES; ++r) mk_bulk_prefetch(t.ahead_w[r], t.ahead_bytes[r]);
 #endif
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a

@@ -51,6 +51,10 @@ struct MegakernelParams {
                              // many places later in the worker's queue (the host writes their
                              // ranges into the descriptor), so a stage's rows can be in L2
                              // before the stage before it starts
+  int input_warp = 0;        // with the controller warp: 1, after a linear task's events the
+                             // controller warp copies its input vector(s) to shared memory
+                             // (cp.async: its loads queue behind none of the compute warps'
+                             // weight loads) and the compute warps stage it from there
   int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
                              // staged weights, dot products: MPK_MK_T_*), at the cost of a
                              // barrier per task while profiling and a few instructions always

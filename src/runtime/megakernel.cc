@@ -407,7 +407,10 @@ class TableBuilder {
     const int64_t fold = s.down_fold ? int64_t(MPK_MK_FOLD_SLOTS(d.fold_rows, d.slices[0].rows)) * 4 +
                                            int64_t(params_.block_threads) * params_.loads_in_flight * 16
                                      : 0;
-    return std::max<int64_t>(int64_t(t.k) * 4, fold);
+    // With input_warp the controller warp's copy of the input vectors follows (linear.cuh
+    // mk_input_area).
+    const int64_t in = params_.input_warp && params_.controller_warp ? ((t.k + 3) / 4 * 4 + 2 * t.k) * 4 : t.k * 4;
+    return std::max<int64_t>(in, fold);
   }
 
   // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (its

@@ -603,7 +603,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
-            "\"fold_down\":0,\"prefetch_next\":0,\"prefetch_ahead\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
+            "\"fold_down\":0,\"prefetch_next\":0,\"prefetch_ahead\":0,\"input_warp\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -961,6 +961,31 @@ TEST(Megakernel, PrefetchAheadNamesALaterTasksRows) {
   MegakernelParams k = params_for_head_dim(128);
   k.prefetch_ahead = 2;
   EXPECT_GT(count_of(megakernel_ptx(k), bulk), 0u);
+}
+
+// input_warp: with the controller warp, the controller copies a linear task's input to shared
+// memory with 16-byte cp.async (the kernel has more of them than without), and a linear task's
+// scratch holds the copy (x and a second vector) after the staged input; without the
+// controller warp the parameter changes neither.
+TEST(Megakernel, InputWarpCopiesTheInputOnlyWithTheControllerWarp) {
+  const std::regex copy("cp\\.async\\.cg\\.shared\\.global");
+  const auto [model, g, plan] = plan_fixture("qwen3-bf16", 8, 16);
+  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
+  MegakernelParams on = params_for_head_dim(128), off = on;
+  on.controller_warp = off.controller_warp = 1;
+  on.block_threads = off.block_threads = 480;
+  on.input_warp = 1;
+  EXPECT_GT(count_of(megakernel_ptx(on), copy), count_of(megakernel_ptx(off), copy));
+  int64_t k = 0;
+  for (const sched::Task& t : plan.tasks.tasks)
+    if (t.kind == sched::TaskKind::Linear) k = std::max<int64_t>(k, t.k);
+  ASSERT_GT(k, 0);
+  EXPECT_GE(build_tables(g, plan, mem, SegmentBases{}, on).dynamic_smem, ((k + 3) / 4 * 4 + 2 * k) * 4);
+  MegakernelParams alone = params_for_head_dim(128), alone_on = alone;
+  alone_on.input_warp = 1;
+  EXPECT_EQ(build_tables(g, plan, mem, SegmentBases{}, alone_on).dynamic_smem,
+            build_tables(g, plan, mem, SegmentBases{}, alone).dynamic_smem);
+  EXPECT_EQ(count_of(megakernel_ptx(alone_on), copy), count_of(megakernel_ptx(alone), copy));
 }
 
 // Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the

@@ -254,6 +254,12 @@ __device__ void mk_run(const MkParams& prm) {
           }
           if (profile) profile[MPK_MK_PROFILE_TIMERS * qi + MPK_MK_T_READY] = mk_globaltimer();
         }
+#if MK_INPUT_WARP
+        if (controller) {
+          __syncwarp();  // the poller's acquire and abort_launch, to the warp
+          if (!abort_launch) mk_input_copy(t, scratch);
+        }
+#endif
         mk_sync_wait();
         return !abort_launch;
       };

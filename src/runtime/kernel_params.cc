@@ -58,6 +58,8 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
+  MPK_CHECK(!p.input_warp || p.controller_warp, InvalidArgument)
+      << "megakernel parameter input_warp = 1 needs the controller warp (controller_warp = 1)";
   MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
       << "megakernel parameters: block_threads " << p.block_threads
       << " and the controller warp exceed 1024 threads";

@@ -49,9 +49,11 @@ struct MegakernelParams {
   int prefetch_ahead = 0;    // worker: 0 off; 1..8, a task's start also prefetches into L2 up
                              // to kPrefetchAheadKiB of the weight rows of the linear task that
                              // many places later in the worker's queue (the host writes their
-                             // ranges into the descriptor), so a stage's rows can be in L2
-                             // before the stage before it starts
-  int input_warp = 0;        // with the controller warp: 1, after a linear task's events the
+                             // ranges into the descriptor; bulk prefetches, sm_90+), so a
+                             // stage's rows can be in L2 before the stage before it starts
+                             // (every worker keeps up to N x 128 KiB in flight: N stages of
+                             // the whole grid must stay well inside L2)
+  int input_warp = 0;        // needs the controller warp: 1, after a linear task's events the
                              // controller warp copies its input vector(s) to shared memory
                              // (cp.async: its loads queue behind none of the compute warps'
                              // weight loads) and the compute warps stage it from there

@@ -966,7 +966,7 @@ TEST(Megakernel, PrefetchAheadNamesALaterTasksRows) {
 // input_warp: with the controller warp, the controller copies a linear task's input to shared
 // memory with 16-byte cp.async (the kernel has more of them than without), and a linear task's
 // scratch holds the copy (x and a second vector) after the staged input; without the
-// controller warp the parameter changes neither.
+// controller warp the parameter is refused.
 TEST(Megakernel, InputWarpCopiesTheInputOnlyWithTheControllerWarp) {
   const std::regex copy("cp\\.async\\.cg\\.shared\\.global");
   const auto [model, g, plan] = plan_fixture("qwen3-bf16", 8, 16);
@@ -981,11 +981,12 @@ TEST(Megakernel, InputWarpCopiesTheInputOnlyWithTheControllerWarp) {
     if (t.kind == sched::TaskKind::Linear) k = std::max<int64_t>(k, t.k);
   ASSERT_GT(k, 0);
   EXPECT_GE(build_tables(g, plan, mem, SegmentBases{}, on).dynamic_smem, ((k + 3) / 4 * 4 + 2 * k) * 4);
-  MegakernelParams alone = params_for_head_dim(128), alone_on = alone;
-  alone_on.input_warp = 1;
-  EXPECT_EQ(build_tables(g, plan, mem, SegmentBases{}, alone_on).dynamic_smem,
-            build_tables(g, plan, mem, SegmentBases{}, alone).dynamic_smem);
-  EXPECT_EQ(count_of(megakernel_ptx(alone_on), copy), count_of(megakernel_ptx(alone), copy));
+  try {
+    (void)parse_params("input_warp=1,controller_warp=0,block_threads=512");
+    ADD_FAILURE() << "input_warp without the controller warp was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.kind(), ErrorKind::InvalidArgument) << e.what();
+  }
 }
 
 // Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the

@@ -65,7 +65,8 @@ __device__ void mk_input_copy(const MkTask& t, float* xs) {
 // input is g * x and the sum of squares needs no block reduction before it (one barrier).
 // The staging loop is printed from its nest (ir::linear_stage_nest): each thread issues its
 // round's loads of both operands before using any (the input comes from L2 right after the
-// events; one round trip per element cost up to 24 round trips per task).
+// events, or from the controller warp's copy with MK_INPUT_WARP; one round trip per element
+// cost up to 24 round trips per task).
 __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
   const int k = t.k;
   const float* x = (const float*)t.x;

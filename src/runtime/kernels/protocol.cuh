@@ -6,9 +6,10 @@
 // need * epoch; the epoch is the step, or the step before for a read of what the previous step
 // carried over), and computes; then a barrier, and thread 0 publishes with a release
 // (fence.acq_rel and a relaxed add) on the task's trigger event. With MK_CONTROLLER_WARP the
-// polling and publishing thread is lane 0 of an extra warp that issues no loads of its own, so
-// its polls do not queue behind the compute warps' (handoff_bench): it meets the compute
-// warps at the task's first barrier, at the wait's and at the last. A wait longer than
+// polling and publishing thread is lane 0 of an extra warp that issues no weight loads, so its
+// polls do not queue behind the compute warps' (handoff_bench): it meets the compute warps at
+// the task's first barrier, at the wait's and at the last (with MK_INPUT_WARP the warp copies a
+// linear task's input between its poll and the wait's barrier). A wait longer than
 // params.timeout_ns records the failure in the control block and every worker leaves the
 // launch (no hang).
 
@@ -136,7 +137,8 @@ __device__ void mk_run(const MkParams& prm) {
   u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
   MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
   u64* profile = (u64*)prm.profile;
-  // The thread that waits on events and publishes; the controller warp runs no task code.
+  // The thread that waits on events and publishes; the controller warp runs no task code (but
+  // the input copy of MK_INPUT_WARP).
   const bool poller = threadIdx.x == (MK_CONTROLLER_WARP ? MK_BLOCK_THREADS : 0);
   const bool controller = MK_CONTROLLER_WARP && threadIdx.x >= MK_BLOCK_THREADS;
   // Task code's shared memory follows the weight ring (stage.cuh), when there is one. The ring's
@@ -226,7 +228,7 @@ __device__ void mk_run(const MkParams& prm) {
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
       // task's start to seeing an event that had already fired).
-      // (Not needed by a controller warp, which issues no loads.)
+      // (Not needed by a controller warp, which issues no loads before its poll.)
       int seen = 0;  // the poller: leading waits already satisfied
       if (!MK_CONTROLLER_WARP && poller && t.num_waits + t.num_waits_prev > 0) {
         const unsigned epoch = t.num_waits > 0 ? step : step - 1u;

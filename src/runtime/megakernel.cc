@@ -1,6 +1,7 @@
 #include "runtime/megakernel.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -669,8 +670,14 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                 &ir::argmax_partials_nest(), &ir::embedding_row_nest()});
   for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
-  return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
-             "__launch_bounds__(MK_LAUNCH_THREADS) " + megakernel_entry(weight_dtype) +
+  // Up to 512 threads the launch bounds cap the registers (128 at 512). Past 512, ptxas rounds
+  // the thread count up when it derives the cap from them (96 at 544, which spilled); the
+  // register file allows 65536 / threads, rounded down to 8 (120 at 544): asked for directly.
+  const int threads = launch_threads(params);
+  const std::string bounds = threads <= 512 ? std::string("__launch_bounds__(MK_LAUNCH_THREADS)")
+                                            : fmt::format("__maxnreg__({})", std::min(255, 65536 / threads / 8 * 8));
+  return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void " + bounds + " " +
+         megakernel_entry(weight_dtype) +
          "(MkParams p) { mk_run<" + dtype_names(weight_dtype).macro + ">(p); }\n";
 }
 

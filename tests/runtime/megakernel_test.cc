@@ -989,6 +989,23 @@ TEST(Megakernel, InputWarpCopiesTheInputOnlyWithTheControllerWarp) {
   }
 }
 
+// Past 512 threads the kernel asks for the register file's share per thread (120 at 544: 17
+// warps of 3,840 registers) instead of launch bounds, from which ptxas derives 96; up to 512 it
+// keeps the launch bounds.
+TEST(Megakernel, WideWorkersGetTheRegisterFilesShare) {
+  MegakernelParams wide = params_for_head_dim(128);
+  wide.controller_warp = 1;
+  ASSERT_EQ(launch_threads(wide), 544);
+  const std::string src = megakernel_source(wide, DType::BF16);
+  EXPECT_NE(src.find("__maxnreg__(120) mpk_megakernel_bf16"), std::string::npos);
+  const cuda::PtxasInfo info =
+      cuda::parse_ptxas_info(compile_megakernel("sm_90a", wide, DType::BF16).log, megakernel_entry(DType::BF16));
+  EXPECT_GT(info.registers, 96);
+  EXPECT_LE(info.registers, 120);
+  EXPECT_NE(megakernel_source(params_for_head_dim(128), DType::BF16).find("__launch_bounds__(MK_LAUNCH_THREADS) mpk_"),
+            std::string::npos);
+}
+
 // Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the
 // fixture but the LM head's tiles, which stream); without it none is marked.
 TEST(Megakernel, StagingMarksTheLinearTasks) {

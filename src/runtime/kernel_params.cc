@@ -58,8 +58,6 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
-  MPK_CHECK(!p.input_warp || p.controller_warp, InvalidArgument)
-      << "megakernel parameter input_warp = 1 needs the controller warp (controller_warp = 1)";
   MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
       << "megakernel parameters: block_threads " << p.block_threads
       << " and the controller warp exceed 1024 threads";
@@ -109,6 +107,9 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
     MPK_CHECK(f != std::end(kFields), InvalidArgument) << "unknown megakernel parameter '" << name << "'";
     base.*f->member = int(v);
   }
+  // The input copy is the controller warp's: without it input_warp reads as 0 (the kernel is
+  // the same), so that a search does not time the same kernel twice.
+  if (!base.controller_warp) base.input_warp = 0;
   validate(base);
   return base;
 }

@@ -53,10 +53,10 @@ struct MegakernelParams {
                              // stage's rows can be in L2 before the stage before it starts
                              // (every worker keeps up to N x 128 KiB in flight: N stages of
                              // the whole grid must stay well inside L2)
-  int input_warp = 0;        // needs the controller warp: 1, after a linear task's events the
-                             // controller warp copies its input vector(s) to shared memory
-                             // (cp.async: its loads queue behind none of the compute warps'
-                             // weight loads) and the compute warps stage it from there
+  int input_warp = 0;        // 1: after a linear task's events the controller warp copies
+                             // its input vector(s) to shared memory (cp.async: its loads queue
+                             // behind none of the compute warps' weight loads) and the compute
+                             // warps stage it from there; parsed as 0 without the controller
   int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
                              // staged weights, dot products: MPK_MK_T_*), at the cost of a
                              // barrier per task while profiling and a few instructions always

@@ -38,8 +38,6 @@ constexpr Field kFields[] = {
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
     {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
     {"prefetch_next", "MK_PREFETCH_NEXT", &MegakernelParams::prefetch_next, 0, 1024, 1},
-    {"prefetch_ahead", "MK_PREFETCH_AHEAD", &MegakernelParams::prefetch_ahead, 0, 8, 1},
-    {"input_warp", "MK_INPUT_WARP_PARAM", &MegakernelParams::input_warp, 0, 1, 1},
     {"phase_timers", "MK_PHASE_TIMERS", &MegakernelParams::phase_timers, 0, 1, 1},
     // The decomposition: the plan's, no #define (the kernel's source stays the same).
     {"kv_splits", nullptr, &MegakernelParams::kv_splits, 0, 64, 1},
@@ -107,9 +105,6 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
     MPK_CHECK(f != std::end(kFields), InvalidArgument) << "unknown megakernel parameter '" << name << "'";
     base.*f->member = int(v);
   }
-  // The input copy is the controller warp's: without it input_warp reads as 0 (the kernel is
-  // the same), so that a search does not time the same kernel twice.
-  if (!base.controller_warp) base.input_warp = 0;
   validate(base);
   return base;
 }
@@ -170,8 +165,6 @@ const std::vector<ParamAxis>& search_axes() {
        {"block_threads=384", "block_threads=448", "block_threads=480", "block_threads=512"}},
       {"stage_weights", "linear", {"stage_weights=0", "stage_weights=1"}},
       {"prefetch_next", "worker", {"prefetch_next=0", "prefetch_next=64", "prefetch_next=128", "prefetch_next=256"}},
-      {"prefetch_ahead", "worker", {"prefetch_ahead=0", "prefetch_ahead=2", "prefetch_ahead=3", "prefetch_ahead=4"}},
-      {"input_warp", "linear", {"input_warp=0", "input_warp=1"}},
       {"fold_down", "MLP", {"fold_down=0", "fold_down=1"}},
       {"controller_warp", "worker",
        {"controller_warp=0,block_threads=512", "controller_warp=1,block_threads=480"}},

@@ -46,17 +46,6 @@ struct MegakernelParams {
                              // L2 (bulk prefetches, sm_90+) when a task starts, so they load
                              // during this task's wait and work (0: none; 1..1024: a wave of
                              // tasks must stay well inside L2)
-  int prefetch_ahead = 0;    // worker: 0 off; 1..8, a task's start also prefetches into L2 up
-                             // to kPrefetchAheadKiB of the weight rows of the linear task that
-                             // many places later in the worker's queue (the host writes their
-                             // ranges into the descriptor; bulk prefetches, sm_90+), so a
-                             // stage's rows can be in L2 before the stage before it starts
-                             // (every worker keeps up to N x 128 KiB in flight: N stages of
-                             // the whole grid must stay well inside L2)
-  int input_warp = 0;        // 1: after a linear task's events the controller warp copies
-                             // its input vector(s) to shared memory (cp.async: its loads queue
-                             // behind none of the compute warps' weight loads) and the compute
-                             // warps stage it from there; parsed as 0 without the controller
   int phase_timers = 0;      // 1: profile sessions also time a linear task's phases (input,
                              // staged weights, dot products: MPK_MK_T_*), at the cost of a
                              // barrier per task while profiling and a few instructions always
@@ -86,7 +75,6 @@ MegakernelParams params_for_head_dim(int head_dim, MegakernelParams base = {});
 constexpr int64_t kControllerMaxLayerBytes = int64_t(1) << 20;
 constexpr int64_t kPrefetchNextMinLayerBytes = int64_t(64) << 10;
 constexpr int kSmallModelPrefetchNextKiB = 128;
-constexpr int kPrefetchAheadKiB = 128;
 MegakernelParams default_params(int head_dim, int64_t weight_bytes, int64_t layers, int workers);
 
 // Threads per worker CTA as launched: the compute threads and the controller warp if any.

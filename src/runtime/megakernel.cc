@@ -1,7 +1,6 @@
 #include "runtime/megakernel.h"
 
 #include <algorithm>
-#include <fmt/format.h>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -212,7 +211,6 @@ class TableBuilder {
       out.tasks.push_back(d);
     }
     segment_queues(out);
-    if (params_.prefetch_ahead > 0) prefetch_ahead(out);
     out.num_arrivals = int(arrival_.size());
     return out;
   }
@@ -276,29 +274,6 @@ class TableBuilder {
           if (!host[size_t(id)] && seg[size_t(id)] == s) out.queue.push_back(id);
       }
       out.queue_begin.push_back(int(out.queue.size()));
-    }
-  }
-
-  // prefetch_ahead: each task's descriptor names the first weight rows (up to kPrefetchAheadKiB)
-  // of the linear task prefetch_ahead places later in its worker's queue of its segment (a
-  // queue wraps into the next step, which runs the same tasks); none for other kinds, whose
-  // reads depend on the position.
-  void prefetch_ahead(MegakernelTables& out) const {
-    const int64_t es = int64_t(dtype_size(m_.weight_dtype));
-    for (size_t w = 0; w + 1 < out.queue_begin.size(); ++w) {
-      const int q0 = out.queue_begin[w], n = out.queue_begin[w + 1] - q0;
-      for (int i = 0; i < n; ++i) {
-        const MkTask& later = out.tasks[size_t(out.queue[size_t(q0 + (i + params_.prefetch_ahead) % n)])];
-        MkTask& d = out.tasks[size_t(out.queue[size_t(q0 + i)])];
-        if (later.kind != MPK_MK_LINEAR) continue;
-        int64_t left = int64_t(kPrefetchAheadKiB) * 1024;
-        for (int s = 0; s < later.num_slices && left > 0; ++s) {
-          const int64_t b = std::min(int64_t(later.slices[s].rows) * later.k * es, left);
-          d.ahead_w[s] = later.slices[s].w;
-          d.ahead_bytes[s] = int(b);
-          left -= b;
-        }
-      }
     }
   }
 
@@ -408,10 +383,7 @@ class TableBuilder {
     const int64_t fold = s.down_fold ? int64_t(MPK_MK_FOLD_SLOTS(d.fold_rows, d.slices[0].rows)) * 4 +
                                            int64_t(params_.block_threads) * params_.loads_in_flight * 16
                                      : 0;
-    // With input_warp the controller warp's copy of the input vectors follows (linear.cuh
-    // mk_input_area).
-    const int64_t in = params_.input_warp && params_.controller_warp ? ((t.k + 3) / 4 * 4 + 2 * t.k) * 4 : t.k * 4;
-    return std::max<int64_t>(in, fold);
+    return std::max<int64_t>(int64_t(t.k) * 4, fold);
   }
 
   // The chunk partials of (t's kv head, chunk): where they start in the partial buffer (its
@@ -670,14 +642,8 @@ std::string megakernel_source(const MegakernelParams& params, DType weight_dtype
                 &ir::argmax_partials_nest(), &ir::embedding_row_nest()});
   for (const char* f : {"merge.cuh", "attention.cuh", "argmax.cuh"}) s += embedded_kernel(f);
   s += dispatch_source(kernel_variants(params)) + embedded_kernel("protocol.cuh");
-  // Up to 512 threads the launch bounds cap the registers (128 at 512). Past 512, ptxas rounds
-  // the thread count up when it derives the cap from them (96 at 544, which spilled); the
-  // register file allows 65536 / threads, rounded down to 8 (120 at 544): asked for directly.
-  const int threads = launch_threads(params);
-  const std::string bounds = threads <= 512 ? std::string("__launch_bounds__(MK_LAUNCH_THREADS)")
-                                            : fmt::format("__maxnreg__({})", std::min(255, 65536 / threads / 8 * 8));
-  return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void " + bounds + " " +
-         megakernel_entry(weight_dtype) +
+  return s + "\n// Only the model's weight dtype is compiled.\nextern \"C\" __global__ void "
+             "__launch_bounds__(MK_LAUNCH_THREADS) " + megakernel_entry(weight_dtype) +
          "(MkParams p) { mk_run<" + dtype_names(weight_dtype).macro + ">(p); }\n";
 }
 

@@ -388,12 +388,7 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuWeightPaths,
                                          // controller warp but no prefetch): Qwen3-0.6B's 128 KiB, without the
                                          // controller warp, 1 KiB (whole small tasks, cut K and V rows), beside the weight ring.
                                          "prefetch_next=128", "prefetch_next=64,controller_warp=0,block_threads=512",
-                                         "prefetch_next=1", "prefetch_next=1024,stage_weights=1",
-                                         // Rows of a task two or more places later (a fixture's queue wraps into the
-                                         // next step), with and without the next task's prefetch.
-                                         "prefetch_ahead=2", "prefetch_ahead=3,prefetch_next=128",
-                                         // The controller warp copies the input (staged weights too).
-                                         "input_warp=1", "input_warp=1,stage_weights=1,fold_down=1"),
+                                         "prefetch_next=1", "prefetch_next=1024,stage_weights=1"),
                          params_name);
 
 // Fewer warps than an attention task's heads: a warp stages more heads with constants of its

@@ -603,7 +603,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
             "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,"
-            "\"fold_down\":0,\"prefetch_next\":0,\"prefetch_ahead\":0,\"input_warp\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
+            "\"fold_down\":0,\"prefetch_next\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
   EXPECT_FALSE(r.cubin.empty());
@@ -921,85 +921,6 @@ TEST(Megakernel, PrefetchNextIsCompiledInOnlyWhenAsked) {
   p.prefetch_next = 64;
   EXPECT_NE(megakernel_source(p, DType::BF16).find("#define MK_PREFETCH_NEXT 64\n"), std::string::npos);
   EXPECT_GT(count_of(megakernel_ptx(p), bulk), 0u);
-}
-
-// prefetch_ahead: every task names the weight rows of the linear task that many places later
-// in its worker's queue (wrapping into the next step), up to kPrefetchAheadKiB, and nothing for
-// other kinds; without it no descriptor names any, and the kernel has the bulk prefetches only
-// when asked.
-TEST(Megakernel, PrefetchAheadNamesALaterTasksRows) {
-  const auto [model, g, plan] = plan_fixture("qwen3-bf16", 8, 16);
-  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
-  for (int ahead : {2, 3}) {
-    SCOPED_TRACE(ahead);
-    const MegakernelParams p = parse_params("prefetch_ahead=" + std::to_string(ahead));
-    EXPECT_NE(megakernel_source(p, DType::BF16).find("#define MK_PREFETCH_AHEAD " + std::to_string(ahead) + "\n"),
-              std::string::npos);
-    const auto t = build_tables(g, plan, mem, SegmentBases{}, p);
-    int named = 0;
-    for (size_t w = 0; w + 1 < t.queue_begin.size(); ++w) {
-      const int q0 = t.queue_begin[w], n = t.queue_begin[w + 1] - q0;
-      for (int i = 0; i < n; ++i) {
-        const MkTask& d = t.tasks[size_t(t.queue[size_t(q0 + i)])];
-        const MkTask& later = t.tasks[size_t(t.queue[size_t(q0 + (i + ahead) % n)])];
-        int64_t left = int64_t(kPrefetchAheadKiB) * 1024;
-        for (int s = 0; s < MPK_MK_MAX_SLICES; ++s) {
-          const bool live = later.kind == MPK_MK_LINEAR && s < later.num_slices && left > 0;
-          const int64_t want = live ? std::min<int64_t>(int64_t(later.slices[s].rows) * later.k * 2, left) : 0;
-          EXPECT_EQ(d.ahead_bytes[s], want) << "task " << d.id << " slice " << s;
-          EXPECT_EQ(d.ahead_w[s], live ? later.slices[s].w : 0u) << "task " << d.id << " slice " << s;
-          left -= want;
-          named += want > 0;
-        }
-      }
-    }
-    EXPECT_GT(named, 0);
-  }
-  for (const MkTask& d : build_tables(g, plan, mem, SegmentBases{}, MegakernelParams{}).tasks)
-    for (int s = 0; s < MPK_MK_MAX_SLICES; ++s) EXPECT_EQ(d.ahead_bytes[s], 0);
-  const std::regex bulk("cp\\.async\\.bulk\\.prefetch\\.L2\\.global");
-  MegakernelParams k = params_for_head_dim(128);
-  k.prefetch_ahead = 2;
-  EXPECT_GT(count_of(megakernel_ptx(k), bulk), 0u);
-}
-
-// input_warp: with the controller warp, the controller copies a linear task's input to shared
-// memory with 16-byte cp.async (the kernel has more of them than without), and a linear task's
-// scratch holds the copy (x and a second vector) after the staged input; without the
-// controller warp the parameter reads as 0.
-TEST(Megakernel, InputWarpCopiesTheInputOnlyWithTheControllerWarp) {
-  const std::regex copy("cp\\.async\\.cg\\.shared\\.global");
-  const auto [model, g, plan] = plan_fixture("qwen3-bf16", 8, 16);
-  const MemoryPlan mem = plan_memory(g, plan.tasks, model->dtype, 16);
-  MegakernelParams on = params_for_head_dim(128), off = on;
-  on.controller_warp = off.controller_warp = 1;
-  on.block_threads = off.block_threads = 480;
-  on.input_warp = 1;
-  EXPECT_GT(count_of(megakernel_ptx(on), copy), count_of(megakernel_ptx(off), copy));
-  int64_t k = 0;
-  for (const sched::Task& t : plan.tasks.tasks)
-    if (t.kind == sched::TaskKind::Linear) k = std::max<int64_t>(k, t.k);
-  ASSERT_GT(k, 0);
-  EXPECT_GE(build_tables(g, plan, mem, SegmentBases{}, on).dynamic_smem, ((k + 3) / 4 * 4 + 2 * k) * 4);
-  EXPECT_EQ(parse_params("input_warp=1,controller_warp=0,block_threads=512").input_warp, 0);
-  EXPECT_EQ(parse_params("controller_warp=0,block_threads=512,input_warp=1").input_warp, 0);
-}
-
-// Past 512 threads the kernel asks for the register file's share per thread (120 at 544: 17
-// warps of 3,840 registers) instead of launch bounds, from which ptxas derives 96; up to 512 it
-// keeps the launch bounds.
-TEST(Megakernel, WideWorkersGetTheRegisterFilesShare) {
-  MegakernelParams wide = params_for_head_dim(128);
-  wide.controller_warp = 1;
-  ASSERT_EQ(launch_threads(wide), 544);
-  const std::string src = megakernel_source(wide, DType::BF16);
-  EXPECT_NE(src.find("__maxnreg__(120) mpk_megakernel_bf16"), std::string::npos);
-  const cuda::PtxasInfo info =
-      cuda::parse_ptxas_info(compile_megakernel("sm_90a", wide, DType::BF16).log, megakernel_entry(DType::BF16));
-  EXPECT_GT(info.registers, 96);
-  EXPECT_LE(info.registers, 120);
-  EXPECT_NE(megakernel_source(params_for_head_dim(128), DType::BF16).find("__launch_bounds__(MK_LAUNCH_THREADS) mpk_"),
-            std::string::npos);
 }
 
 // Weight staging marks the linear tasks whose rows a bulk copy can move (every one of the

@@ -27,8 +27,6 @@ typedef unsigned long long u64;
 // warp (protocol.cuh) that takes part only in the barriers around a task's wait and its end.
 // Task code counts and synchronises the compute threads alone: MK_COMPUTE_THREADS, mk_sync().
 #define MK_LAUNCH_THREADS (MK_BLOCK_THREADS + 32 * MK_CONTROLLER_WARP)
-// The controller warp copies a linear task's input to shared memory (MegakernelParams::input_warp).
-#define MK_INPUT_WARP (MK_INPUT_WARP_PARAM && MK_CONTROLLER_WARP)
 #if MK_CONTROLLER_WARP
 #define MK_COMPUTE_THREADS MK_BLOCK_THREADS
 __device__ __forceinline__ void mk_sync() {

@@ -30,55 +30,19 @@ __device__ __forceinline__ int mk_ksplit(int groups, int rows, int nw, int units
   return best;
 }
 
-#if MK_INPUT_WARP
-// Where the controller warp copies a linear task's input (x, then up or the norm's scale when
-// there is one): after the staged input in the task's scratch (megakernel.cc sizes it).
-__device__ __forceinline__ float* mk_input_area(const MkTask& t, float* xs) { return xs + (t.k + 3) / 4 * 4; }
-
-// The controller warp, after a linear task's events: copies its input vectors to
-// mk_input_area with 16-byte cp.async (through L2, as mk_ld_unit would read them) when they are
-// aligned (mk_linear_input reads them from there then), and waits for its copies; the wait's
-// barrier then publishes them to the compute warps. Its loads queue behind none of the compute
-// warps' weight loads.
-__device__ void mk_input_copy(const MkTask& t, float* xs) {
-  if (t.kind != MPK_MK_LINEAR) return;
-  const float* x = (const float*)t.x;
-  const float* b = t.input_mode == MPK_MK_IN_SILUMUL ? (const float*)t.x2
-                   : t.input_mode == MPK_MK_IN_RMSNORM ? (const float*)t.norm_w : nullptr;
-  if (t.k % 4 != 0 || ((t.x | (u64)b) & 15) != 0) return;
-  float* in = mk_input_area(t, xs);
-  const int n = t.k / 4;
-  for (int i = threadIdx.x & 31; i < n; i += 32) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(in + 4 * i)),
-                 "l"(x + 4 * i) : "memory");
-    if (b)
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(in + t.k + 4 * i)),
-                   "l"(b + 4 * i) : "memory");
-  }
-  asm volatile("cp.async.commit_group;\n\tcp.async.wait_all;" ::: "memory");
-}
-#endif
-
 // The input vector of a linear, staged in shared memory as fp32 (after its prologue), and a
 // block barrier. Returns the factor every dot product is scaled by: for RMSNorm,
 // w . (g * x * r) = r * (w . (g * x)) with r = 1 / sqrt(mean(x^2) + eps), so the staged
 // input is g * x and the sum of squares needs no block reduction before it (one barrier).
 // The staging loop is printed from its nest (ir::linear_stage_nest): each thread issues its
 // round's loads of both operands before using any (the input comes from L2 right after the
-// events, or from the controller warp's copy with MK_INPUT_WARP; one round trip per element
-// cost up to 24 round trips per task).
+// events; one round trip per element cost up to 24 round trips per task).
 __device__ float mk_linear_input(const MkTask& t, float* xs, float* red) {
   const int k = t.k;
   const float* x = (const float*)t.x;
   const float* b = t.input_mode == MPK_MK_IN_SILUMUL ? (const float*)t.x2
                    : t.input_mode == MPK_MK_IN_RMSNORM ? (const float*)t.norm_w : nullptr;
   const bool vec = k % 4 == 0 && ((t.x | (u64)b) & 15) == 0;
-#if MK_INPUT_WARP
-  if (vec) {  // the controller warp's copy (mk_input_copy)
-    x = mk_input_area(t, xs);
-    if (b) b = x + k;
-  }
-#endif
   float ss = mk_lin_stage(t, x, b, xs, vec, vec ? k / 4 : k);
   if (t.input_mode != MPK_MK_IN_RMSNORM) {
     mk_sync();

@@ -7,13 +7,8 @@
 // operands are aligned (vec), else one float in .x (the other lanes zero). The vectors go through
 // L2 (the activation was written in this step by other workers, visible after the task's acquire
 // and barrier: never a stale L1 line); a single float is a plain load.
-// With MK_INPUT_WARP the vectors are the controller warp's copy in shared memory.
 __device__ __forceinline__ float4 mk_ld_unit(bool vec, const float* p) {
-#if MK_INPUT_WARP
-  if (vec) return *(const float4*)p;
-#else
   if (vec) return __ldcg((const float4*)p);
-#endif
   float4 r = make_float4(0.f, 0.f, 0.f, 0.f);
   r.x = *p;
   return r;

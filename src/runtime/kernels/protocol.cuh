@@ -6,10 +6,9 @@
 // need * epoch; the epoch is the step, or the step before for a read of what the previous step
 // carried over), and computes; then a barrier, and thread 0 publishes with a release
 // (fence.acq_rel and a relaxed add) on the task's trigger event. With MK_CONTROLLER_WARP the
-// polling and publishing thread is lane 0 of an extra warp that issues no weight loads, so its
-// polls do not queue behind the compute warps' (handoff_bench): it meets the compute warps at
-// the task's first barrier, at the wait's and at the last (with MK_INPUT_WARP the warp copies a
-// linear task's input between its poll and the wait's barrier). A wait longer than
+// polling and publishing thread is lane 0 of an extra warp that issues no loads of its own, so
+// its polls do not queue behind the compute warps' (handoff_bench): it meets the compute
+// warps at the task's first barrier, at the wait's and at the last. A wait longer than
 // params.timeout_ns records the failure in the control block and every worker leaves the
 // launch (no hang).
 
@@ -67,9 +66,15 @@ __device__ __forceinline__ void mk_attn_history(const MkTask& t, int position, l
   if (j1 > position) j1 = position;
 }
 
-#if MK_NEXT_PREFETCH || MK_AHEAD_PREFETCH
-// Bulk prefetches of at most 64 KiB (the TMA engine's: no registers, nothing in the SM's load
-// queue); a hint, whatever it misses is loaded as before.
+#if MK_NEXT_PREFETCH
+// Up to MK_PREFETCH_NEXT KiB of what the next task reads before its events (a linear task's
+// weight rows, an attention chunk's K and V rows) into L2, issued when the task before it
+// starts: a small model's memory system idles through most of a stage (hand-offs, input
+// staging, attention), and rows in L2 when their task starts stream from there. Bulk
+// prefetches of at most 64 KiB (the TMA engine's: no registers, nothing in the SM's load
+// queue). An attention chunk's budget is split between its K and V rows. A hint: whatever it
+// misses is loaded as before. `position`: this step's (a next task in the next step has chunk
+// bounds about a row apart, which its own prefetch covers).
 __device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
   if (p & 15) return;  // bulk prefetches need 16-byte alignment
   for (long long off = 0; off + 16 <= bytes; off += 65536) {
@@ -77,15 +82,7 @@ __device__ __forceinline__ void mk_bulk_prefetch(u64 p, long long bytes) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p + off), "r"(n));
   }
 }
-#endif
 
-#if MK_NEXT_PREFETCH
-// Up to MK_PREFETCH_NEXT KiB of what the next task reads before its events (a linear task's
-// weight rows, an attention chunk's K and V rows) into L2, issued when the task before it
-// starts: a small model's memory system idles through most of a stage (hand-offs, input
-// staging, attention), and rows in L2 when their task starts stream from there. An attention
-// chunk's budget is split between its K and V rows. `position`: this step's (a next task in
-// the next step has chunk bounds about a row apart, which its own prefetch covers).
 template <int DT>
 __device__ void mk_prefetch_next(const MkTask& t, int position) {
   const long long left = (long long)MK_PREFETCH_NEXT * 1024;
@@ -137,8 +134,7 @@ __device__ void mk_run(const MkParams& prm) {
   u64* worker_start = (u64*)(prm.control + MPK_MK_STATUS_WORDS * 4);
   MkStepRecord* rec = (MkStepRecord*)(prm.control + MPK_MK_STATUS_WORDS * 4 + 8ull * prm.num_workers);
   u64* profile = (u64*)prm.profile;
-  // The thread that waits on events and publishes; the controller warp runs no task code (but
-  // the input copy of MK_INPUT_WARP).
+  // The thread that waits on events and publishes; the controller warp runs no task code.
   const bool poller = threadIdx.x == (MK_CONTROLLER_WARP ? MK_BLOCK_THREADS : 0);
   const bool controller = MK_CONTROLLER_WARP && threadIdx.x >= MK_BLOCK_THREADS;
   // Task code's shared memory follows the weight ring (stage.cuh), when there is one. The ring's
@@ -220,15 +216,10 @@ __device__ void mk_run(const MkParams& prm) {
       // thread: not the controller warp, whose poll would wait for this lane's branch.
       if (threadIdx.x == MK_BLOCK_THREADS - 1) mk_prefetch_next<DT>(desc[mk_next_slot(slot)], position);
 #endif
-#if MK_AHEAD_PREFETCH
-      // A later stage's rows (the host's choice: MkTask::ahead_w), after the next task's.
-      if (threadIdx.x == MK_BLOCK_THREADS - 1)
-        for (int r = 0; r < MPK_MK_MAX_SLICES; ++r) mk_bulk_prefetch(t.ahead_w[r], t.ahead_bytes[r]);
-#endif
       // One look at the first event before this SM issues the task's weight loads: a poll
       // issued behind them waits for the memory pipeline to drain (measured: 3-5 us from a
       // task's start to seeing an event that had already fired).
-      // (Not needed by a controller warp, which issues no loads before its poll.)
+      // (Not needed by a controller warp, which issues no loads.)
       int seen = 0;  // the poller: leading waits already satisfied
       if (!MK_CONTROLLER_WARP && poller && t.num_waits + t.num_waits_prev > 0) {
         const unsigned epoch = t.num_waits > 0 ? step : step - 1u;
@@ -256,12 +247,6 @@ __device__ void mk_run(const MkParams& prm) {
           }
           if (profile) profile[MPK_MK_PROFILE_TIMERS * qi + MPK_MK_T_READY] = mk_globaltimer();
         }
-#if MK_INPUT_WARP
-        if (controller) {
-          __syncwarp();  // the poller's acquire and abort_launch, to the warp
-          if (!abort_launch) mk_input_copy(t, scratch);
-        }
-#endif
         mk_sync_wait();
         return !abort_launch;
       };

@@ -29,12 +29,6 @@
 #else
 #define MK_NEXT_PREFETCH 0
 #endif
-// Bulk L2 prefetch of the weight rows the host chose from a task MK_PREFETCH_AHEAD places later.
-#if MK_PREFETCH_AHEAD > 0 && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-#define MK_AHEAD_PREFETCH 1
-#else
-#define MK_AHEAD_PREFETCH 0
-#endif
 // The stager and the next task's prefetch read the next task's descriptor at the start of this
 // one (protocol.cuh).
 #define MK_DESC_AHEAD ((MK_STAGE || MK_NEXT_PREFETCH) ? 2 : 1)

@@ -121,10 +121,6 @@ struct MkTask {
   unsigned long long embed_out;   // f32 hidden
   int vocab;
   int num_logits;  // the logits (a draw reads them) are at x
-  // MK_PREFETCH_AHEAD: weight rows of the worker's linear task that many places later in its
-  // queue (across the step's end too), which this task's start prefetches into L2; 0 bytes: none.
-  unsigned long long ahead_w[MPK_MK_MAX_SLICES];
-  int ahead_bytes[MPK_MK_MAX_SLICES];
 };
 
 // Profile sessions: globaltimer ns per task. With MK_PHASE_TIMERS a linear task also records

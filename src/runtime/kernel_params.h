@@ -38,6 +38,11 @@ struct MegakernelParams {
   int stage_weights = 0;     // 1: a linear task's weights are copied to a shared-memory ring
                              // (bulk copies, sm_90+) while the task before it runs, then read
                              // from there (kernels/stage.cuh); 0: streamed when the task runs
+  int copy_rest = 0;         // 1: an aligned linear tile that fits in the shared memory the
+                             // tasks leave has the rows its warps do not hold in their first
+                             // register round copied there
+                             // (cp.async) before its events: no weight load is issued after the
+                             // input (kernels/linear.cuh; not with stage_weights)
   int fold_down = 0;         // 1: the MLP's down projection is folded into the gate/up tiles
                              // (sched::FuseOptions::down_into_gate_up: one wave less per layer,
                              // sums added with red.add in an order that varies between runs)

@@ -36,6 +36,7 @@ constexpr Field kFields[] = {
     {"poll_warp_loads", "MK_POLL_WARP_LOADS", &MegakernelParams::poll_warp_loads, 0, 1, 1},
     {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
+    {"stage_late", "MK_STAGE_LATE", &MegakernelParams::stage_late, 0, 1, 1},
     {"copy_rest", "MK_COPY_REST", &MegakernelParams::copy_rest, 0, 1, 1},
     {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
     {"prefetch_next", "MK_PREFETCH_NEXT", &MegakernelParams::prefetch_next, 0, 1024, 1},

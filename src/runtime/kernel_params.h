@@ -38,6 +38,9 @@ struct MegakernelParams {
   int stage_weights = 0;     // 1: a linear task's weights are copied to a shared-memory ring
                              // (bulk copies, sm_90+) while the task before it runs, then read
                              // from there (kernels/stage.cuh); 0: streamed when the task runs
+  int stage_late = 0;        // with stage_weights, 1: the next task's copy is issued once this
+                             // task has its input (not at its start), so that the copy does
+                             // not queue ahead of the input's reads (kernels/stage.cuh)
   int copy_rest = 0;         // 1: an aligned linear tile that fits in the shared memory the
                              // tasks leave has the rows its warps do not hold in their first
                              // register round copied there

@@ -544,7 +544,8 @@ void expect_forced_then_greedy(GpuSession& s, const LoadedModel& rm, const Loade
 // on three fixtures, then greedy multi-step decode (copies issued ahead across steps, an EOS
 // stop with a copy in flight). Also with the ring limited to the largest task (a copy that
 // finds no room beside the running task's is issued at its own task's start) and to half of
-// it (the larger tasks stream from global memory as without staging).
+// it (the larger tasks stream from global memory as without staging). With stage_late the same,
+// the next task's copy issued later in the running task.
 class MegakernelGpuStage : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MegakernelGpuStage, StagedWeightsMatchTheReference) {
@@ -573,7 +574,10 @@ TEST_P(MegakernelGpuStage, StagedWeightsMatchTheReference) {
 INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuStage,
                          ::testing::Values("stage_weights=1", "stage_weights=1,controller_warp=1,block_threads=480",
                                          "stage_weights=1,rows_per_warp=3,loads_in_flight=1,max_k_split=1",
-                                         "stage_weights=1,down_rows_per_warp=1"),
+                                         "stage_weights=1,down_rows_per_warp=1",
+                                         // The next task's copy once the running task has its input.
+                                         "stage_weights=1,stage_late=1",
+                                         "stage_weights=1,stage_late=1,controller_warp=1,block_threads=480"),
                          params_name);
 
 // The MLP's down projection folded into the gate/up tiles (fold_down): teacher-forced against

@@ -193,6 +193,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
   if (st.rec && mk_stage_bytes<DT>(t, st.size) > 0) {  // then aligned
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
+    mk_stage_late<DT>();
     mk_time(MPK_MK_T_INPUT);
     const MkStageRec rec = *st.rec;
     const char* ws = st.ring + rec.off;  // the tile's rows in the staging ring
@@ -232,6 +233,7 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
 #endif
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
+    mk_stage_late<DT>();
     mk_time(MPK_MK_T_INPUT);
 #if MK_COPY_REST
     if (rest) {

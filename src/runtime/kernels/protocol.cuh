@@ -145,7 +145,7 @@ __device__ void mk_run(const MkParams& prm) {
 #if MK_STAGE
   __shared__ __align__(8) unsigned long long stage_bars[2];
   __shared__ MkStageRec stage_rec[3];  // by descriptor buffer
-  __shared__ MkStager stager;          // the producer's alone (in shared memory: no registers)
+  MkStager& stager = mk_stager;
   if (threadIdx.x == MK_STAGE_PRODUCER) {
     stager = MkStager{(unsigned)__cvta_generic_to_shared(stage_bars), (unsigned)__cvta_generic_to_shared(mk_smem),
                       prm.stage_bytes, 0u, 0, 0, false};
@@ -249,6 +249,7 @@ __device__ void mk_run(const MkParams& prm) {
           if (profile) profile[MPK_MK_PROFILE_TIMERS * qi + MPK_MK_T_READY] = mk_globaltimer();
         }
         mk_sync_wait();
+        if (t.kind != MPK_MK_LINEAR) mk_stage_late<DT>();  // a linear's after its input
         return !abort_launch;
       };
       // Weights and the KV history do not wait: they start loading before the events (a

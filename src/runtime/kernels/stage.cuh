@@ -86,7 +86,12 @@ struct MkStager {
   unsigned copies;
   long long off, end;
   bool ahead;
+  // The running task's staged bytes, and the next task's copy still to place (null: none).
+  long long cur_bytes;
+  const MkTask* next;
+  MkStageRec* next_rec;
 };
+__shared__ MkStager mk_stager;  // the producer's alone (in shared memory: no registers)
 
 // Copies task t's weight slices (bytes in all) to ring offset `off` and records where for the
 // readers in rec.
@@ -111,27 +116,51 @@ __device__ void mk_stage_issue(MkStager& s, const MkTask& t, long long off, long
   }
 }
 
+// The next task's copy, placed when it does not overlap the running task's (otherwise at its
+// own start).
+template <int DT>
+__device__ void mk_stage_ahead(MkStager& s) {
+  if (!s.next) return;
+  const long long nb = mk_stage_bytes<DT>(*s.next, s.size);
+  if (nb > 0) {
+    const long long at = mk_stage_at(s.copies, s.size, nb);
+    if (s.cur_bytes == 0 || at + nb <= s.off || at >= s.end) {
+      mk_stage_issue<DT>(s, *s.next, at, nb, *s.next_rec);
+      s.ahead = true;
+    }
+  }
+  s.next = nullptr;
+}
+
 // At the start of task `cur` (its descriptor and the next's in shared memory): issues cur's
-// copy if it was not issued ahead (nothing else is live then), then next's when it does not
-// overlap cur's (otherwise at its own start). `next_runs`: the next task belongs to a step of
-// this launch.
+// copy if it was not issued ahead (nothing else is live then), then next's (mk_stage_ahead),
+// or with MK_STAGE_LATE leaves next's for mk_stage_late. `next_runs`: the next task belongs to
+// a step of this launch.
 template <int DT>
 __device__ void mk_stage_advance(MkStager& s, const MkTask& cur, const MkTask& next, bool next_runs,
                                  MkStageRec& cur_rec, MkStageRec& next_rec) {
   const long long cb = mk_stage_bytes<DT>(cur, s.size);
   if (cb > 0 && !s.ahead) mk_stage_issue<DT>(s, cur, mk_stage_at(s.copies, s.size, cb), cb, cur_rec);
   if (cb == 0) cur_rec.off = -1;
-  const long long nb = next_runs ? mk_stage_bytes<DT>(next, s.size) : 0;
   s.ahead = false;
-  if (nb > 0) {
-    const long long at = mk_stage_at(s.copies, s.size, nb);
-    if (cb == 0 || at + nb <= s.off || at >= s.end) {
-      mk_stage_issue<DT>(s, next, at, nb, next_rec);
-      s.ahead = true;
-    }
-  }
+  s.cur_bytes = cb;
+  s.next = next_runs ? &next : nullptr;
+  s.next_rec = &next_rec;
+  if (!MK_STAGE_LATE) mk_stage_ahead<DT>(s);
 }
 
+// MK_STAGE_LATE: the next task's copy once the running task has its input (a linear's staged,
+// another kind's events seen), so that the copy's bytes do not queue ahead of that input.
+template <int DT>
+__device__ __forceinline__ void mk_stage_late() {
+  if (MK_STAGE_LATE && threadIdx.x == MK_STAGE_PRODUCER) mk_stage_ahead<DT>(mk_stager);
+}
+#else
+template <int DT>
+__device__ __forceinline__ void mk_stage_late() {}
+#endif
+
+#if MK_STAGE
 // The producer before the worker leaves: no copy may still be writing to its shared memory.
 __device__ __forceinline__ void mk_stage_drain(const MkStager& s) {
   for (unsigned c = s.copies > 2 ? s.copies - 2 : 0; c < s.copies; ++c)

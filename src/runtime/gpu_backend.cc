@@ -410,9 +410,6 @@ GpuSession::GpuSession(std::shared_ptr<const GpuModel> model, const SessionOptio
     tables_.stage_bytes = std::min((optin - tables_.dynamic_smem) / 128 * 128,
                                    stage_ring_need(tables_, m_->weight_dtype()));
     tables_.dynamic_smem += tables_.stage_bytes;
-  } else if (m_->params().copy_rest) {
-    tables_.stage_bytes = copy_rest_need(tables_, m_->weight_dtype(), (optin - tables_.dynamic_smem) / 128 * 128);
-    tables_.dynamic_smem += tables_.stage_bytes;
   }
   const int fit = m_->function().max_active_blocks_per_sm(m_->block_threads(), size_t(tables_.dynamic_smem));
   MPK_CHECK(fit >= 1, Cuda) << "megakernel: a " << m_->block_threads() << "-thread worker with "

@@ -37,7 +37,6 @@ constexpr Field kFields[] = {
     {"controller_warp", "MK_CONTROLLER_WARP", &MegakernelParams::controller_warp, 0, 1, 1},
     {"stage_weights", "MK_STAGE_WEIGHTS", &MegakernelParams::stage_weights, 0, 1, 1},
     {"stage_late", "MK_STAGE_LATE", &MegakernelParams::stage_late, 0, 1, 1},
-    {"copy_rest", "MK_COPY_REST", &MegakernelParams::copy_rest, 0, 1, 1},
     {"fold_down", "MK_FOLD_DOWN", &MegakernelParams::fold_down, 0, 1, 1},
     {"prefetch_next", "MK_PREFETCH_NEXT", &MegakernelParams::prefetch_next, 0, 1024, 1},
     {"phase_timers", "MK_PHASE_TIMERS", &MegakernelParams::phase_timers, 0, 1, 1},
@@ -58,8 +57,6 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
-  MPK_CHECK(!(p.stage_weights && p.copy_rest), InvalidArgument)
-      << "megakernel parameters: stage_weights and copy_rest both use the start of shared memory";
   MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
       << "megakernel parameters: block_threads " << p.block_threads
       << " and the controller warp exceed 1024 threads";

@@ -41,11 +41,6 @@ struct MegakernelParams {
   int stage_late = 0;        // with stage_weights, 1: the next task's copy is issued once this
                              // task has its input (not at its start), so that the copy does
                              // not queue ahead of the input's reads (kernels/stage.cuh)
-  int copy_rest = 0;         // 1: an aligned linear tile that fits in the shared memory the
-                             // tasks leave has the rows its warps do not hold in their first
-                             // register round copied there
-                             // (cp.async) before its events: no weight load is issued after the
-                             // input (kernels/linear.cuh; not with stage_weights)
   int fold_down = 0;         // 1: the MLP's down projection is folded into the gate/up tiles
                              // (sched::FuseOptions::down_into_gate_up: one wave less per layer,
                              // sums added with red.add in an order that varies between runs)

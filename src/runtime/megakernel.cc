@@ -568,18 +568,6 @@ int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype) {
   return need;
 }
 
-int64_t copy_rest_need(const MegakernelTables& tables, DType weight_dtype, int64_t room) {
-  const int64_t es = dtype_size(weight_dtype);
-  int64_t need = 0;
-  for (const MkTask& d : tables.tasks) {
-    if (d.kind != MPK_MK_LINEAR || (d.k * es) % 16 != 0) continue;
-    int64_t b = 0;
-    for (int s = 0; s < d.num_slices; ++s) b += int64_t(d.slices[s].rows) * d.k * es;
-    if (b <= room) need = std::max(need, (b + 127) / 128 * 128);
-  }
-  return need;
-}
-
 std::vector<std::pair<int, std::string>> refused_tasks(const ir::Graph& graph, const sched::Plan& plan,
                                                        const MemoryPlan& mem, const MegakernelParams& params,
                                                        std::vector<int>* variants, int* segments) {

@@ -145,10 +145,6 @@ int64_t staged_weight_bytes(const MkTask& task, DType weight_dtype);
 // shared memory from the L1.
 int64_t stage_ring_need(const MegakernelTables& tables, DType weight_dtype);
 
-// The shared memory copy_rest takes (kernels/linear.cuh, mk_copy_rest): the largest linear tile
-// of 16-byte rows within `room` bytes (a multiple of 128; larger tiles stream as without it).
-int64_t copy_rest_need(const MegakernelTables& tables, DType weight_dtype, int64_t room);
-
 // The tasks of the plan the kernel does not run, each with why (build_tables refuses the
 // first); `variants`, when given, gets every task's variant id (-1 for a refused one or a host
 // task), and `segments` the launches a step takes (MegakernelTables::num_segments).

@@ -388,12 +388,7 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuWeightPaths,
                                          // controller warp but no prefetch): Qwen3-0.6B's 128 KiB, without the
                                          // controller warp, 1 KiB (whole small tasks, cut K and V rows), beside the weight ring.
                                          "prefetch_next=128", "prefetch_next=64,controller_warp=0,block_threads=512",
-                                         "prefetch_next=1", "prefetch_next=1024,stage_weights=1",
-                                         // Tiles copied to shared memory before their events: with
-                                         // K splits and the first round in registers; with a tail
-                                         // group and partial rounds; the polling warp without one.
-                                         "copy_rest=1", "copy_rest=1,rows_per_warp=3,loads_in_flight=1,max_k_split=1",
-                                         "copy_rest=1,controller_warp=0,block_threads=512,poll_warp_loads=0,down_rows_per_warp=1"),
+                                         "prefetch_next=1", "prefetch_next=1024,stage_weights=1"),
                          params_name);
 
 // Fewer warps than an attention task's heads: a warp stages more heads with constants of its

@@ -602,7 +602,7 @@ TEST(Megakernel, ParametersShapeTheSource) {
   EXPECT_EQ(to_json(p),
             "{\"block_threads\":256,\"rows_per_warp\":1,\"down_rows_per_warp\":0,\"head_rows_per_warp\":0,\"loads_in_flight\":2,\"max_k_split\":4,"
             "\"heads_per_pass\":2,\"prefetch_rounds\":0,\"merge_batch\":4,\"max_head_dim\":64,"
-            "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,\"stage_late\":0,\"copy_rest\":0,"
+            "\"poll_warp_loads\":0,\"controller_warp\":1,\"stage_weights\":0,\"stage_late\":0,"
             "\"fold_down\":0,\"prefetch_next\":0,\"phase_timers\":0,\"kv_splits\":0,\"merge_task\":0,\"tile_waves\":1}");
   EXPECT_EQ(launch_threads(p), 288);
   const cuda::CompileResult r = compile_megakernel("sm_90a", p, DType::BF16);
@@ -706,7 +706,7 @@ TEST(Megakernel, ParametersParseFromText) {
 // kernel in registers: a spill of the weight round loaded before the events would have to wait
 // for the loads and lose the overlap it is for. ptxas reports spills per entry point.
 // The same holds for the kernels that draw sampled tokens, and for the small-model layout
-// (controller warp) with weight staging or the tile copy (copy_rest).
+// (controller warp) with weight staging.
 TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   MegakernelParams staged = default_params(128, 1'192'000'000, 28, 132);
   staged.stage_weights = 1;
@@ -716,8 +716,6 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
   next.prefetch_next = 64;
   MegakernelParams late = staged;
   late.stage_late = 1;
-  MegakernelParams rest = default_params(128, 1'192'000'000, 28, 132);
-  rest.copy_rest = 1;
   for (const auto& [p, draws] : {std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_GREEDY},
                                  std::pair{next, MPK_MK_SAMPLE_GREEDY},
                                  std::pair{default_params(128, 1'192'000'000, 28, 132), MPK_MK_SAMPLE_GREEDY},
@@ -725,7 +723,6 @@ TEST(Megakernel, Bf16KernelForHeadDim128DoesNotSpill) {
                                  std::pair{params_for_head_dim(128), MPK_MK_SAMPLE_TOPK},
                                  std::pair{staged, MPK_MK_SAMPLE_GREEDY},
                                  std::pair{fold, MPK_MK_SAMPLE_GREEDY},
-                                 std::pair{rest, MPK_MK_SAMPLE_GREEDY},
                                  std::pair{late, MPK_MK_SAMPLE_GREEDY}}) {
     SCOPED_TRACE(to_json(p) + " draws " + std::to_string(draws));
     // The megakernel's own options ask ptxas for its figures (the cache records them).

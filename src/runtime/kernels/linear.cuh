@@ -140,36 +140,6 @@ __device__ void mk_linear_fold(const MkTask& t, float* xs) {
 }
 #endif
 
-#if MK_COPY_REST
-// The weights a lane reads from w in a tile's dot products, copied to the same offsets of the
-// tile at ws (row r at r * the row's bytes; MK_COPY_REST), before the task's events: the
-// vectors v0 + F + lane + 32 m of the K part of each of its warp's items, the order of
-// mk_lin_items (F: the first round held in pre, its first item only). A lane reads back only
-// what it copied itself, so its cp.async wait is the only synchronisation.
-template <int DT, int kRows>
-__device__ void mk_copy_rest(const MkTask& t, int total, int ks, int units, int unit, bool first, char* ws) {
-  constexpr int V = MkW<DT>::kVec;
-  const int warp = threadIdx.x >> 5, nw = MK_COMPUTE_THREADS >> 5, lane = threadIdx.x & 31;
-  const long long row_bytes = (long long)t.k * MkW<DT>::kSize;
-  const int full = total / kRows * ks, items = (total + kRows - 1) / kRows * ks;
-  auto rows = [&](int it, int r1, int skip) {
-    int k0, k1;
-    mk_kpart(mk_lin_part(it, ks), ks, units, unit, k0, k1);
-    for (int r = mk_lin_row0(it, ks, kRows); r < r1; ++r) {
-      int slice, local;
-      mk_row_of(t, r, slice, local);
-      const uint4* src = (const uint4*)(t.slices[slice].w + local * row_bytes);
-      uint4* dst = (uint4*)(ws + r * row_bytes);
-      for (int i = k0 / V + skip + lane; i < k1 / V; i += 32) mk_cp_async16(dst + i, src + i);
-    }
-  };
-  for (int it = warp; it < full; it += nw)
-    rows(it, mk_lin_row0(it, ks, kRows) + kRows, first && it == warp ? 32 * MK_LOADS_IN_FLIGHT : 0);
-  for (int it = full + (warp - full % nw + nw) % nw; it < items; it += nw) rows(it, total, 0);
-  asm volatile("cp.async.commit_group;" ::: "memory");
-}
-#endif
-
 // A linear tile, variant kRows (output rows a warp streams together). Before `wait` (the task's
 // events): each warp loads the first round of its first work item into registers, then the
 // L2 prefetch of the tile's start. With its weights staged (stage.cuh) it issues nothing: after
@@ -226,22 +196,10 @@ __device__ bool mk_linear(const MkTask& t, float* xs, float* red, int* redi, flo
 #if MK_FOLD_DOWN
     mk_fold_prefetch<DT>(t);
 #endif
-#if MK_COPY_REST
-    // The rest of an aligned tile that fits in st.ring goes there now.
-    const bool rest = aligned && (long long)total * k * MkW<DT>::kSize <= st.size;
-    if (rest) mk_copy_rest<DT, kRows>(t, total, ks, units, unit, have_pre, (char*)st.ring);
-#endif
     if (!wait()) return false;
     scale = mk_linear_input(t, xs, red);
     mk_stage_late<DT>();
     mk_time(MPK_MK_T_INPUT);
-#if MK_COPY_REST
-    if (rest) {
-      asm volatile("cp.async.wait_all;" ::: "memory");  // this lane's copies (mk_copy_rest)
-      mk_lin_items<DT, kRows, true>(t, xs, scale, total, ks, units, unit, true, part_sums, have_pre, pre,
-                                    st.ring);
-    } else
-#endif
     mk_lin_items<DT, kRows, false>(t, xs, scale, total, ks, units, unit, aligned, part_sums, have_pre, pre,
                                    nullptr);
   }

@@ -62,16 +62,6 @@ __device__ __forceinline__ void mk_prefetch_round(const char* const (&w)[R], int
   }
 }
 
-// 16 bytes from global memory into this thread's shared-memory slot (L2 only), and the wait for
-// all of this thread's copies: its own slots, so no other synchronisation.
-__device__ __forceinline__ void mk_cp_async16(uint4* slot, const uint4* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(slot)),
-               "l"(src) : "memory");
-}
-__device__ __forceinline__ void mk_cp_async_wait_all() {
-  asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
-}
-
 // Row r of a tile's concatenated slices -> (slice, row within the slice).
 __device__ __forceinline__ void mk_row_of(const MkTask& t, int r, int& slice, int& local) {
   int s = 0;
@@ -124,6 +114,15 @@ struct MkTileRows {
 #else
 #define MK_RED_V4 0
 #endif
+// 16 bytes from global memory into this thread's shared-memory slot (L2 only), and the wait for
+// all of this thread's copies: its own slots, so no other synchronisation.
+__device__ __forceinline__ void mk_cp_async16(uint4* slot, const uint4* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((unsigned)__cvta_generic_to_shared(slot)),
+               "l"(src) : "memory");
+}
+__device__ __forceinline__ void mk_cp_async_wait_all() {
+  asm volatile("cp.async.commit_group;\n\tcp.async.wait_group 0;" ::: "memory");
+}
 // The sum of a row's vp2 lanes (a power of two, aligned groups), by a shuffle butterfly.
 __device__ __forceinline__ float mk_fold_lanes_sum(float sum, int vp2) {
   for (int o = vp2 / 2; o > 0; o /= 2) sum = mk_dp_add(sum, __shfl_xor_sync(0xffffffffu, sum, o));

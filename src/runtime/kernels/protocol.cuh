@@ -137,11 +137,10 @@ __device__ void mk_run(const MkParams& prm) {
   // The thread that waits on events and publishes; the controller warp runs no task code.
   const bool poller = threadIdx.x == (MK_CONTROLLER_WARP ? MK_BLOCK_THREADS : 0);
   const bool controller = MK_CONTROLLER_WARP && threadIdx.x >= MK_BLOCK_THREADS;
-  // Task code's shared memory follows the weight ring (stage.cuh) or the tile copy's region
-  // (MK_COPY_REST, linear.cuh), when there is one. Its
+  // Task code's shared memory follows the weight ring (stage.cuh), when there is one. The ring's
   // size is a multiple of 128 bytes (the host's), written so that the compiler sees it: with an
   // offset of unknown alignment the tasks' 16-byte vector accesses compile to scalar ones.
-  float* scratch = mk_smem + (MK_STAGE || MK_COPY_REST ? prm.stage_bytes / 128 * 32 : 0);
+  float* scratch = mk_smem + (MK_STAGE ? prm.stage_bytes / 128 * 32 : 0);
 #if MK_STAGE
   __shared__ __align__(8) unsigned long long stage_bars[2];
   __shared__ MkStageRec stage_rec[3];  // by descriptor buffer
@@ -260,9 +259,6 @@ __device__ void mk_run(const MkParams& prm) {
       } else if (t.kind == MPK_MK_LINEAR) {
         const MkDraw draw{prm.sample_mode == MPK_MK_SAMPLE_GUMBEL, prm.temperature, prm.seed, (u64)position + 1};
         MkStaged st{nullptr, nullptr, 0};
-#if MK_COPY_REST
-        st = MkStaged{nullptr, (const char*)mk_smem, prm.stage_bytes};  // the tile's copy (mk_copy_rest)
-#endif
 #if MK_STAGE
         // Read after the wait's barrier: the producer wrote it before.
         st = MkStaged{&staged, (const char*)mk_smem, prm.stage_bytes};

@@ -189,11 +189,17 @@ void check_axis_names(const std::vector<std::string>& names) {
 std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b) {
   std::vector<std::string> out;
   for (const ParamAxis& axis : search_axes()) {
-    const Field* f = std::find_if(std::begin(kFields), std::end(kFields),
-                                  [&](const Field& x) { return std::string_view(x.name) == axis.name; });
-    MPK_ICHECK(f != std::end(kFields)) << "search axis " << axis.name << " is not a parameter";
-    if (a.*f->member != b.*f->member && std::find(out.begin(), out.end(), axis.stage) == out.end())
-      out.push_back(axis.stage);
+    // The fields the axis's values set (stage_weights' also sets stage_late).
+    bool changed = false;
+    for (const Field& f : kFields) {
+      const std::string set = std::string(f.name) + "=";
+      const bool named = std::string_view(f.name) == axis.name ||
+                         std::any_of(axis.changes.begin(), axis.changes.end(), [&](const std::string& v) {
+                           return v.rfind(set, 0) == 0 || v.find("," + set) != std::string::npos;
+                         });
+      changed = changed || (named && a.*f.member != b.*f.member);
+    }
+    if (changed && std::find(out.begin(), out.end(), axis.stage) == out.end()) out.push_back(axis.stage);
   }
   return out;
 }

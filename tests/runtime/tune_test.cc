@@ -44,6 +44,10 @@ TEST(TuneParams, JsonAndTextRoundTrip) {
   w.controller_warp = !p.controller_warp;
   w.block_threads = p.block_threads == 512 ? 480 : 512;
   EXPECT_EQ(changed_stages(w, p), std::vector<std::string>{"worker"});
+  // A field an axis's values set besides its own: stage_late on the weight ring's axis.
+  MegakernelParams late = p;
+  late.stage_late = 1;
+  EXPECT_EQ(changed_stages(late, p), std::vector<std::string>{"linear"});
   // Fields a result lacks keep the base's values.
   EXPECT_EQ(params_from_json(R"({"rows_per_warp":1})", p).merge_batch, 16);
   EXPECT_EQ(params_from_json(R"({"rows_per_warp":1})", p).rows_per_warp, 1);

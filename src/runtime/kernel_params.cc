@@ -57,6 +57,8 @@ void validate(const MegakernelParams& p) {
     MPK_CHECK(v % f.multiple == 0, InvalidArgument)
         << "megakernel parameter " << f.name << " = " << v << " is not a multiple of " << f.multiple;
   }
+  MPK_CHECK(!p.stage_late || p.stage_weights, InvalidArgument)
+      << "megakernel parameter stage_late = 1 needs stage_weights = 1 (it times the weight ring's copies)";
   MPK_CHECK(launch_threads(p) <= 1024, InvalidArgument)
       << "megakernel parameters: block_threads " << p.block_threads
       << " and the controller warp exceed 1024 threads";
@@ -186,18 +188,27 @@ void check_axis_names(const std::vector<std::string>& names) {
         << "no search axis named '" << name << "'";
 }
 
+std::vector<std::string> axis_fields(const ParamAxis& axis) {
+  std::vector<std::string> out;
+  for (const Field& f : kFields) {
+    const std::string set = std::string(f.name) + "=";
+    if (std::string_view(f.name) == axis.name ||
+        std::any_of(axis.changes.begin(), axis.changes.end(), [&](const std::string& v) {
+          return v.rfind(set, 0) == 0 || v.find("," + set) != std::string::npos;
+        }))
+      out.push_back(f.name);
+  }
+  return out;
+}
+
 std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b) {
   std::vector<std::string> out;
   for (const ParamAxis& axis : search_axes()) {
-    // The fields the axis's values set (stage_weights' also sets stage_late).
     bool changed = false;
-    for (const Field& f : kFields) {
-      const std::string set = std::string(f.name) + "=";
-      const bool named = std::string_view(f.name) == axis.name ||
-                         std::any_of(axis.changes.begin(), axis.changes.end(), [&](const std::string& v) {
-                           return v.rfind(set, 0) == 0 || v.find("," + set) != std::string::npos;
-                         });
-      changed = changed || (named && a.*f.member != b.*f.member);
+    for (const std::string& name : axis_fields(axis)) {
+      const Field* f = std::find_if(std::begin(kFields), std::end(kFields),
+                                    [&](const Field& x) { return name == x.name; });
+      changed = changed || a.*f->member != b.*f->member;
     }
     if (changed && std::find(out.begin(), out.end(), axis.stage) == out.end()) out.push_back(axis.stage);
   }

@@ -38,7 +38,7 @@ struct MegakernelParams {
   int stage_weights = 0;     // 1: a linear task's weights are copied to a shared-memory ring
                              // (bulk copies, sm_90+) while the task before it runs, then read
                              // from there (kernels/stage.cuh); 0: streamed when the task runs
-  int stage_late = 0;        // with stage_weights, 1: the next task's copy is issued once this
+  int stage_late = 0;        // with stage_weights (only), 1: the next task's copy is issued once this
                              // task has its input (not at its start), so that the copy does
                              // not queue ahead of the input's reads (kernels/stage.cuh)
   int fold_down = 0;         // 1: the MLP's down projection is folded into the gate/up tiles
@@ -118,8 +118,11 @@ struct ParamAxis {
 const std::vector<ParamAxis>& search_axes();
 // Error(InvalidArgument) unless every name is a search axis' (search_axes()).
 void check_axis_names(const std::vector<std::string>& names);
-// The stage classes of the search axes whose own parameter differs between a and b, in
-// search_axes' order, each once.
+// The parameters an axis sets: its own and any other its values name (the weight ring's axis
+// also sets stage_late, the controller warp's block_threads), in the parameters' order.
+std::vector<std::string> axis_fields(const ParamAxis& axis);
+// The stage classes of the search axes with a parameter (axis_fields) that differs between a
+// and b, in search_axes' order, each once.
 std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b);
 
 }  // namespace mpk::rt

@@ -572,7 +572,7 @@ INSTANTIATE_TEST_SUITE_P(Params, MegakernelGpuStage,
                                          "stage_weights=1,down_rows_per_warp=1",
                                          // The next task's copy once the running task has its input.
                                          "stage_weights=1,stage_late=1",
-                                         "stage_weights=1,stage_late=1,controller_warp=1,block_threads=480"),
+                                         "stage_weights=1,stage_late=1,controller_warp=0,block_threads=512"),
                          params_name);
 
 // The MLP's down projection folded into the gate/up tiles (fold_down): teacher-forced against

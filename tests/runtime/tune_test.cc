@@ -47,7 +47,15 @@ TEST(TuneParams, JsonAndTextRoundTrip) {
   // A field an axis's values set besides its own: stage_late on the weight ring's axis.
   MegakernelParams late = p;
   late.stage_late = 1;
+  late.stage_weights = 1;
+  p.stage_weights = 1;
   EXPECT_EQ(changed_stages(late, p), std::vector<std::string>{"linear"});
+  const auto ring = std::find_if(search_axes().begin(), search_axes().end(),
+                                 [](const ParamAxis& a) { return std::string(a.name) == "stage_weights"; });
+  ASSERT_NE(ring, search_axes().end());
+  EXPECT_EQ(axis_fields(*ring), (std::vector<std::string>{"stage_weights", "stage_late"}));
+  // stage_late times the ring's copies: without the ring it is refused.
+  EXPECT_THROW(parse_params("stage_late=1"), Error);
   // Fields a result lacks keep the base's values.
   EXPECT_EQ(params_from_json(R"({"rows_per_warp":1})", p).merge_batch, 16);
   EXPECT_EQ(params_from_json(R"({"rows_per_warp":1})", p).rows_per_warp, 1);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -27,14 +28,21 @@ std::string duration_text(double s) {
   return n >= 60 ? fmt::format("{}m{:02}s", n / 60, n % 60) : fmt::format("{}s", n);
 }
 
-// The values of `chosen` that differ from `defaults` among the axes of `stage` (an axis is named
-// after the parameter it sets; the controller warp's also sets block_threads, an axis of the
-// same class).
+// The values of `chosen` that differ from `defaults` among the parameters the axes of `stage`
+// set (rt::axis_fields: the weight ring's axis also sets stage_late, the controller warp's
+// block_threads), each once.
 std::string stage_changes(const std::string& stage, const json& chosen, const json& defaults) {
+  std::vector<std::string> seen;
   std::string out;
-  for (const rt::ParamAxis& a : rt::search_axes())
-    if (a.stage == stage && chosen.value(a.name, 0) != defaults.value(a.name, 0))
-      out += fmt::format("{}{}={}", out.empty() ? "" : ",", a.name, chosen[a.name].dump());
+  for (const rt::ParamAxis& a : rt::search_axes()) {
+    if (a.stage != stage) continue;
+    for (const std::string& name : rt::axis_fields(a)) {
+      if (std::find(seen.begin(), seen.end(), name) != seen.end()) continue;
+      seen.push_back(name);
+      if (chosen.value(name, 0) != defaults.value(name, 0))
+        out += fmt::format("{}{}={}", out.empty() ? "" : ",", name, chosen[name].dump());
+    }
+  }
   return out.empty() ? "defaults" : out;
 }
 

@@ -1,6 +1,7 @@
 // Weight staging (MK_STAGE_WEIGHTS, sm_90 and later): a linear task's weight rows are copied
 // into a shared-memory ring by one bulk copy per slice (the TMA engine, no registers), issued
-// when the task *before* it starts, so the bytes stream while that task waits and computes.
+// while the task *before* it runs (at its start, or with MK_STAGE_LATE once it has its input),
+// so the bytes stream while that task waits and computes.
 // A decode step of a small model is a chain of dependent stages whose tasks each read tens of
 // KB; loading a task's weights only once it starts puts the bytes' DRAM latency and the
 // stage's bandwidth share on the critical path of every stage. The ring holds the running
@@ -14,7 +15,8 @@
 //
 // Who does what: thread MK_STAGE_PRODUCER (a compute thread, never the poller) places and
 // issues the copies at the start of each task, after the task's first barrier (the previous
-// task's readers of the ring are done); the readers wait on the copy's mbarrier after the
+// task's readers of the ring are done), the next task's with MK_STAGE_LATE later in the task
+// (mk_stage_late); the readers wait on the copy's mbarrier after the
 // task's events, once its input is staged. The placement is recorded in shared memory
 // (MkStageRec, by task parity) and read after the task's wait barrier.
 #if MK_STAGE_WEIGHTS && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
@@ -29,8 +31,8 @@
 #else
 #define MK_NEXT_PREFETCH 0
 #endif
-// The stager and the next task's prefetch read the next task's descriptor at the start of this
-// one (protocol.cuh).
+// The stager and the next task's prefetch read the next task's descriptor during this one
+// (protocol.cuh: its buffer is refilled only when the task after it starts).
 #define MK_DESC_AHEAD ((MK_STAGE || MK_NEXT_PREFETCH) ? 2 : 1)
 
 // Where a task's staged weights are: ring offset (-1: not staged), mbarrier, phase parity.

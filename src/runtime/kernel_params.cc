@@ -90,7 +90,11 @@ std::string to_defines(const MegakernelParams& p) {
   return out;
 }
 
-MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
+namespace {
+
+// The items of "name=value,...": each parameter named and its value, in the text's order.
+std::vector<std::pair<const Field*, int>> parse_items(const std::string& text) {
+  std::vector<std::pair<const Field*, int>> out;
   std::istringstream in(text);
   std::string item;
   while (std::getline(in, item, ',')) {
@@ -106,8 +110,27 @@ MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
     const Field* f = std::find_if(std::begin(kFields), std::end(kFields),
                                   [&](const Field& x) { return name == x.name; });
     MPK_CHECK(f != std::end(kFields), InvalidArgument) << "unknown megakernel parameter '" << name << "'";
-    base.*f->member = int(v);
+    out.emplace_back(f, int(v));
   }
+  return out;
+}
+
+// The parameters an axis sets (axis_fields), in kFields' order.
+std::vector<const Field*> axis_params(const ParamAxis& axis) {
+  std::vector<bool> set(std::size(kFields));
+  for (size_t i = 0; i < std::size(kFields); ++i) set[i] = std::string_view(kFields[i].name) == axis.name;
+  for (const std::string& change : axis.changes)
+    for (const auto& [f, v] : parse_items(change)) set[size_t(f - kFields)] = true;
+  std::vector<const Field*> out;
+  for (size_t i = 0; i < std::size(kFields); ++i)
+    if (set[i]) out.push_back(&kFields[i]);
+  return out;
+}
+
+}  // namespace
+
+MegakernelParams parse_params(const std::string& text, MegakernelParams base) {
+  for (const auto& [f, v] : parse_items(text)) base.*f->member = v;
   validate(base);
   return base;
 }
@@ -190,26 +213,16 @@ void check_axis_names(const std::vector<std::string>& names) {
 
 std::vector<std::string> axis_fields(const ParamAxis& axis) {
   std::vector<std::string> out;
-  for (const Field& f : kFields) {
-    const std::string set = std::string(f.name) + "=";
-    if (std::string_view(f.name) == axis.name ||
-        std::any_of(axis.changes.begin(), axis.changes.end(), [&](const std::string& v) {
-          return v.rfind(set, 0) == 0 || v.find("," + set) != std::string::npos;
-        }))
-      out.push_back(f.name);
-  }
+  for (const Field* f : axis_params(axis)) out.push_back(f->name);
   return out;
 }
 
 std::vector<std::string> changed_stages(const MegakernelParams& a, const MegakernelParams& b) {
   std::vector<std::string> out;
   for (const ParamAxis& axis : search_axes()) {
-    bool changed = false;
-    for (const std::string& name : axis_fields(axis)) {
-      const Field* f = std::find_if(std::begin(kFields), std::end(kFields),
-                                    [&](const Field& x) { return name == x.name; });
-      changed = changed || a.*f->member != b.*f->member;
-    }
+    const std::vector<const Field*> fields = axis_params(axis);
+    const bool changed =
+        std::any_of(fields.begin(), fields.end(), [&](const Field* f) { return a.*f->member != b.*f->member; });
     if (changed && std::find(out.begin(), out.end(), axis.stage) == out.end()) out.push_back(axis.stage);
   }
   return out;
